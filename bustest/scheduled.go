@@ -1,0 +1,377 @@
+package bustest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/postbus/bus"
+)
+
+// StoreFactory returns a new, empty, isolated store for one test case.
+type StoreFactory func(t *testing.T) bus.ScheduledStore
+
+// ScheduledMessageTests runs the scheduled-message store contract against
+// stores made by newStore. Times are real wall-clock times, because stores
+// with a clock of their own compare on it.
+func ScheduledMessageTests(t *testing.T, newStore StoreFactory) {
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, s bus.ScheduledStore)
+	}{
+		{"RoundTripKeepsEveryField", testRoundTrip},
+		{"ClaimsOnlyDueRowsEarliestFirst", testClaimOrder},
+		{"LeasedRowIsNotClaimedUntilLeaseLapses", testLease},
+		{"ConcurrentClaimersClaimEachRowOnce", testConcurrentClaims},
+		{"StoreIsIdempotentByID", testIdempotentStore},
+		{"Cancel", testCancel},
+		{"FailureCounting", testFailures},
+		{"Release", testRelease},
+		{"NextDue", testNextDue},
+		{"NoRowIsClaimedEarly", testNotEarly},
+		{"LargeBatch", testLargeBatch},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			c.fn(t, s)
+			assertEmpty(t, s)
+		})
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// row makes a stored message whose envelope really decodes, due at due.
+func row(id string, due time.Time) bus.OutgoingMessage {
+	env := &bus.Envelope{
+		ID: id, Type: "bustest.Row", Kind: bus.KindCommand, Body: []byte(`{"n":1}`),
+		ContentType: "application/json", Destination: "bustest-queue", Source: "bustest",
+		Headers: map[string]string{"h": "v"}, Attributes: map[string]string{"a": "1"},
+		StickyAttributes: map[string]string{"s": "2"}, CorrelationID: "corr-" + id,
+		SentAt: time.Now().UTC(), DueAt: due.UTC(),
+	}
+	return bus.OutgoingMessage{ID: id, Kind: bus.KindCommand, Envelope: bus.MarshalEnvelope(env), DueAt: due}
+}
+
+func rows(prefix string, n int, due func(i int) time.Time) []bus.OutgoingMessage {
+	out := make([]bus.OutgoingMessage, n)
+	for i := range out {
+		out[i] = row(fmt.Sprintf("%s-%06d", prefix, i), due(i))
+	}
+	return out
+}
+
+func mustStore(t *testing.T, s bus.ScheduledStore, msgs ...bus.OutgoingMessage) {
+	t.Helper()
+	if err := s.StoreOutgoing(ctxT(t), msgs); err != nil {
+		t.Fatalf("StoreOutgoing: %v", err)
+	}
+}
+
+func claim(t *testing.T, s bus.ScheduledStore, limit int, lease time.Duration) []bus.OutgoingMessage {
+	t.Helper()
+	got, err := s.ClaimDueOutgoing(ctxT(t), time.Now(), limit, lease)
+	if err != nil {
+		t.Fatalf("ClaimDueOutgoing: %v", err)
+	}
+	return got
+}
+
+func ids(msgs []bus.OutgoingMessage) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.ID
+	}
+	return out
+}
+
+func mustDelete(t *testing.T, s bus.ScheduledStore, ids []string) {
+	t.Helper()
+	if err := s.DeleteOutgoing(ctxT(t), ids); err != nil {
+		t.Fatalf("DeleteOutgoing: %v", err)
+	}
+}
+
+// assertEmpty is the invariant check after every case: no row left behind,
+// leased or not.
+func assertEmpty(t *testing.T, s bus.ScheduledStore) {
+	t.Helper()
+	if _, ok, err := s.NextDueOutgoing(ctxT(t)); err != nil || ok {
+		t.Errorf("store not empty after the case (rows left: %v, err: %v)", ok, err)
+	}
+}
+
+func testRoundTrip(t *testing.T, s bus.ScheduledStore) {
+	due := time.Now().Add(-time.Second).Add(123456 * time.Nanosecond)
+	want := row("round-trip", due)
+	want.Kind = bus.KindEvent
+	mustStore(t, s, want)
+	got := claim(t, s, 10, time.Minute)
+	if len(got) != 1 {
+		t.Fatalf("claimed %d rows, want 1", len(got))
+	}
+	g := got[0]
+	if g.ID != want.ID || g.Kind != want.Kind || string(g.Envelope) != string(want.Envelope) || g.Failures != 0 {
+		t.Errorf("round trip changed the row: got %+v, want %+v", g, want)
+	}
+	if !g.DueAt.Equal(due.Truncate(time.Microsecond)) && !g.DueAt.Equal(due) {
+		t.Errorf("DueAt = %v, want %v (microsecond precision)", g.DueAt, due)
+	}
+	if _, err := bus.UnmarshalEnvelope(g.Envelope); err != nil {
+		t.Errorf("stored envelope no longer decodes: %v", err)
+	}
+	if g.LeaseUntil.Before(time.Now().Add(30 * time.Second)) {
+		t.Errorf("LeaseUntil = %v, want about a minute from now", g.LeaseUntil)
+	}
+	mustDelete(t, s, []string{g.ID, "never-stored"})
+	if again := claim(t, s, 10, time.Minute); len(again) != 0 {
+		t.Errorf("deleted row claimed again: %v", ids(again))
+	}
+}
+
+func testClaimOrder(t *testing.T, s bus.ScheduledStore) {
+	now := time.Now()
+	mustStore(t, s,
+		row("c", now.Add(-1*time.Second)), row("future", now.Add(time.Hour)),
+		row("a", now.Add(-3*time.Second)), row("b", now.Add(-2*time.Second)))
+	first := claim(t, s, 2, time.Minute)
+	if !slices.Equal(ids(first), []string{"a", "b"}) {
+		t.Fatalf("first claim = %v, want [a b] (earliest first, limit 2)", ids(first))
+	}
+	second := claim(t, s, 10, time.Minute)
+	if !slices.Equal(ids(second), []string{"c"}) {
+		t.Fatalf("second claim = %v, want [c] (future row must stay)", ids(second))
+	}
+	mustDelete(t, s, []string{"a", "b", "c", "future"})
+}
+
+func testLease(t *testing.T, s bus.ScheduledStore) {
+	mustStore(t, s, row("leased", time.Now().Add(-time.Second)))
+	const lease = 700 * time.Millisecond
+	start := time.Now()
+	if got := claim(t, s, 10, lease); len(got) != 1 {
+		t.Fatalf("claimed %d, want 1", len(got))
+	}
+	if got := claim(t, s, 10, lease); len(got) != 0 {
+		t.Fatalf("leased row claimed again at once: %v", ids(got))
+	}
+	var again []bus.OutgoingMessage
+	for len(again) == 0 && time.Since(start) < 30*time.Second {
+		time.Sleep(20 * time.Millisecond)
+		again = claim(t, s, 10, time.Minute)
+	}
+	if len(again) != 1 {
+		t.Fatal("row never claimable again after its lease lapsed")
+	}
+	if el := time.Since(start); el < lease-10*time.Millisecond {
+		t.Errorf("row claimed again after %v, before its %v lease lapsed", el, lease)
+	}
+	mustDelete(t, s, ids(again))
+}
+
+func testConcurrentClaims(t *testing.T, s bus.ScheduledStore) {
+	const n, claimers = 2000, 6
+	now := time.Now()
+	mustStore(t, s, rows("cc", n, func(i int) time.Time { return now.Add(-time.Duration(i%50) * time.Millisecond) })...)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	errs := make(chan error, claimers)
+	for range claimers {
+		wg.Go(func() {
+			for {
+				got, err := s.ClaimDueOutgoing(ctxT(t), time.Now(), 37, time.Hour)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, m := range got {
+					seen[m.ID]++
+				}
+				mu.Unlock()
+				if err := s.DeleteOutgoing(ctxT(t), ids(got)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("claimer: %v", err)
+	}
+	if len(seen) != n {
+		t.Errorf("claimed %d distinct rows, want %d", len(seen), n)
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("row %s claimed %d times", id, c)
+		}
+	}
+}
+
+func testIdempotentStore(t *testing.T, s bus.ScheduledStore) {
+	due := time.Now().Add(-time.Second)
+	mustStore(t, s, row("dup", due))
+	mustStore(t, s, row("dup", due), row("other", due))
+	got := claim(t, s, 10, time.Minute)
+	slices.Sort(ids(got))
+	if len(got) != 2 {
+		t.Fatalf("claimed %v, want dup and other once each", ids(got))
+	}
+	mustDelete(t, s, ids(got))
+}
+
+func testCancel(t *testing.T, s bus.ScheduledStore) {
+	mustStore(t, s, row("cancel-me", time.Now().Add(-time.Second)), row("keep", time.Now().Add(-time.Second)))
+	ok, err := s.CancelOutgoing(ctxT(t), "cancel-me")
+	if err != nil || !ok {
+		t.Fatalf("CancelOutgoing = %v, %v; want true, nil", ok, err)
+	}
+	if ok, err = s.CancelOutgoing(ctxT(t), "cancel-me"); err != nil || ok {
+		t.Fatalf("second CancelOutgoing = %v, %v; want false, nil", ok, err)
+	}
+	if got := claim(t, s, 10, time.Minute); !slices.Equal(ids(got), []string{"keep"}) {
+		t.Fatalf("claim after cancel = %v, want [keep]", ids(got))
+	}
+	mustDelete(t, s, []string{"keep"})
+}
+
+func testFailures(t *testing.T, s bus.ScheduledStore) {
+	mustStore(t, s, row("failing", time.Now().Add(-time.Second)))
+	if got := claim(t, s, 10, time.Hour); len(got) != 1 {
+		t.Fatalf("claimed %d, want 1", len(got))
+	}
+	retryAt := time.Now().Add(600 * time.Millisecond)
+	for i := range 2 {
+		if i == 1 {
+			retryAt = time.Now().Add(600 * time.Millisecond)
+		}
+		err := s.RecordOutgoingFailures(ctxT(t), []bus.OutgoingFailure{{ID: "failing", Error: fmt.Sprintf("boom %d", i+1), RetryAt: retryAt}})
+		if err != nil {
+			t.Fatalf("RecordOutgoingFailures: %v", err)
+		}
+		if got := claim(t, s, 10, time.Hour); len(got) != 0 {
+			t.Fatalf("row claimable before its retry time: %v", ids(got))
+		}
+		var got []bus.OutgoingMessage
+		for len(got) == 0 && time.Until(retryAt) > -30*time.Second {
+			time.Sleep(20 * time.Millisecond)
+			got = claim(t, s, 10, time.Hour)
+		}
+		if len(got) != 1 {
+			t.Fatal("row never claimable after its retry time")
+		}
+		if time.Now().Before(retryAt.Add(-5 * time.Millisecond)) {
+			t.Errorf("row claimed before its retry time %v", retryAt)
+		}
+		if got[0].Failures != i+1 || got[0].LastError != fmt.Sprintf("boom %d", i+1) {
+			t.Errorf("after %d failures: Failures=%d LastError=%q", i+1, got[0].Failures, got[0].LastError)
+		}
+	}
+	// Failures recorded for unknown rows are ignored.
+	if err := s.RecordOutgoingFailures(ctxT(t), []bus.OutgoingFailure{{ID: "gone", Error: "x", RetryAt: time.Now()}}); err != nil {
+		t.Errorf("RecordOutgoingFailures on an unknown row: %v", err)
+	}
+	mustDelete(t, s, []string{"failing"})
+}
+
+func testRelease(t *testing.T, s bus.ScheduledStore) {
+	mustStore(t, s, row("released", time.Now().Add(-time.Second)))
+	if got := claim(t, s, 10, time.Hour); len(got) != 1 {
+		t.Fatalf("claimed %d, want 1", len(got))
+	}
+	if err := s.ReleaseOutgoing(ctxT(t), []string{"released", "unknown"}); err != nil {
+		t.Fatalf("ReleaseOutgoing: %v", err)
+	}
+	got := claim(t, s, 10, time.Hour)
+	if len(got) != 1 || got[0].Failures != 0 {
+		t.Fatalf("after release claimed %+v, want the row with no failure counted", got)
+	}
+	mustDelete(t, s, ids(got))
+}
+
+func testNextDue(t *testing.T, s bus.ScheduledStore) {
+	if _, ok, err := s.NextDueOutgoing(ctxT(t)); err != nil || ok {
+		t.Fatalf("NextDueOutgoing on an empty store = %v, %v; want false, nil", ok, err)
+	}
+	early := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	mustStore(t, s, row("later", early.Add(time.Hour)), row("early", early))
+	next, ok, err := s.NextDueOutgoing(ctxT(t))
+	if err != nil || !ok || next.Sub(early).Abs() > time.Millisecond {
+		t.Fatalf("NextDueOutgoing = %v, %v, %v; want %v", next, ok, err, early)
+	}
+	mustDelete(t, s, []string{"early"})
+	next, ok, _ = s.NextDueOutgoing(ctxT(t))
+	if !ok || next.Sub(early.Add(time.Hour)).Abs() > time.Millisecond {
+		t.Errorf("NextDueOutgoing after delete = %v, %v; want %v", next, ok, early.Add(time.Hour))
+	}
+	mustDelete(t, s, []string{"later"})
+}
+
+func testNotEarly(t *testing.T, s bus.ScheduledStore) {
+	const n = 200
+	start := time.Now()
+	mustStore(t, s, rows("ne", n, func(i int) time.Time { return start.Add(200*time.Millisecond + time.Duration(i)*5*time.Millisecond) })...)
+	got := 0
+	for got < n && time.Since(start) < time.Minute {
+		batch := claim(t, s, 50, time.Hour)
+		after := time.Now()
+		for _, m := range batch {
+			if m.DueAt.After(after) {
+				t.Errorf("row %s claimed %v before it was due", m.ID, m.DueAt.Sub(after))
+			}
+		}
+		got += len(batch)
+		if len(batch) > 0 {
+			mustDelete(t, s, ids(batch))
+		} else {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	if got != n {
+		t.Errorf("claimed %d rows, want %d", got, n)
+	}
+}
+
+func testLargeBatch(t *testing.T, s bus.ScheduledStore) {
+	const n = 10000
+	now := time.Now()
+	mustStore(t, s, rows("big", n, func(i int) time.Time { return now.Add(-time.Duration(n-i) * time.Microsecond) })...)
+	seen := make(map[string]bool, n)
+	var last time.Time
+	for {
+		got := claim(t, s, 1000, time.Hour)
+		if len(got) == 0 {
+			break
+		}
+		for _, m := range got {
+			if seen[m.ID] {
+				t.Fatalf("row %s claimed twice", m.ID)
+			}
+			if m.DueAt.Before(last) {
+				t.Fatalf("row %s out of due order", m.ID)
+			}
+			last = m.DueAt
+			seen[m.ID] = true
+		}
+		mustDelete(t, s, ids(got))
+	}
+	if len(seen) != n {
+		t.Errorf("claimed %d rows, want %d", len(seen), n)
+	}
+}

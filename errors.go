@@ -1,0 +1,121 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Test for them with errors.Is; the typed errors below wrap
+// them and carry the details.
+var (
+	// ErrClosed is returned by every call on a bus after Stop.
+	ErrClosed = errors.New("bus: closed")
+	// ErrNotStarted is returned by calls that need a started bus.
+	ErrNotStarted = errors.New("bus: not started")
+	// ErrAlreadyStarted is returned by a second Start.
+	ErrAlreadyStarted = errors.New("bus: already started")
+	// ErrNoRoute is returned by Send for a command type with no route.
+	ErrNoRoute = errors.New("bus: no route for command")
+	// ErrConflictingDelivery is returned when DeliverAfter and DeliverAt are both given.
+	ErrConflictingDelivery = errors.New("bus: DeliverAfter and DeliverAt are mutually exclusive")
+	// ErrDelayedDeliveryNotSupported is returned by a delayed send on a
+	// persistence that does not implement ScheduledStore.
+	ErrDelayedDeliveryNotSupported = errors.New("bus: delayed delivery not supported by the persistence")
+	// ErrMalformedEnvelope is returned when encoded envelope bytes cannot be decoded.
+	ErrMalformedEnvelope = errors.New("bus: malformed envelope")
+	// ErrInvalidConfig is wrapped by every *ConfigError.
+	ErrInvalidConfig = errors.New("bus: invalid config")
+	// ErrInvalidOption is wrapped by every *OptionError.
+	ErrInvalidOption = errors.New("bus: invalid message option")
+	// ErrInvalidMessage is returned for a message that cannot be sent: nil,
+	// not serializable, or larger than Config.MaxMessageSize.
+	ErrInvalidMessage = errors.New("bus: invalid message")
+	// ErrUnknownMessageType marks an incoming message no handler is registered for.
+	ErrUnknownMessageType = errors.New("bus: unknown message type")
+	// ErrNotInHandler is returned by Reply when ctx does not come from a handler.
+	ErrNotInHandler = errors.New("bus: not called from a message handler")
+	// ErrNoReplyAddress is returned by Reply when the incoming message names no sender.
+	ErrNoReplyAddress = errors.New("bus: incoming message has no reply address")
+)
+
+// ConfigError reports an invalid Config field.
+type ConfigError struct {
+	Field  string // the Config field, e.g. "Endpoint"
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("bus: invalid config: %s: %s", e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalidConfig.
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+// OptionError reports an invalid per-message option, such as a negative delay.
+type OptionError struct {
+	Option string // e.g. "DeliverAfter"
+	Reason string
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("bus: invalid option %s: %s", e.Option, e.Reason)
+}
+
+// Unwrap returns ErrInvalidOption.
+func (e *OptionError) Unwrap() error { return ErrInvalidOption }
+
+// DelayedDeliveryNotSupportedError is returned by a delayed Send or Publish
+// when the configured persistence cannot store scheduled messages.
+type DelayedDeliveryNotSupportedError struct {
+	Persistence string // the persistence's Go type
+}
+
+func (e *DelayedDeliveryNotSupportedError) Error() string {
+	return fmt.Sprintf("bus: delayed delivery is not supported by persistence %s: "+
+		"it must implement bus.ScheduledStore; use bus.NewMemoryPersistence() for tests, "+
+		"or a durable store such as postgres.New, sqlite.Open or mongodb.New", e.Persistence)
+}
+
+// Is reports whether target is ErrDelayedDeliveryNotSupported.
+func (e *DelayedDeliveryNotSupportedError) Is(target error) bool {
+	return target == ErrDelayedDeliveryNotSupported
+}
+
+// unrecoverableError marks a handler error that must not be retried.
+type unrecoverableError struct{ err error }
+
+func (e *unrecoverableError) Error() string { return "unrecoverable: " + e.err.Error() }
+func (e *unrecoverableError) Unwrap() error { return e.err }
+
+// Unrecoverable wraps a handler error so the message goes straight to the
+// error queue, with no further retries.
+func Unrecoverable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &unrecoverableError{err: err}
+}
+
+// RetryAfterError asks for the message to be handled again after Delay,
+// through the scheduled-message store (for rate limits and the like).
+type RetryAfterError struct {
+	Err   error
+	Delay time.Duration
+}
+
+func (e *RetryAfterError) Error() string {
+	return fmt.Sprintf("retry after %s: %v", e.Delay, e.Err)
+}
+
+// Unwrap returns the wrapped error.
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// RetryAfter wraps a handler error so the message is retried after exactly d
+// instead of following the configured backoff.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &RetryAfterError{Err: err, Delay: d}
+}

@@ -1,0 +1,3 @@
+module github.com/postbus/bus
+
+go 1.26

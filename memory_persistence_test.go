@@ -1,0 +1,13 @@
+package bus_test
+
+import (
+	"testing"
+
+	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
+)
+
+func TestMemoryPersistenceConformance(t *testing.T) {
+	t.Parallel()
+	bustest.ScheduledMessageTests(t, func(*testing.T) bus.ScheduledStore { return bus.NewMemoryPersistence() })
+}

@@ -1,0 +1,60 @@
+package bus
+
+import "context"
+
+// Transport moves envelopes between endpoints. RabbitMQ, NATS and the
+// in-memory transport implement it; the core adds everything else (routing
+// decisions, retries, the error queue, delayed delivery), so a driver stays
+// small.
+//
+// Semantics every implementation keeps (bustest.TransportTests checks them):
+//   - Send and Publish return nil only once the message is safely accepted
+//     (broker confirm, durable write); they honour ctx.
+//   - Several Receive calls on one queue, in one or several processes, are
+//     competing consumers: each message goes to one of them.
+//   - A message is acknowledged only when the DeliveryHandler returned nil.
+//     On an error it becomes available again (requeue, nak, redelivery).
+//   - Envelope fields, headers and attributes round-trip unchanged.
+type Transport interface {
+	// Provision creates what the topology needs (queues, subscriptions),
+	// idempotently. It is called by Start and may be called ahead of time.
+	Provision(ctx context.Context, t Topology) error
+	// Send delivers env to the named queue.
+	Send(ctx context.Context, queue string, env *Envelope) error
+	// Publish delivers env to every queue subscribed to env.Type. With no
+	// subscribers the event goes nowhere, and that is not an error.
+	Publish(ctx context.Context, env *Envelope) error
+	// Receive consumes the queue, calling h for each message with at most
+	// opts.Concurrency calls at once, until ctx ends. It then stops fetching,
+	// waits for the calls in flight, settles them, and returns nil. It
+	// returns an error only when it cannot consume at all.
+	Receive(ctx context.Context, queue string, opts ReceiveOptions, h DeliveryHandler) error
+}
+
+// Topology is what one endpoint needs from its transport.
+type Topology struct {
+	// Queue is the endpoint's input queue (the endpoint name).
+	Queue string
+	// Events are the message types the endpoint subscribes to; published
+	// events of these types are delivered to Queue.
+	Events []string
+	// Queues are further queues that must exist, such as the error and
+	// dead-letter queues.
+	Queues []string
+}
+
+// ReceiveOptions tune a Receive call.
+type ReceiveOptions struct {
+	// Concurrency bounds the handler calls in flight (and the prefetch).
+	Concurrency int
+}
+
+// DeliveryHandler handles one received envelope. It runs on its own context,
+// not Receive's, so a message in flight when Receive's ctx ends is finished
+// and settled. Returning nil acknowledges the message; an error hands it
+// back to the transport for redelivery.
+//
+// A transport that cannot decode a wire message still calls the handler,
+// with the raw bytes as Body and HeaderDecodeError set; the core moves it to
+// the error queue.
+type DeliveryHandler func(ctx context.Context, env *Envelope) error

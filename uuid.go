@@ -1,0 +1,67 @@
+package bus
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"time"
+)
+
+// idGenerator makes UUIDv7 identifiers (RFC 9562): 48 bits of Unix
+// milliseconds, then a 12-bit counter that keeps IDs made in the same
+// millisecond ordered, then random bits. One generator per bus; no globals.
+type idGenerator struct {
+	mu      sync.Mutex
+	lastMS  int64
+	counter uint16
+	buf     [256]byte // random bytes, refilled in bulk: crypto/rand per ID is slow
+	used    int
+}
+
+func newIDGenerator() *idGenerator { return &idGenerator{used: 256} }
+
+// New returns a new UUIDv7 in its canonical 36-character form.
+func (g *idGenerator) New() string {
+	var u [16]byte
+	g.mu.Lock()
+	ms := time.Now().UnixMilli()
+	if ms <= g.lastMS {
+		g.counter++
+		if g.counter > 0x0fff { // counter exhausted: borrow the next millisecond
+			g.lastMS++
+			g.counter = 0
+		}
+		ms = g.lastMS
+	} else {
+		g.lastMS = ms
+		g.counter = 0
+	}
+	if g.used+8 > len(g.buf) {
+		_, _ = rand.Read(g.buf[:]) // crypto/rand.Read never fails (Go 1.24+)
+		g.used = 0
+	}
+	copy(u[8:], g.buf[g.used:g.used+8])
+	g.used += 8
+	counter := g.counter
+	g.mu.Unlock()
+
+	u[0], u[1], u[2], u[3], u[4], u[5] = byte(ms>>40), byte(ms>>32), byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms)
+	u[6] = 0x70 | byte(counter>>8)
+	u[7] = byte(counter)
+	u[8] = 0x80 | u[8]&0x3f
+	return formatUUID(u)
+}
+
+func formatUUID(u [16]byte) string {
+	var s [36]byte
+	hex.Encode(s[0:8], u[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], u[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], u[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], u[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], u[10:])
+	return string(s[:])
+}
