@@ -1,0 +1,187 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Bus is one endpoint's connection to the transport: it sends, publishes,
+// schedules, receives and dispatches. Create it with New, register handlers
+// and routes, then Start it. A Bus is safe for concurrent use.
+type Bus struct {
+	cfg       Config
+	log       *slog.Logger
+	transport Transport
+	store     ScheduledStore // nil when the persistence cannot schedule
+	ids       *idGenerator
+	clock     Clock
+
+	mu       sync.Mutex
+	state    state
+	handlers map[string]*handlerSet // by message type name
+	routes   map[string]string      // command type name -> endpoint
+	outgoing PipelineFunc
+	incoming PipelineFunc
+
+	warnOnce sync.Once // the non-durable persistence warning
+
+	stopReceiving context.CancelFunc // ends Transport.Receive and the dispatcher
+	stopHandlers  context.CancelFunc // cancels handlers still running when Stop's ctx ends
+	handlerCtx    context.Context
+	running       sync.WaitGroup // receive loop and dispatcher
+	dispatcher    *dispatcher
+	metrics       metrics
+}
+
+type state int
+
+const (
+	stateNew state = iota
+	stateStarted
+	stateClosed
+)
+
+// New validates cfg and returns a bus that is not started yet.
+func New(cfg Config) (*Bus, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	b := &Bus{
+		cfg:       cfg,
+		log:       cfg.Logger.With(slog.String(logKeyEndpoint, cfg.Endpoint)),
+		transport: cfg.Transport,
+		ids:       newIDGenerator(),
+		clock:     cfg.Clock,
+		handlers:  map[string]*handlerSet{},
+		routes:    map[string]string{},
+	}
+	b.store, _ = cfg.Persistence.(ScheduledStore)
+	b.outgoing = chain(cfg.Outgoing, b.deliverOutgoing)
+	b.incoming = chain(cfg.Incoming, b.invokeHandlers)
+	b.handlerCtx, b.stopHandlers = context.WithCancel(context.Background())
+	return b, nil
+}
+
+// Endpoint returns the endpoint name.
+func (b *Bus) Endpoint() string { return b.cfg.Endpoint }
+
+// Start sets up the persistence (Setup) and the transport (Provision) unless
+// Config.SkipSetup is set, then starts receiving and dispatching. Send-only
+// buses only set up. Start returns once the bus is running.
+func (b *Bus) Start(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.state {
+	case stateStarted:
+		return ErrAlreadyStarted
+	case stateClosed:
+		return ErrClosed
+	}
+	if !b.cfg.SkipSetup {
+		if s, ok := b.cfg.Persistence.(interface{ Setup(context.Context) error }); ok {
+			if err := s.Setup(ctx); err != nil {
+				return fmt.Errorf("bus: persistence setup: %w", err)
+			}
+		}
+		if err := b.transport.Provision(ctx, b.topologyLocked()); err != nil {
+			return fmt.Errorf("bus: provision transport: %w", err)
+		}
+	}
+	b.state = stateStarted
+	if b.cfg.SendOnly {
+		return nil
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	b.stopReceiving = cancel
+	b.running.Go(func() { b.receiveLoop(rctx) })
+	if b.store != nil && !b.cfg.Dispatcher.Disabled {
+		b.dispatcher = newDispatcher(b)
+		b.running.Go(func() { b.dispatcher.run(rctx) })
+	}
+	return nil
+}
+
+func (b *Bus) topologyLocked() Topology {
+	t := Topology{Queues: []string{b.cfg.ErrorQueue}}
+	if !b.cfg.SendOnly {
+		t.Queue = b.cfg.Endpoint
+		for name, hs := range b.handlers {
+			if hs.event {
+				t.Events = append(t.Events, name)
+			}
+		}
+	}
+	return t
+}
+
+func (b *Bus) receiveLoop(ctx context.Context) {
+	opts := ReceiveOptions{Concurrency: b.cfg.Concurrency}
+	for ctx.Err() == nil {
+		err := b.transport.Receive(ctx, b.cfg.Endpoint, opts, b.onDelivery)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		b.log.Error("receive failed; retrying", slog.Any(logKeyError, err))
+		if !sleepCtx(ctx, b.clock, receiveRetryDelay) {
+			return
+		}
+	}
+}
+
+// Stop stops receiving and dispatching, waits for the handlers in flight
+// until ctx ends (then cancels their contexts), and closes the bus: every
+// later call returns ErrClosed. Messages not yet handled stay in the
+// transport; scheduled rows claimed but not sent are released.
+func (b *Bus) Stop(ctx context.Context) error {
+	b.mu.Lock()
+	if b.state == stateClosed {
+		b.mu.Unlock()
+		return ErrClosed
+	}
+	wasStarted := b.state == stateStarted
+	b.state = stateClosed
+	b.mu.Unlock()
+	if !wasStarted || b.stopReceiving == nil {
+		b.stopHandlers()
+		return nil
+	}
+	b.stopReceiving()
+	done := make(chan struct{})
+	go func() { b.running.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		// Handlers see their ctx cancelled, fail, and the transport hands
+		// their messages back for redelivery; a handler that ignores its ctx
+		// is not waited for.
+		err = fmt.Errorf("bus: stop: handlers still running: %w", ctx.Err())
+	}
+	b.stopHandlers()
+	return err
+}
+
+func (b *Bus) checkOpen() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == stateClosed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// sleepCtx waits d on clock, returning false if ctx ended first.
+func sleepCtx(ctx context.Context, clock Clock, d time.Duration) bool {
+	t := clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,160 @@
+package bus
+
+import (
+	"cmp"
+	"log/slog"
+	"regexp"
+	"runtime"
+	"time"
+)
+
+// Config configures a bus. Every field has a documented default; the zero
+// value of a field means its default.
+type Config struct {
+	// Endpoint is this endpoint's name and the name of its input queue.
+	// Required: letters, digits, '.', '-' and '_' only, at most 200 bytes.
+	Endpoint string
+	// Transport carries messages. Default: a new in-memory transport (to let
+	// several buses talk in memory, give them the same NewMemoryTransport()).
+	// The bus never closes a transport it was given.
+	Transport Transport
+	// Persistence stores scheduled messages. Default: a new in-memory,
+	// non-durable persistence. The bus never closes a persistence it was given.
+	Persistence Persistence
+	// Logger receives the bus's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// SendOnly buses send and schedule but never receive or dispatch.
+	SendOnly bool
+	// SkipSetup stops Start from calling Transport.Provision and the
+	// persistence's Setup, for deployments that provision ahead of time.
+	SkipSetup bool
+	// Concurrency bounds the handlers running at once. Default: runtime.NumCPU().
+	Concurrency int
+	// ErrorQueue receives messages that failed every retry, and poison
+	// messages. Default: "error".
+	ErrorQueue string
+	// Serializer turns messages into bodies and back. Default: JSON.
+	Serializer Serializer
+	// MaxMessageSize bounds a serialized body in bytes. Default: 1 MiB.
+	MaxMessageSize int
+	// Retries configures recoverability of failing handlers.
+	Retries RetryConfig
+	// Dispatcher configures the dispatcher of scheduled messages.
+	Dispatcher DispatcherConfig
+	// Incoming middleware wraps the handling of every received message,
+	// first element outermost.
+	Incoming []Middleware
+	// Outgoing middleware wraps the sending of every message, first element
+	// outermost. It runs once per message, when Send or Publish is called,
+	// including for messages delivered later.
+	Outgoing []Middleware
+	// Clock tells time. Default: the system clock. Tests inject a fake one.
+	Clock Clock
+}
+
+// RetryConfig configures what happens when a handler fails.
+type RetryConfig struct {
+	// Immediate is how many times a failing message is retried at once
+	// before it goes to the error queue. Default 5; a negative value means none.
+	Immediate int
+}
+
+// DispatcherConfig tunes the dispatcher that hands scheduled messages to the
+// transport when they fall due.
+type DispatcherConfig struct {
+	// Disabled stops this bus from dispatching; another bus on the same
+	// store must then do it.
+	Disabled bool
+	// PollInterval is the longest the dispatcher sleeps without looking at
+	// the store. Default 1s.
+	PollInterval time.Duration
+	// BatchSize is how many due rows one claim takes. Default 500.
+	BatchSize int
+	// Lease is how long a claimed row stays reserved for this dispatcher; a
+	// row not deleted by then (the process died) is dispatched again by any
+	// bus on the store. Default 30s.
+	Lease time.Duration
+	// Concurrency is how many due messages are handed to the transport at
+	// once. Default 16.
+	Concurrency int
+	// NumberOfRetries is how many failed hand-overs a row gets before it is
+	// moved to the error queue. Default 0: retry forever.
+	NumberOfRetries int
+	// RetryBackoff is the first wait after a failed hand-over; it doubles
+	// per failure up to one minute. Default 1s.
+	RetryBackoff time.Duration
+}
+
+const (
+	defaultErrorQueue     = "error"
+	defaultMaxMessageSize = 1 << 20
+	defaultImmediate      = 5
+	maxEndpointLen        = 200
+)
+
+var endpointPattern = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+func (c Config) withDefaults() Config {
+	if c.Transport == nil {
+		c.Transport = NewMemoryTransport()
+	}
+	if c.Persistence == nil {
+		c.Persistence = NewMemoryPersistence()
+	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Concurrency = cmp.Or(c.Concurrency, runtime.NumCPU())
+	c.ErrorQueue = cmp.Or(c.ErrorQueue, defaultErrorQueue)
+	if c.Serializer == nil {
+		c.Serializer = JSONSerializer{}
+	}
+	c.MaxMessageSize = cmp.Or(c.MaxMessageSize, defaultMaxMessageSize)
+	switch {
+	case c.Retries.Immediate == 0:
+		c.Retries.Immediate = defaultImmediate
+	case c.Retries.Immediate < 0:
+		c.Retries.Immediate = 0
+	}
+	d := &c.Dispatcher
+	d.PollInterval = cmp.Or(d.PollInterval, time.Second)
+	d.BatchSize = cmp.Or(d.BatchSize, 500)
+	d.Lease = cmp.Or(d.Lease, 30*time.Second)
+	d.Concurrency = cmp.Or(d.Concurrency, 16)
+	d.RetryBackoff = cmp.Or(d.RetryBackoff, time.Second)
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if err := validateQueueName("Endpoint", c.Endpoint); err != nil {
+		return err
+	}
+	if err := validateQueueName("ErrorQueue", c.ErrorQueue); err != nil {
+		return err
+	}
+	d := c.Dispatcher
+	switch {
+	case c.Concurrency < 0:
+		return &ConfigError{Field: "Concurrency", Reason: "must not be negative"}
+	case c.MaxMessageSize < 0:
+		return &ConfigError{Field: "MaxMessageSize", Reason: "must not be negative"}
+	case d.PollInterval < 0 || d.Lease < 0 || d.RetryBackoff < 0:
+		return &ConfigError{Field: "Dispatcher", Reason: "durations must not be negative"}
+	case d.BatchSize < 0 || d.Concurrency < 0 || d.NumberOfRetries < 0:
+		return &ConfigError{Field: "Dispatcher", Reason: "counts must not be negative"}
+	}
+	return nil
+}
+
+func validateQueueName(field, name string) error {
+	switch {
+	case name == "":
+		return &ConfigError{Field: field, Reason: "required"}
+	case len(name) > maxEndpointLen:
+		return &ConfigError{Field: field, Reason: "longer than 200 bytes"}
+	case !endpointPattern.MatchString(name):
+		return &ConfigError{Field: field, Reason: "only letters, digits, '.', '-' and '_' are allowed: " + name}
+	}
+	return nil
+}

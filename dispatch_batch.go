@@ -1,0 +1,118 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// settleTimeout bounds the store calls that settle a batch after Stop.
+const settleTimeout = 5 * time.Second
+
+// dispatchBatch claims one batch of due rows and hands each to the
+// transport. It returns how many rows it claimed.
+func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
+	rows, err := d.store.ClaimDueOutgoing(ctx, d.clock.Now(), d.cfg.BatchSize, d.cfg.Lease)
+	if err != nil || len(rows) == 0 {
+		return 0, err
+	}
+	results := make([]error, len(rows))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(d.cfg.Concurrency, len(rows)) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(rows); i = int(next.Add(1)) - 1 {
+				results[i] = d.handOver(ctx, &rows[i])
+			}
+		})
+	}
+	wg.Wait()
+	d.settle(ctx, rows, results)
+	return len(rows), nil
+}
+
+// handOver decodes one row and gives it to the transport.
+func (d *dispatcher) handOver(ctx context.Context, row *OutgoingMessage) error {
+	env, err := UnmarshalEnvelope(row.Envelope)
+	if err != nil {
+		// A row that cannot be decoded will never be sent: keep its bytes in
+		// the error queue rather than retry it forever.
+		poison := &Envelope{ID: row.ID, Kind: row.Kind, Body: row.Envelope, Source: d.b.cfg.Endpoint}
+		return d.b.moveToError(ctx, poison, "poison", row.Failures, fmt.Errorf("scheduled row: %w", err))
+	}
+	return d.b.transmit(ctx, env)
+}
+
+// settle deletes the rows the transport accepted, and records a failure on
+// the others (or, past NumberOfRetries, moves them to the error queue).
+// Rows not attempted because the dispatcher is stopping are released.
+func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results []error) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	var done, released []string
+	var failed []OutgoingFailure
+	now := d.clock.Now()
+	for i, err := range results {
+		row := &rows[i]
+		switch {
+		case err == nil:
+			done = append(done, row.ID)
+		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+			released = append(released, row.ID)
+		case d.cfg.NumberOfRetries > 0 && row.Failures+1 > d.cfg.NumberOfRetries:
+			if d.forwardToError(sctx, row, err) {
+				done = append(done, row.ID)
+			} else {
+				failed = append(failed, OutgoingFailure{ID: row.ID, Error: err.Error(), RetryAt: now.Add(d.backoff(row.Failures))})
+			}
+		default:
+			d.b.metrics.dispatchFails.Add(1)
+			d.logError("dispatch", "cannot hand a due message to the transport; it stays in the store", err)
+			failed = append(failed, OutgoingFailure{ID: row.ID, Error: err.Error(), RetryAt: now.Add(d.backoff(row.Failures))})
+		}
+	}
+	d.b.metrics.dispatched.Add(uint64(len(done)))
+	d.storeCall(sctx, "delete", len(done), func() error { return d.store.DeleteOutgoing(sctx, done) })
+	d.storeCall(sctx, "record-failure", len(failed), func() error { return d.store.RecordOutgoingFailures(sctx, failed) })
+	d.storeCall(sctx, "release", len(released), func() error { return d.store.ReleaseOutgoing(sctx, released) })
+}
+
+func (d *dispatcher) storeCall(ctx context.Context, what string, n int, fn func() error) {
+	if n == 0 {
+		return
+	}
+	if err := fn(); err != nil {
+		// The rows stay leased and are dispatched again when the lease
+		// lapses: a duplicate, never a loss.
+		d.logError(what, "cannot settle dispatched rows; they will be dispatched again after their lease", err)
+	}
+}
+
+// backoff is the wait after a row's failures-th failure: RetryBackoff
+// doubling per failure, at most one minute.
+func (d *dispatcher) backoff(failures int) time.Duration {
+	w := d.cfg.RetryBackoff
+	for range min(failures, 16) {
+		w *= 2
+	}
+	return min(w, time.Minute)
+}
+
+// forwardToError moves a row that failed too often to the error queue.
+func (d *dispatcher) forwardToError(ctx context.Context, row *OutgoingMessage, cause error) bool {
+	env, err := UnmarshalEnvelope(row.Envelope)
+	if err != nil {
+		env = &Envelope{ID: row.ID, Kind: row.Kind, Body: row.Envelope}
+	}
+	env.SetHeader("postbus.dispatch.failures", strconv.Itoa(row.Failures+1))
+	if err := d.b.moveToError(ctx, env, "dispatch", row.Failures+1, cause); err != nil {
+		d.log.Error("cannot move an undeliverable scheduled message to the error queue", slog.String(logKeyMessageID, row.ID), slog.Any(logKeyError, err))
+		return false
+	}
+	return true
+}

@@ -1,0 +1,142 @@
+package bus
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// dispatcher hands scheduled messages to the transport when they fall due.
+// One runs on every started, receiving bus (unless Config.Dispatcher.Disabled).
+//
+// Loop: claim a batch of due rows with a lease; hand each to the transport;
+// delete the ones accepted and record a failure (with backoff) on the others.
+// A full batch loops at once. Otherwise sleep until the earlier of the next
+// due time the store reports and the poll interval, or until poke reports a
+// row stored by this process (or, through DueNotifier, another one) that is
+// due sooner. A row is deleted only after the transport accepted it, so a
+// crash in between sends it again after the lease: at least once, same ID.
+type dispatcher struct {
+	b        *Bus
+	store    ScheduledStore
+	cfg      DispatcherConfig
+	clock    Clock
+	log      *slog.Logger
+	limiter  *rateLimiter
+	wake     chan struct{}
+	plan     atomic.Int64 // Unix nanoseconds of the next planned look; 0 while busy
+	idleHook func()       // tests: called each time the loop goes to sleep
+}
+
+const (
+	// dueRetryDelay is the short wait when the store reports a due row that
+	// the claim did not return (another instance holds it, or the store's
+	// clock is a little behind ours).
+	dueRetryDelay = 5 * time.Millisecond
+	// maxStoreBackoff caps the wait between attempts while the store fails.
+	maxStoreBackoff = 30 * time.Second
+	logInterval     = 10 * time.Second
+)
+
+func newDispatcher(b *Bus) *dispatcher {
+	return &dispatcher{
+		b: b, store: b.store, cfg: b.cfg.Dispatcher, clock: b.clock,
+		log: b.log.With(slog.String("component", "dispatcher")), limiter: newRateLimiter(logInterval),
+		wake: make(chan struct{}, 1),
+	}
+}
+
+// poke wakes the dispatcher if due is sooner than it planned to look.
+func (d *dispatcher) poke(due time.Time) {
+	if p := d.plan.Load(); p != 0 && due.UnixNano() >= p {
+		return
+	}
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (d *dispatcher) run(ctx context.Context) {
+	if n, ok := d.store.(DueNotifier); ok {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		wg.Go(func() { d.watch(ctx, n) })
+	}
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		d.plan.Store(0)
+		n, err := d.dispatchBatch(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			backoff = min(max(2*backoff, 100*time.Millisecond), maxStoreBackoff)
+			d.logError("claim", "cannot claim due messages; retrying", err)
+			d.sleep(ctx, backoff)
+			continue
+		}
+		backoff = 0
+		if n >= d.cfg.BatchSize {
+			continue
+		}
+		d.sleep(ctx, d.nextWait(ctx, n))
+	}
+}
+
+// nextWait is how long to sleep: until the next row becomes claimable, at
+// most the poll interval.
+func (d *dispatcher) nextWait(ctx context.Context, dispatched int) time.Duration {
+	next, ok, err := d.store.NextDueOutgoing(ctx)
+	if err != nil {
+		d.logError("next-due", "cannot read the next due time", err)
+		return d.cfg.PollInterval
+	}
+	if !ok {
+		return d.cfg.PollInterval
+	}
+	wait := next.Sub(d.clock.Now())
+	if wait <= 0 {
+		if dispatched > 0 {
+			return 0
+		}
+		return dueRetryDelay
+	}
+	return min(wait, d.cfg.PollInterval)
+}
+
+func (d *dispatcher) sleep(ctx context.Context, wait time.Duration) {
+	if wait <= 0 {
+		return
+	}
+	d.plan.Store(d.clock.Now().Add(wait).UnixNano())
+	t := d.clock.NewTimer(wait)
+	defer t.Stop()
+	if d.idleHook != nil {
+		d.idleHook()
+	}
+	select {
+	case <-t.C():
+	case <-d.wake:
+	case <-ctx.Done():
+	}
+}
+
+// watch relays other processes' stores to poke, re-watching after errors.
+func (d *dispatcher) watch(ctx context.Context, n DueNotifier) {
+	for ctx.Err() == nil {
+		err := n.WatchDue(ctx, d.poke)
+		if err != nil && ctx.Err() == nil {
+			d.logError("watch", "cannot watch for new scheduled messages; polling only", err)
+		}
+		sleepCtx(ctx, d.clock, d.cfg.PollInterval)
+	}
+}
+
+func (d *dispatcher) logError(kind, msg string, err error) {
+	if d.limiter.allow(kind, d.clock.Now()) {
+		d.log.Error(msg, slog.String("failure", kind), slog.Any(logKeyError, err))
+	}
+}

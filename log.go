@@ -1,0 +1,67 @@
+package bus
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Log attribute keys, shared by every log line of the bus.
+const (
+	logKeyEndpoint  = "endpoint"
+	logKeyError     = "error"
+	logKeyMessageID = "message_id"
+	logKeyType      = "message_type"
+	logKeyQueue     = "queue"
+	logKeyAttempt   = "attempt"
+	logKeyCount     = "count"
+)
+
+const receiveRetryDelay = time.Second
+
+// Metrics are the bus's counters since New, for dashboards and tests.
+type Metrics struct {
+	Sent          uint64 // messages handed to the transport by Send, Publish or Reply
+	Scheduled     uint64 // messages stored for later delivery
+	Dispatched    uint64 // scheduled messages handed to the transport when due
+	Handled       uint64 // messages handled successfully
+	Retried       uint64 // handling attempts that failed and were retried
+	MovedToError  uint64 // messages moved to the error queue
+	DispatchFails uint64 // failed hand-overs of due messages
+}
+
+type metrics struct {
+	sent, scheduled, dispatched, handled, retried, movedToError, dispatchFails atomic.Uint64
+}
+
+// Metrics returns a snapshot of the bus's counters.
+func (b *Bus) Metrics() Metrics {
+	m := &b.metrics
+	return Metrics{
+		Sent: m.sent.Load(), Scheduled: m.scheduled.Load(), Dispatched: m.dispatched.Load(),
+		Handled: m.handled.Load(), Retried: m.retried.Load(), MovedToError: m.movedToError.Load(),
+		DispatchFails: m.dispatchFails.Load(),
+	}
+}
+
+// rateLimiter lets one log line per key through per interval, so a dead
+// database produces a line every few seconds, not one per message.
+type rateLimiter struct {
+	mu       sync.Mutex
+	interval time.Duration
+	last     map[string]time.Time
+}
+
+func newRateLimiter(interval time.Duration) *rateLimiter {
+	return &rateLimiter{interval: interval, last: map[string]time.Time{}}
+}
+
+func (r *rateLimiter) allow(key string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t, ok := r.last[key]; ok && now.Sub(t) < r.interval {
+		return false
+	}
+	r.last[key] = now
+	return true
+}

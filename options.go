@@ -1,0 +1,164 @@
+package bus
+
+import (
+	"fmt"
+	"time"
+)
+
+// MaxDelay is the longest delay DeliverAfter and DeliverAt accept: five
+// years. A longer delay is almost certainly a unit mistake (nanoseconds for
+// seconds), and is rejected with an *OptionError.
+const MaxDelay = 5 * 365 * 24 * time.Hour
+
+// Option changes one outgoing message. Options are checked before anything
+// is sent or stored; a bad one returns an error wrapping ErrInvalidOption
+// (or ErrConflictingDelivery).
+type Option func(*sendOptions) error
+
+type sendOptions struct {
+	headers       map[string]string
+	attributes    map[string]string
+	sticky        map[string]string
+	correlationID string
+	messageID     string
+	destination   string
+	after         time.Duration
+	hasAfter      bool
+	at            time.Time
+	hasAt         bool
+}
+
+// DeliverAfter delivers the message d from now. With d <= 0 it is sent at
+// once; d must not be negative or exceed MaxDelay.
+func DeliverAfter(d time.Duration) Option {
+	return func(o *sendOptions) error {
+		switch {
+		case d < 0:
+			return &OptionError{Option: "DeliverAfter", Reason: fmt.Sprintf("negative delay %v", d)}
+		case d > MaxDelay:
+			return &OptionError{Option: "DeliverAfter", Reason: fmt.Sprintf("delay %v exceeds MaxDelay (%v)", d, MaxDelay)}
+		}
+		o.after, o.hasAfter = d, true
+		return nil
+	}
+}
+
+// DeliverAt delivers the message at t. A t that is not in the future sends
+// at once; t must not be more than MaxDelay ahead.
+func DeliverAt(t time.Time) Option {
+	return func(o *sendOptions) error {
+		if t.IsZero() {
+			return &OptionError{Option: "DeliverAt", Reason: "zero time"}
+		}
+		o.at, o.hasAt = t, true
+		return nil
+	}
+}
+
+// WithHeader sets a header on the message.
+func WithHeader(key, value string) Option {
+	return func(o *sendOptions) error {
+		if key == "" {
+			return &OptionError{Option: "WithHeader", Reason: "empty key"}
+		}
+		o.headers = setKey(o.headers, key, value)
+		return nil
+	}
+}
+
+// WithAttribute sets an attribute that travels with this message only.
+func WithAttribute(key, value string) Option {
+	return func(o *sendOptions) error {
+		if key == "" {
+			return &OptionError{Option: "WithAttribute", Reason: "empty key"}
+		}
+		o.attributes = setKey(o.attributes, key, value)
+		return nil
+	}
+}
+
+// WithStickyAttribute sets an attribute that travels with this message and
+// every message sent while handling it, hop after hop.
+func WithStickyAttribute(key, value string) Option {
+	return func(o *sendOptions) error {
+		if key == "" {
+			return &OptionError{Option: "WithStickyAttribute", Reason: "empty key"}
+		}
+		o.sticky = setKey(o.sticky, key, value)
+		return nil
+	}
+}
+
+// WithCorrelationID sets the correlation ID, overriding the one inherited
+// from the message being handled.
+func WithCorrelationID(id string) Option {
+	return func(o *sendOptions) error {
+		o.correlationID = id
+		return nil
+	}
+}
+
+// WithMessageID sets the message ID instead of a generated UUIDv7. Re-sending
+// with the same ID lets receivers and stores de-duplicate.
+func WithMessageID(id string) Option {
+	return func(o *sendOptions) error {
+		if id == "" || len(id) > 200 {
+			return &OptionError{Option: "WithMessageID", Reason: "must be 1 to 200 bytes"}
+		}
+		o.messageID = id
+		return nil
+	}
+}
+
+// To sends a command to the named endpoint, overriding its route.
+func To(endpoint string) Option {
+	return func(o *sendOptions) error {
+		if err := validateQueueName("To", endpoint); err != nil {
+			return &OptionError{Option: "To", Reason: err.(*ConfigError).Reason}
+		}
+		o.destination = endpoint
+		return nil
+	}
+}
+
+func setKey(m map[string]string, k, v string) map[string]string {
+	if m == nil {
+		m = make(map[string]string, 2)
+	}
+	m[k] = v
+	return m
+}
+
+func parseOptions(opts []Option) (sendOptions, error) {
+	var o sendOptions
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	if o.hasAfter && o.hasAt {
+		return o, fmt.Errorf("%w", ErrConflictingDelivery)
+	}
+	return o, nil
+}
+
+// dueAt returns when the message is due, or the zero time for "now".
+func (o *sendOptions) dueAt(now time.Time) (time.Time, error) {
+	var due time.Time
+	switch {
+	case o.hasAfter && o.after > 0:
+		due = now.Add(o.after)
+	case o.hasAt:
+		if o.at.Sub(now) > MaxDelay {
+			return time.Time{}, &OptionError{Option: "DeliverAt", Reason: fmt.Sprintf("%v is more than MaxDelay (%v) ahead", o.at, MaxDelay)}
+		}
+		due = o.at
+	}
+	if !due.After(now) {
+		return time.Time{}, nil
+	}
+	return due.UTC(), nil
+}

@@ -1,0 +1,196 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+)
+
+// Send sends a command to the endpoint its type is routed to (Route), or to
+// the endpoint named with To. With DeliverAfter or DeliverAt it is stored and
+// delivered when due. Called with a handler's ctx, the message inherits the
+// correlation ID and sticky attributes of the message being handled, and is
+// sent only if the handler succeeds.
+func (b *Bus) Send(ctx context.Context, msg any, opts ...Option) error {
+	return b.send(ctx, KindCommand, msg, opts)
+}
+
+// Publish publishes an event to every endpoint that handles its type. It
+// accepts the same options as Send, except To.
+func (b *Bus) Publish(ctx context.Context, msg any, opts ...Option) error {
+	return b.send(ctx, KindEvent, msg, opts)
+}
+
+// Reply answers the sender of the message being handled; ctx must be the
+// handler's ctx. The reply carries the incoming correlation ID.
+func Reply(ctx context.Context, msg any, opts ...Option) error {
+	s := scopeFrom(ctx)
+	if s == nil {
+		return ErrNotInHandler
+	}
+	return s.bus.send(ctx, KindReply, msg, opts)
+}
+
+func (b *Bus) send(ctx context.Context, kind Kind, msg any, opts []Option) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	o, err := parseOptions(opts)
+	if err != nil {
+		return err
+	}
+	env, err := b.newEnvelope(ctx, kind, msg, &o)
+	if err != nil {
+		return err
+	}
+	if !env.DueAt.IsZero() {
+		if err := b.checkCanSchedule(); err != nil {
+			return err
+		}
+	}
+	return b.outgoing(ctx, env)
+}
+
+func (b *Bus) newEnvelope(ctx context.Context, kind Kind, msg any, o *sendOptions) (*Envelope, error) {
+	if msg == nil {
+		return nil, fmt.Errorf("%w: nil message", ErrInvalidMessage)
+	}
+	now := b.clock.Now()
+	due, err := o.dueAt(now)
+	if err != nil {
+		return nil, err
+	}
+	env := &Envelope{
+		ID: o.messageID, Type: MessageName(msg), Kind: kind, ContentType: b.cfg.Serializer.ContentType(),
+		Headers: o.headers, Attributes: o.attributes, Source: b.cfg.Endpoint,
+		SentAt: now.UTC(), DueAt: due,
+	}
+	if env.ID == "" {
+		env.ID = b.ids.New()
+	}
+	in := IncomingMessage(ctx)
+	if in != nil {
+		env.CorrelationID = in.CorrelationID
+		env.StickyAttributes = maps.Clone(in.StickyAttributes)
+	}
+	if o.correlationID != "" {
+		env.CorrelationID = o.correlationID
+	}
+	if env.CorrelationID == "" {
+		env.CorrelationID = env.ID
+	}
+	for k, v := range o.sticky {
+		env.StickyAttributes = setKey(env.StickyAttributes, k, v)
+	}
+	switch kind {
+	case KindCommand:
+		env.Destination = o.destination
+		if env.Destination == "" {
+			var ok bool
+			if env.Destination, ok = b.route(env.Type); !ok {
+				return nil, fmt.Errorf("%w %s: use bus.Route or bus.To", ErrNoRoute, env.Type)
+			}
+		}
+		env.SetHeader(HeaderReplyTo, b.cfg.Endpoint)
+	case KindEvent:
+		if o.destination != "" {
+			return nil, &OptionError{Option: "To", Reason: "events are published to subscribers, not sent to an endpoint"}
+		}
+	case KindReply:
+		if env.Destination = in.Header(HeaderReplyTo); env.Destination == "" {
+			env.Destination = in.Source
+		}
+		if env.Destination == "" {
+			return nil, ErrNoReplyAddress
+		}
+	}
+	if env.Body, err = b.cfg.Serializer.Marshal(msg); err != nil {
+		return nil, fmt.Errorf("%w: serialize %s: %w", ErrInvalidMessage, env.Type, err)
+	}
+	if len(env.Body) > b.cfg.MaxMessageSize {
+		return nil, fmt.Errorf("%w: %s body is %d bytes, over MaxMessageSize %d", ErrInvalidMessage, env.Type, len(env.Body), b.cfg.MaxMessageSize)
+	}
+	return env, nil
+}
+
+func (b *Bus) checkCanSchedule() error {
+	if b.store == nil {
+		return &DelayedDeliveryNotSupportedError{Persistence: fmt.Sprintf("%T", b.cfg.Persistence)}
+	}
+	if !b.cfg.Persistence.Durable() {
+		b.warnOnce.Do(func() {
+			b.log.Warn("scheduled messages are kept by a non-durable persistence and are lost on restart; "+
+				"set Config.Persistence to a durable store (postgres.New, sqlite.Open, mongodb.New) to keep them",
+				slog.String("persistence", fmt.Sprintf("%T", b.cfg.Persistence)))
+		})
+	}
+	return nil
+}
+
+// deliverOutgoing is the last step of the outgoing pipeline: from a handler
+// it queues the message until the handler succeeds; otherwise it stores a
+// message due later, or hands it to the transport.
+func (b *Bus) deliverOutgoing(ctx context.Context, env *Envelope) error {
+	if s := scopeFrom(ctx); s != nil && s.bus == b {
+		s.add(env)
+		return nil
+	}
+	if !env.DueAt.IsZero() && env.DueAt.After(b.clock.Now()) {
+		return b.schedule(ctx, []*Envelope{env})
+	}
+	return b.transmit(ctx, env)
+}
+
+// transmit hands an envelope to the transport.
+func (b *Bus) transmit(ctx context.Context, env *Envelope) error {
+	var err error
+	if env.Kind == KindEvent {
+		err = b.transport.Publish(ctx, env)
+	} else {
+		err = b.transport.Send(ctx, env.Destination, env)
+	}
+	if err != nil {
+		return fmt.Errorf("bus: %s %s %s: %w", env.Kind, env.Type, env.ID, err)
+	}
+	b.metrics.sent.Add(1)
+	return nil
+}
+
+// schedule stores envelopes in the scheduled-message store and wakes this
+// process's dispatcher when one is due sooner than it planned to look.
+func (b *Bus) schedule(ctx context.Context, envs []*Envelope) error {
+	rows := make([]OutgoingMessage, len(envs))
+	earliest := envs[0].DueAt
+	for i, env := range envs {
+		rows[i] = OutgoingMessage{ID: env.ID, Kind: env.Kind, Envelope: MarshalEnvelope(env), DueAt: env.DueAt}
+		if env.DueAt.Before(earliest) {
+			earliest = env.DueAt
+		}
+	}
+	if err := b.store.StoreOutgoing(ctx, rows); err != nil {
+		return fmt.Errorf("bus: schedule %d message(s): %w", len(rows), err)
+	}
+	b.metrics.scheduled.Add(uint64(len(rows)))
+	if d := b.dispatcher; d != nil {
+		d.poke(earliest)
+	}
+	return nil
+}
+
+// CancelScheduled removes a scheduled message that has not been dispatched
+// yet, and reports whether it did. A message already handed to the
+// transport (or never scheduled) returns false.
+func (b *Bus) CancelScheduled(ctx context.Context, id string) (bool, error) {
+	if err := b.checkOpen(); err != nil {
+		return false, err
+	}
+	if b.store == nil {
+		return false, &DelayedDeliveryNotSupportedError{Persistence: fmt.Sprintf("%T", b.cfg.Persistence)}
+	}
+	ok, err := b.store.CancelOutgoing(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("bus: cancel scheduled %s: %w", id, err)
+	}
+	return ok, nil
+}

@@ -1,0 +1,92 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+)
+
+// handlerSet holds every handler registered for one message type.
+type handlerSet struct {
+	name   string
+	event  bool // subscribed as an event (published to this endpoint)
+	decode func(Serializer, []byte) (any, error)
+	funcs  []func(ctx context.Context, msg any) error
+}
+
+// Handle registers fn for messages of type T received by b. Several handlers
+// may be registered for one type; they run in registration order, and the
+// message counts as handled when all returned nil. Register before Start.
+//
+// Every handled type is subscribed as an event: Start asks the transport to
+// deliver published T events to this endpoint. Commands of type T arrive
+// when another endpoint routes T here.
+func Handle[T any](b *Bus, fn func(ctx context.Context, msg T) error) error {
+	if fn == nil {
+		return fmt.Errorf("bus: Handle: %w: nil handler", ErrInvalidMessage)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.state == stateClosed:
+		return ErrClosed
+	case b.state == stateStarted:
+		return fmt.Errorf("bus: Handle after Start: %w", ErrAlreadyStarted)
+	case b.cfg.SendOnly:
+		return &ConfigError{Field: "SendOnly", Reason: "a send-only bus has no handlers"}
+	}
+	name := nameOfType[T]()
+	hs := b.handlers[name]
+	if hs == nil {
+		hs = &handlerSet{name: name, event: true, decode: decoderFor[T]()}
+		b.handlers[name] = hs
+	}
+	hs.funcs = append(hs.funcs, func(ctx context.Context, msg any) error { return fn(ctx, msg.(T)) })
+	return nil
+}
+
+func decoderFor[T any]() func(Serializer, []byte) (any, error) {
+	if t := reflect.TypeFor[T](); t.Kind() == reflect.Pointer {
+		return func(s Serializer, body []byte) (any, error) {
+			v := reflect.New(t.Elem())
+			if err := s.Unmarshal(body, v.Interface()); err != nil {
+				return nil, err
+			}
+			return v.Interface(), nil
+		}
+	}
+	return func(s Serializer, body []byte) (any, error) {
+		var v T
+		if err := s.Unmarshal(body, &v); err != nil {
+			return nil, err
+		}
+		return v, nil
+	}
+}
+
+// Route sends commands of type T to endpoint when Send is called without To.
+func Route[T any](b *Bus, endpoint string) error {
+	if err := validateQueueName("endpoint", endpoint); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == stateClosed {
+		return ErrClosed
+	}
+	b.routes[nameOfType[T]()] = endpoint
+	return nil
+}
+
+func (b *Bus) handlerSet(name string) *handlerSet {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.handlers[name]
+}
+
+func (b *Bus) route(name string) (string, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.routes[name]
+	return e, ok
+}
