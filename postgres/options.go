@@ -1,0 +1,147 @@
+package postgres
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultSchema               = "public"
+	DefaultTable                = "outgoing_messages"
+	DefaultMaxBatchRows         = 2000
+	DefaultMaxConcurrentInserts = 2
+)
+
+// maxIdentifierLen is PostgreSQL's NAMEDATALEN-1: longer names are silently
+// truncated by the server, so they are rejected here instead.
+const maxIdentifierLen = 63
+
+// indexSuffix names the claim index: <table><indexSuffix>. Table names are
+// limited so that the index name fits in maxIdentifierLen too.
+const indexSuffix = "_available_at_idx"
+
+// Options configures a Persistence. Every zero value means the documented
+// default.
+type Options struct {
+	// Schema holds the table. Default "public". Setup creates it if missing.
+	Schema string
+	// Table is the scheduled-message table. Default "outgoing_messages".
+	// Schema and Table must be plain identifiers (letters, digits and
+	// underscores, not starting with a digit); they are always quoted, so
+	// their case is kept.
+	Table string
+	// DisableNotify turns LISTEN/NOTIFY off: StoreOutgoing issues no
+	// pg_notify and WatchDue only waits for its context to end, so
+	// dispatchers rely on polling. Set it behind PgBouncer in transaction
+	// pooling mode, where LISTEN does not work. Default false.
+	DisableNotify bool
+	// MaxBatchRows caps how many rows of concurrent StoreOutgoing calls are
+	// grouped into one INSERT. A single call larger than this is still one
+	// statement. Default 2000.
+	MaxBatchRows int
+	// MaxConcurrentInserts caps how many grouped INSERTs run at once, each
+	// on its own pooled connection; further calls queue and are grouped
+	// into the next one. Default 2.
+	MaxConcurrentInserts int
+	// Logger receives warnings from WatchDue reconnections. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	o.Schema = cmp.Or(o.Schema, DefaultSchema)
+	o.Table = cmp.Or(o.Table, DefaultTable)
+	o.MaxBatchRows = cmp.Or(o.MaxBatchRows, DefaultMaxBatchRows)
+	o.MaxConcurrentInserts = cmp.Or(o.MaxConcurrentInserts, DefaultMaxConcurrentInserts)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+var identifierRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func (o Options) validate() error {
+	if err := checkName("Schema", o.Schema, maxIdentifierLen); err != nil {
+		return err
+	}
+	if err := checkName("Table", o.Table, maxIdentifierLen-len(indexSuffix)); err != nil {
+		return err
+	}
+	if o.MaxBatchRows < 0 {
+		return &OptionError{Field: "MaxBatchRows", Reason: "must not be negative"}
+	}
+	if o.MaxConcurrentInserts < 0 {
+		return &OptionError{Field: "MaxConcurrentInserts", Reason: "must not be negative"}
+	}
+	return nil
+}
+
+func checkName(field, name string, maxLen int) error {
+	switch {
+	case len(name) > maxLen:
+		return &InvalidNameError{Field: field, Name: name, Reason: fmt.Sprintf("longer than %d bytes", maxLen)}
+	case !identifierRE.MatchString(name):
+		return &InvalidNameError{Field: field, Name: name,
+			Reason: "must be letters, digits and underscores, not starting with a digit"}
+	}
+	return nil
+}
+
+// Sentinel errors; the typed errors below wrap them.
+var (
+	// ErrInvalidName is wrapped by every *InvalidNameError.
+	ErrInvalidName = errors.New("postgres: invalid name")
+	// ErrInvalidOption is wrapped by every *OptionError.
+	ErrInvalidOption = errors.New("postgres: invalid option")
+	// ErrInvalidRow is wrapped by every *InvalidRowError.
+	ErrInvalidRow = errors.New("postgres: invalid row")
+	// ErrNilPool is returned by New when it is given no pool.
+	ErrNilPool = errors.New("postgres: nil pool")
+)
+
+// InvalidNameError reports a schema or table name that is not a plain
+// identifier. Names are never interpolated unchecked into SQL.
+type InvalidNameError struct {
+	Field  string // "Schema" or "Table"
+	Name   string // the rejected name
+	Reason string
+}
+
+func (e *InvalidNameError) Error() string {
+	return fmt.Sprintf("postgres: invalid %s name %q: %s", e.Field, e.Name, e.Reason)
+}
+
+// Unwrap returns ErrInvalidName.
+func (e *InvalidNameError) Unwrap() error { return ErrInvalidName }
+
+// OptionError reports an invalid numeric option.
+type OptionError struct {
+	Field  string
+	Reason string
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("postgres: invalid option %s: %s", e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalidOption.
+func (e *OptionError) Unwrap() error { return ErrInvalidOption }
+
+// InvalidRowError reports a row StoreOutgoing cannot store. It is returned
+// before anything is sent to the database.
+type InvalidRowError struct {
+	ID     string
+	Reason string
+}
+
+func (e *InvalidRowError) Error() string {
+	return fmt.Sprintf("postgres: invalid row %q: %s", e.ID, e.Reason)
+}
+
+// Unwrap returns ErrInvalidRow.
+func (e *InvalidRowError) Unwrap() error { return ErrInvalidRow }

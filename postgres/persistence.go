@@ -1,0 +1,69 @@
+package postgres
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/postbus/bus"
+)
+
+var (
+	_ bus.Persistence    = (*Persistence)(nil)
+	_ bus.ScheduledStore = (*Persistence)(nil)
+	_ bus.DueNotifier    = (*Persistence)(nil)
+)
+
+// Persistence is the durable PostgreSQL scheduled-message store. It is safe
+// for concurrent use by many goroutines and by many processes sharing one
+// table. Make one with New; the caller owns the pool and closes it after the
+// buses using this value have stopped. Persistence holds no goroutines or
+// connections of its own between calls, so it needs no Close.
+type Persistence struct {
+	pool  *pgxpool.Pool
+	opts  Options
+	names names
+	log   *slog.Logger
+	sql   statements
+	batch *batcher
+}
+
+// New returns a Persistence on pool, configured by opts (zero values mean
+// the documented defaults). It does not touch the database: call Setup (the
+// bus does at Start) or run Migrations yourself. An invalid schema or table
+// name is an *InvalidNameError.
+func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
+	if pool == nil {
+		return nil, ErrNilPool
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	p := &Persistence{pool: pool, opts: opts, names: newNames(opts), log: opts.Logger}
+	p.sql = newStatements(p.names, !opts.DisableNotify)
+	p.batch = newBatcher(opts.MaxBatchRows, opts.MaxConcurrentInserts, p.insert)
+	return p, nil
+}
+
+// Durable reports true: rows survive restarts of the process and of the
+// database.
+func (p *Persistence) Durable() bool { return true }
+
+// Channel returns the LISTEN/NOTIFY channel of this table:
+// "postbus.<schema>.<table>", or "postbus." and a hash of both when that
+// would exceed PostgreSQL's 63-byte limit.
+func (p *Persistence) Channel() string { return p.names.channel }
+
+// Table returns the quoted, schema-qualified table name.
+func (p *Persistence) Table() string { return p.names.table }
+
+func channelName(schema, table string) string {
+	ch := "postbus." + schema + "." + table
+	if len(ch) <= maxIdentifierLen {
+		return ch
+	}
+	sum := sha256.Sum256([]byte(schema + "." + table))
+	return "postbus." + hex.EncodeToString(sum[:16])
+}

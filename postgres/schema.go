@@ -1,0 +1,105 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Migrations returns the DDL that Setup runs for the default schema and
+// table (public.outgoing_messages), one statement per element, for users who
+// manage migrations with their own tool. Every statement is idempotent.
+func Migrations() []string {
+	m, _ := MigrationsFor(DefaultSchema, DefaultTable) // the defaults are valid names
+	return m
+}
+
+// MigrationsFor returns the DDL that Setup runs for the given schema and
+// table; empty names mean the defaults. An invalid name is an
+// *InvalidNameError.
+func MigrationsFor(schema, table string) ([]string, error) {
+	o := Options{Schema: schema, Table: table}.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return ddl(newNames(o)), nil
+}
+
+// names holds the quoted identifiers every statement is built from.
+type names struct {
+	schema  string // quoted schema
+	table   string // quoted schema.table
+	index   string // quoted index name (unqualified, as CREATE INDEX wants)
+	regIdx  string // schema.index for to_regclass
+	regTbl  string // schema.table for to_regclass
+	channel string // NOTIFY channel, raw (pg_notify takes text)
+	lockKey string // advisory lock key text, hashed by the server
+}
+
+func newNames(o Options) names {
+	return names{
+		schema:  pgx.Identifier{o.Schema}.Sanitize(),
+		table:   pgx.Identifier{o.Schema, o.Table}.Sanitize(),
+		index:   pgx.Identifier{o.Table + indexSuffix}.Sanitize(),
+		regIdx:  pgx.Identifier{o.Schema, o.Table + indexSuffix}.Sanitize(),
+		regTbl:  pgx.Identifier{o.Schema, o.Table}.Sanitize(),
+		channel: channelName(o.Schema, o.Table),
+		lockKey: "postbus.setup." + o.Schema,
+	}
+}
+
+// ddl is the schema. available_at is the single "next claimable" time: the
+// due time, pushed forward by each claim (the lease) and each failure (the
+// retry time). The (available_at, id) index serves both the claim and
+// NextDueOutgoing as an ordered index scan whatever the backlog.
+func ddl(n names) []string {
+	return []string{
+		fmt.Sprintf(`CREATE SCHEMA IF NOT EXISTS %s`, n.schema),
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+	id           text        PRIMARY KEY,
+	kind         smallint    NOT NULL,
+	envelope     bytea       NOT NULL,
+	due_at       timestamptz NOT NULL,
+	available_at timestamptz NOT NULL,
+	lease_until  timestamptz,
+	failures     integer     NOT NULL DEFAULT 0,
+	last_error   text        NOT NULL DEFAULT '',
+	created_at   timestamptz NOT NULL DEFAULT now()
+)`, n.table),
+		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (available_at, id)`, n.index, n.table),
+	}
+}
+
+// Setup creates the schema, table and index if they are missing. It is
+// idempotent, and safe when several processes run it at once: the DDL runs
+// in one transaction under a transaction-scoped advisory lock per schema.
+// When everything already exists it only reads the catalog, so it takes no
+// lock that would stall running dispatchers.
+func (p *Persistence) Setup(ctx context.Context) error {
+	var present bool
+	err := p.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL`,
+		p.names.regTbl, p.names.regIdx).Scan(&present)
+	if err != nil {
+		return fmt.Errorf("postgres: setup: %w", err)
+	}
+	if present {
+		return nil
+	}
+	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, p.names.lockKey); err != nil {
+			return err
+		}
+		for _, stmt := range ddl(p.names) {
+			if _, err := tx.Exec(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: setup %s: %w", p.names.table, err)
+	}
+	p.log.Info("postgres: scheduled-message table ready", "table", p.names.table)
+	return nil
+}
