@@ -1,0 +1,450 @@
+package bustest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/postbus/bus"
+)
+
+// TransportFactory returns a transport for one test case. The suite builds
+// several buses on it (competing consumers, publisher and subscribers), with
+// endpoint names under a random Namespace, so one broker serves cases
+// running in parallel.
+type TransportFactory func(t *testing.T) bus.Transport
+
+// Messages the suite exchanges. Each event type is published by one case
+// only, so parallel cases on one broker never see each other's events.
+type (
+	// Ping is a command.
+	Ping struct{ N int }
+	// Pong is a reply.
+	Pong struct{ N int }
+	// Published is the event of the publish case.
+	Published struct{ N int }
+	// Failing is a command whose handler fails.
+	Failing struct{ N int }
+)
+
+// TransportTests runs the transport contract, through real buses, against
+// transports made by newTransport.
+func TransportTests(t *testing.T, newTransport TransportFactory) {
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, tr bus.Transport, ns string)
+	}{
+		{"SendAndReceive", testSendReceive},
+		{"PublishReachesEverySubscriber", testPublish},
+		{"CompetingConsumersHandleEachMessageOnce", testCompeting},
+		{"EnvelopeRoundTrips", testEnvelopeRoundTrip},
+		{"Reply", testReply},
+		{"FailedMessageIsRetriedThenMovedToErrorQueue", testErrorQueue},
+		{"RetrySucceeds", testRetrySucceeds},
+		{"PoisonMessagesGoToErrorQueue", testPoison},
+		{"ConcurrencyBoundIsHonoured", testConcurrencyBound},
+		{"StopWithMessagesInFlightLosesNone", testStopInFlight},
+		{"FailedHandlerSendsNothing", testFailedHandlerSendsNothing},
+		{"DelayedDelivery", testDelayedOverTransport},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t, newTransport(t), Namespace())
+		})
+	}
+}
+
+func cfg(tr bus.Transport, ns, endpoint string) bus.Config {
+	return bus.Config{Endpoint: ns + "-" + endpoint, Transport: tr, ErrorQueue: ns + "-error", Concurrency: 4}
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func testSendReceive(t *testing.T, tr bus.Transport, ns string) {
+	rec := newRecorder[Ping]()
+	newBus(t, cfg(tr, ns, "receiver"), func(b *bus.Bus) { _ = bus.Handle(b, rec.handler) })
+	sender := newBus(t, cfg(tr, ns, "sender"), func(b *bus.Bus) { _ = bus.Route[Ping](b, ns+"-receiver") })
+	for i := range 10 {
+		if err := sender.Send(ctxFor(t), Ping{N: i}); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+	}
+	rec.expectExactly(t, 10, 200*time.Millisecond)
+	got, _, _ := rec.snapshot()
+	seen := map[int]bool{}
+	for _, p := range got {
+		seen[p.N] = true
+	}
+	if len(seen) != 10 {
+		t.Errorf("received %v, want N 0..9 once each", got)
+	}
+}
+
+func testPublish(t *testing.T, tr bus.Transport, ns string) {
+	a, b := newRecorder[Published](), newRecorder[Published]()
+	newBus(t, cfg(tr, ns, "sub-a"), func(x *bus.Bus) { _ = bus.Handle(x, a.handler) })
+	newBus(t, cfg(tr, ns, "sub-b"), func(x *bus.Bus) { _ = bus.Handle(x, b.handler) })
+	pub := newBus(t, cfg(tr, ns, "publisher"), nil)
+	for i := range 5 {
+		if err := pub.Publish(ctxFor(t), Published{N: i}); err != nil {
+			t.Fatalf("Publish: %v", err)
+		}
+	}
+	a.expectExactly(t, 5, 0)
+	b.expectExactly(t, 5, 200*time.Millisecond)
+	if a.len() != 5 {
+		t.Errorf("subscriber a received %d events, want 5", a.len())
+	}
+}
+
+func testCompeting(t *testing.T, tr bus.Transport, ns string) {
+	const n = 200
+	var mu sync.Mutex
+	counts := map[int]int{}
+	perInstance := [2]atomic.Int64{}
+	for i := range 2 {
+		c := cfg(tr, ns, "worker")
+		c.Concurrency = 2
+		newBus(t, c, func(b *bus.Bus) {
+			_ = bus.Handle(b, func(_ context.Context, m Ping) error {
+				time.Sleep(time.Millisecond)
+				mu.Lock()
+				counts[m.N]++
+				mu.Unlock()
+				perInstance[i].Add(1)
+				return nil
+			})
+		})
+	}
+	sender := newBus(t, cfg(tr, ns, "sender"), func(b *bus.Bus) { _ = bus.Route[Ping](b, ns+"-worker") })
+	for i := range n {
+		if err := sender.Send(ctxFor(t), Ping{N: i}); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+	}
+	deadline := time.Now().Add(waitTimeout)
+	for perInstance[0].Load()+perInstance[1].Load() < n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(counts) != n {
+		t.Fatalf("handled %d distinct messages, want %d", len(counts), n)
+	}
+	for k, c := range counts {
+		if c != 1 {
+			t.Errorf("message %d handled %d times", k, c)
+		}
+	}
+	if perInstance[0].Load() == 0 || perInstance[1].Load() == 0 {
+		t.Errorf("work not shared: instance counts %d and %d", perInstance[0].Load(), perInstance[1].Load())
+	}
+}
+
+func testEnvelopeRoundTrip(t *testing.T, tr bus.Transport, ns string) {
+	rec := newRecorder[Ping]()
+	newBus(t, cfg(tr, ns, "receiver"), func(b *bus.Bus) { _ = bus.Handle(b, rec.handler) })
+	sender := newBus(t, cfg(tr, ns, "sender"), nil)
+	before := time.Now()
+	err := sender.Send(ctxFor(t), Ping{N: 7}, bus.To(ns+"-receiver"),
+		bus.WithMessageID("id-"+ns), bus.WithCorrelationID("corr-"+ns),
+		bus.WithHeader("x-header", "h value"), bus.WithHeader("x-empty", ""),
+		bus.WithAttribute("tenant", "acme"), bus.WithStickyAttribute("trace", "t-1"))
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	rec.waitFor(t, 1)
+	_, envs, _ := rec.snapshot()
+	e := envs[0]
+	checks := []struct{ name, got, want string }{
+		{"ID", e.ID, "id-" + ns},
+		{"Type", e.Type, bus.MessageName(Ping{})},
+		{"Kind", e.Kind.String(), "command"},
+		{"CorrelationID", e.CorrelationID, "corr-" + ns},
+		{"Source", e.Source, ns + "-sender"},
+		{"Destination", e.Destination, ns + "-receiver"},
+		{"ContentType", e.ContentType, "application/json"},
+		{"header", e.Headers["x-header"], "h value"},
+		{"attribute", e.Attributes["tenant"], "acme"},
+		{"sticky attribute", e.StickyAttributes["trace"], "t-1"},
+		{"body", string(e.Body), `{"N":7}`},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	if v, ok := e.Headers["x-empty"]; !ok || v != "" {
+		t.Errorf("empty header lost: %q, %v", v, ok)
+	}
+	if e.SentAt.Before(before.Add(-time.Second)) || e.SentAt.After(time.Now()) {
+		t.Errorf("SentAt = %v, want about %v", e.SentAt, before)
+	}
+	if !e.DueAt.IsZero() || !e.ExpiresAt.IsZero() {
+		t.Errorf("immediate message has DueAt %v ExpiresAt %v, want zero", e.DueAt, e.ExpiresAt)
+	}
+}
+
+func testReply(t *testing.T, tr bus.Transport, ns string) {
+	replies := newRecorder[Pong]()
+	newBus(t, cfg(tr, ns, "server"), func(b *bus.Bus) {
+		_ = bus.Handle(b, func(ctx context.Context, m Ping) error { return bus.Reply(ctx, Pong(m)) })
+	})
+	client := newBus(t, cfg(tr, ns, "client"), func(b *bus.Bus) {
+		_ = bus.Route[Ping](b, ns+"-server")
+		_ = bus.Handle(b, replies.handler)
+	})
+	if err := client.Send(ctxFor(t), Ping{N: 3}, bus.WithCorrelationID("conv-1"), bus.WithStickyAttribute("s", "1")); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	replies.expectExactly(t, 1, 100*time.Millisecond)
+	got, envs, _ := replies.snapshot()
+	if got[0].N != 3 || envs[0].Kind != bus.KindReply || envs[0].CorrelationID != "conv-1" || envs[0].StickyAttributes["s"] != "1" {
+		t.Errorf("reply = %+v kind %v correlation %q sticky %v", got[0], envs[0].Kind, envs[0].CorrelationID, envs[0].StickyAttributes)
+	}
+}
+
+func testErrorQueue(t *testing.T, tr bus.Transport, ns string) {
+	var calls atomic.Int64
+	c := cfg(tr, ns, "failing")
+	c.Retries.Immediate = 2
+	b := newBus(t, c, func(b *bus.Bus) {
+		_ = bus.Handle(b, func(context.Context, Failing) error { calls.Add(1); return errors.New("always fails") })
+	})
+	errQ := drainQueue(t, tr, c.ErrorQueue)
+	if err := b.Send(ctxFor(t), Failing{N: 1}, bus.To(c.Endpoint), bus.WithMessageID("fail-"+ns), bus.WithHeader("keep", "me")); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	errQ.expectExactly(t, 1, 200*time.Millisecond)
+	if got := calls.Load(); got != 3 {
+		t.Errorf("handler called %d times, want 3 (1 + 2 immediate retries)", got)
+	}
+	_, envs, _ := errQ.snapshot()
+	e := envs[0]
+	want := map[string]string{
+		bus.HeaderFailureReason: "always fails", bus.HeaderFailureEndpoint: c.Endpoint,
+		bus.HeaderFailureQueue: c.Endpoint, bus.HeaderFailureAttempts: "3", bus.HeaderFailureKind: "handler", "keep": "me",
+	}
+	for k, v := range want {
+		if e.Headers[k] != v {
+			t.Errorf("error queue header %s = %q, want %q", k, e.Headers[k], v)
+		}
+	}
+	if ts, err := time.Parse(time.RFC3339Nano, e.Headers[bus.HeaderFailureTime]); err != nil || time.Since(ts) > time.Minute {
+		t.Errorf("failure time header %q: %v", e.Headers[bus.HeaderFailureTime], err)
+	}
+	if e.ID != "fail-"+ns || string(e.Body) != `{"N":1}` || e.Type != bus.MessageName(Failing{}) {
+		t.Errorf("error queue changed the message: id %q type %q body %q", e.ID, e.Type, e.Body)
+	}
+}
+
+func testRetrySucceeds(t *testing.T, tr bus.Transport, ns string) {
+	var calls atomic.Int64
+	done := newRecorder[Failing]()
+	c := cfg(tr, ns, "flaky")
+	b := newBus(t, c, func(b *bus.Bus) {
+		_ = bus.Handle(b, func(ctx context.Context, m Failing) error {
+			if calls.Add(1) <= 2 {
+				return errors.New("transient")
+			}
+			return done.handler(ctx, m)
+		})
+	})
+	errQ := drainQueue(t, tr, c.ErrorQueue)
+	if err := b.Send(ctxFor(t), Failing{N: 1}, bus.To(c.Endpoint)); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	done.expectExactly(t, 1, 200*time.Millisecond)
+	if errQ.len() != 0 || calls.Load() != 3 {
+		t.Errorf("error queue has %d, handler calls %d; want 0 and 3", errQ.len(), calls.Load())
+	}
+}
+
+func testPoison(t *testing.T, tr bus.Transport, ns string) {
+	good := newRecorder[Ping]()
+	c := cfg(tr, ns, "target")
+	newBus(t, c, func(b *bus.Bus) { _ = bus.Handle(b, good.handler) })
+	errQ := drainQueue(t, tr, c.ErrorQueue)
+	poison := []*bus.Envelope{
+		{ID: "unknown-" + ns, Type: "bustest.NobodyHandlesThis", Kind: bus.KindCommand, Body: []byte(`{}`), ContentType: "application/json", Destination: c.Endpoint},
+		{ID: "garbage-" + ns, Type: bus.MessageName(Ping{}), Kind: bus.KindCommand, Body: []byte(`{not json`), ContentType: "application/json", Destination: c.Endpoint},
+	}
+	for _, p := range poison {
+		if err := tr.Send(ctxFor(t), c.Endpoint, p); err != nil {
+			t.Fatalf("transport Send: %v", err)
+		}
+	}
+	sender := newBus(t, cfg(tr, ns, "sender"), nil)
+	if err := sender.Send(ctxFor(t), Ping{N: 1}, bus.To(c.Endpoint)); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	good.expectExactly(t, 1, 0)
+	errQ.expectExactly(t, 2, 200*time.Millisecond)
+	_, envs, _ := errQ.snapshot()
+	for _, e := range envs {
+		if e.Headers[bus.HeaderFailureKind] != "poison" || e.Headers[bus.HeaderFailureReason] == "" {
+			t.Errorf("poison message %s headers %v, want kind poison and a reason", e.ID, e.Headers)
+		}
+	}
+}
+
+func testConcurrencyBound(t *testing.T, tr bus.Transport, ns string) {
+	const limit, n = 3, 30
+	var running, peak atomic.Int64
+	done := newRecorder[Ping]()
+	c := cfg(tr, ns, "bounded")
+	c.Concurrency = limit
+	b := newBus(t, c, func(b *bus.Bus) {
+		_ = bus.Handle(b, func(ctx context.Context, m Ping) error {
+			now := running.Add(1)
+			for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
+			}
+			time.Sleep(20 * time.Millisecond)
+			running.Add(-1)
+			return done.handler(ctx, m)
+		})
+	})
+	for i := range n {
+		if err := b.Send(ctxFor(t), Ping{N: i}, bus.To(c.Endpoint)); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+	}
+	done.waitFor(t, n)
+	if p := peak.Load(); p > limit {
+		t.Errorf("%d handlers ran at once, Concurrency is %d", p, limit)
+	}
+}
+
+func testStopInFlight(t *testing.T, tr bus.Transport, ns string) {
+	const n = 40
+	c := cfg(tr, ns, "stopping")
+	c.Concurrency = 4
+	c.Retries.Immediate = -1
+	var mu sync.Mutex
+	handled := map[int]bool{}
+	handler := func(ctx context.Context, m Ping) error {
+		select {
+		case <-time.After(30 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		mu.Lock()
+		handled[m.N] = true
+		mu.Unlock()
+		return nil
+	}
+	first, err := bus.New(withLogger(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = bus.Handle(first, handler)
+	if err := first.Start(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := first.Send(ctxFor(t), Ping{N: i}, bus.To(c.Endpoint)); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+	}
+	time.Sleep(60 * time.Millisecond) // some handled, some in flight, most waiting
+	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	_ = first.Stop(stopCtx) // cuts handlers short: their messages must come back
+	cancel()
+	newBus(t, c, func(b *bus.Bus) { _ = bus.Handle(b, handler) })
+	deadline := time.Now().Add(waitTimeout)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		got := len(handled)
+		mu.Unlock()
+		if got == n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("handled %d of %d messages after a stop with messages in flight", len(handled), n)
+}
+
+func withLogger(c bus.Config) bus.Config {
+	c.Logger = quietLogger()
+	return c
+}
+
+func testFailedHandlerSendsNothing(t *testing.T, tr bus.Transport, ns string) {
+	out := newRecorder[Pong]()
+	newBus(t, cfg(tr, ns, "downstream"), func(b *bus.Bus) { _ = bus.Handle(b, out.handler) })
+	c := cfg(tr, ns, "upstream")
+	c.Retries.Immediate = -1
+	b := newBus(t, c, func(b *bus.Bus) {
+		_ = bus.Route[Pong](b, ns+"-downstream")
+		_ = bus.Handle(b, func(ctx context.Context, m Ping) error {
+			if err := b.Send(ctx, Pong{N: m.N}); err != nil {
+				return err
+			}
+			if err := b.Send(ctx, Pong{N: m.N + 100}, bus.DeliverAfter(50*time.Millisecond)); err != nil {
+				return err
+			}
+			if m.N%2 == 1 {
+				return errors.New("odd numbers fail after sending")
+			}
+			return nil
+		})
+	})
+	for i := range 4 {
+		if err := b.Send(ctxFor(t), Ping{N: i}, bus.To(c.Endpoint)); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+	}
+	out.expectExactly(t, 4, 300*time.Millisecond)
+	got, _, _ := out.snapshot()
+	want := map[int]bool{0: true, 2: true, 100: true, 102: true}
+	for _, p := range got {
+		if !want[p.N] {
+			t.Errorf("failed handler's message %d was sent", p.N)
+		}
+	}
+}
+
+func testDelayedOverTransport(t *testing.T, tr bus.Transport, ns string) {
+	rec := newRecorder[Ping]()
+	newBus(t, cfg(tr, ns, "receiver"), func(b *bus.Bus) { _ = bus.Handle(b, rec.handler) })
+	sender := newBus(t, cfg(tr, ns, "sender"), func(b *bus.Bus) { _ = bus.Route[Ping](b, ns+"-receiver") })
+	const n = 20
+	start := time.Now()
+	due := make(map[string]time.Time, n)
+	for i := range n {
+		id := ns + "-d" + strconv.Itoa(i)
+		d := 200*time.Millisecond + time.Duration(i)*10*time.Millisecond
+		if err := sender.Send(ctxFor(t), Ping{N: i}, bus.DeliverAfter(d), bus.WithMessageID(id),
+			bus.WithHeader("h", "v"), bus.WithStickyAttribute("s", fmt.Sprint(i))); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+		due[id] = start.Add(d)
+	}
+	rec.expectExactly(t, n, 200*time.Millisecond)
+	_, envs, at := rec.snapshot()
+	for i, e := range envs {
+		want, ok := due[e.ID]
+		if !ok {
+			t.Errorf("unexpected message %s", e.ID)
+			continue
+		}
+		if at[i].Before(want) || at[i].Before(e.DueAt) {
+			t.Errorf("message %s delivered %v early", e.ID, want.Sub(at[i]))
+		}
+		if e.DueAt.IsZero() || e.Headers["h"] != "v" || !maps.Equal(e.StickyAttributes, map[string]string{"s": e.StickyAttributes["s"]}) || e.StickyAttributes["s"] == "" {
+			t.Errorf("delayed message %s lost fields: due %v headers %v sticky %v", e.ID, e.DueAt, e.Headers, e.StickyAttributes)
+		}
+	}
+}
