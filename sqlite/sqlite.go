@@ -1,0 +1,183 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/postbus/bus"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+var (
+	_ bus.Persistence    = (*Persistence)(nil)
+	_ bus.ScheduledStore = (*Persistence)(nil)
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultBusyTimeout = 5 * time.Second
+	DefaultTable       = "outgoing_messages"
+)
+
+// ErrInvalidOptions is wrapped by every *OptionsError.
+var ErrInvalidOptions = errors.New("sqlite: invalid options")
+
+// OptionsError reports a bad argument to Open.
+type OptionsError struct {
+	Field  string // "path", "BusyTimeout" or "Table"
+	Reason string
+}
+
+func (e *OptionsError) Error() string {
+	return fmt.Sprintf("sqlite: invalid options: %s: %s", e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalidOptions.
+func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
+
+// Options configures Open. Every zero value means the documented default.
+type Options struct {
+	// BusyTimeout is how long a statement waits for another process's write
+	// lock on the file before it fails with SQLITE_BUSY.
+	// Default: DefaultBusyTimeout (5 s).
+	BusyTimeout time.Duration
+	// Table names the scheduled-message table; its index is named after it.
+	// Letters, digits and underscores only. Default: DefaultTable
+	// ("outgoing_messages").
+	Table string
+	// Logger receives the store's few log lines. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+func (o Options) withDefaults() Options {
+	o.BusyTimeout = cmp.Or(o.BusyTimeout, DefaultBusyTimeout)
+	o.Table = cmp.Or(o.Table, DefaultTable)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	if o.BusyTimeout < 0 {
+		return &OptionsError{Field: "BusyTimeout", Reason: "must not be negative"}
+	}
+	if !identifier.MatchString(o.Table) {
+		return &OptionsError{Field: "Table", Reason: fmt.Sprintf("%q is not a plain SQL identifier", o.Table)}
+	}
+	return nil
+}
+
+// Persistence is a durable bus.Persistence and bus.ScheduledStore kept in
+// one SQLite database file. It is safe for concurrent use, and several
+// processes may open the same file (see the package documentation).
+type Persistence struct {
+	db     *sql.DB
+	path   string
+	log    *slog.Logger
+	q      queries
+	memory bool
+}
+
+// Open opens (creating if needed) the SQLite database at path, switches it
+// to WAL mode and sets the busy timeout. It does not create the table: call
+// Setup, or let bus.Start call it. Close releases the file.
+//
+// The path ":memory:" gives a private in-memory database, useful in tests;
+// its Durable reports false.
+func Open(path string, opts Options) (*Persistence, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if path == "" {
+		return nil, &OptionsError{Field: "path", Reason: "empty"}
+	}
+	if strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") {
+		return nil, &OptionsError{Field: "path", Reason: fmt.Sprintf("%q: give a plain file path, without a URI scheme, '?' or '#'", path)}
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(opts.BusyTimeout.Milliseconds(), 10)+")")
+	q.Add("_pragma", "journal_mode(WAL)")
+	// NORMAL is the documented pairing with WAL: a commit is durable
+	// against a process crash; an OS crash or power loss may roll back the
+	// last transactions but never corrupts the file.
+	q.Add("_pragma", "synchronous(NORMAL)")
+	// Every explicit transaction takes the write lock up front, so it
+	// waits on the busy timeout instead of failing when it upgrades.
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	// One connection: writers in this process queue in database/sql
+	// instead of spinning on SQLITE_BUSY, and a ":memory:" database lives
+	// as long as the Persistence.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+
+	ctx, cancel := context.WithTimeout(context.Background(), opts.BusyTimeout+5*time.Second)
+	defer cancel()
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	memory := path == ":memory:"
+	if !memory && !strings.EqualFold(mode, "wal") {
+		opts.Logger.Warn("sqlite: database is not in WAL mode; readers and writers will block each other",
+			"path", path, "journal_mode", mode)
+	}
+	opts.Logger.Debug("sqlite: opened", "path", path, "journal_mode", mode)
+	return &Persistence{db: db, path: path, log: opts.Logger, q: newQueries(opts.Table), memory: memory}, nil
+}
+
+// Close closes the database. Calls after Close fail.
+func (p *Persistence) Close() error {
+	if err := p.db.Close(); err != nil {
+		return fmt.Errorf("sqlite: close: %w", err)
+	}
+	return nil
+}
+
+// Durable reports true for a database file: rows survive a restart of the
+// process. It is false for ":memory:".
+func (p *Persistence) Durable() bool { return !p.memory }
+
+// DB returns the underlying handle, for inspection and backups. Its pool
+// holds a single connection; do not change the pool settings.
+func (p *Persistence) DB() *sql.DB { return p.db }
+
+// Setup creates the table and its index if they do not exist. It is
+// idempotent and safe to call from several processes at once. bus.Start
+// calls it unless the bus is configured to skip setup.
+func (p *Persistence) Setup(ctx context.Context) error {
+	tx, err := p.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: setup: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, stmt := range p.q.schema {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("sqlite: setup: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: setup: %w", err)
+	}
+	return nil
+}
