@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"runtime"
+	"time"
+
+	"github.com/postbus/bus"
+)
+
+// Sequence number ranges of the backlog workload: the spread without the
+// backlog, the backlog itself, and the spread with it.
+const (
+	baselineSeq int64 = 0
+	backlogSeq  int64 = 1 << 40
+	withSeq     int64 = 1 << 41
+)
+
+// latenessTolerance is how far the p99 lateness with a backlog may exceed
+// the p99 without it before the backlog counts as moving lateness.
+const latenessTolerance = 5 * time.Millisecond
+
+// runBacklog measures a spread and the idle cost without a backlog, then
+// stores -backlog rows due an hour ahead and measures both again.
+func runBacklog(ctx context.Context, s *stage, r *Result) error {
+	n := s.o.n
+	r.Senders = s.o.senders
+	r.BodyBytes = s.bodyBytes(int64(n / 2))
+	r.Backlog = s.o.backlog
+	b, stop, err := s.receivers(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	idleBase, err := s.idle(ctx)
+	if err != nil {
+		return err
+	}
+	base, err := s.phase(ctx, b, baselineSeq, n, s.spreadDue(n))
+	if err != nil {
+		return err
+	}
+	hour := bus.DeliverAfter(time.Hour)
+	took, err := s.scheduleAll(ctx, b, backlogSeq, s.o.backlog, func(int) bus.Option { return hour })
+	if err != nil {
+		return err
+	}
+	r.BacklogMsgsPerSec = round(float64(s.o.backlog)/took.Seconds(), 0)
+	idleWith, err := s.idle(ctx)
+	if err != nil {
+		return err
+	}
+	with, err := s.phase(ctx, b, withSeq, n, s.spreadDue(n))
+	if err != nil {
+		return err
+	}
+
+	with.fill(r)
+	r.applyTally(base.tally)
+	r.BaselineLateness = percentiles(base.tally.Lateness)
+	if r.Lateness != nil && r.BaselineLateness != nil {
+		r.LatenessMoved = ptr(r.Lateness.P99 > r.BaselineLateness.P99+ms(latenessTolerance))
+	}
+	r.IdleCPUBaseline = ptr(idleBase.selfPct)
+	r.IdleCPUPercent = ptr(idleWith.selfPct)
+	r.ServerIdleCPUPct = idleWith.serverPct
+	r.ServerIdleQueriesPS = idleWith.queriesPS
+	return nil
+}
+
+// idleCost is what a stage costs over -idle seconds with nothing due.
+type idleCost struct {
+	selfPct   float64  // this process and its workers, percent of one core
+	serverPct *float64 // the local servers, percent of one core
+	queriesPS *float64 // statements the store's server ran per second
+}
+
+// idle measures the CPU used while nothing is due: this process (and any
+// worker processes) and, where known, the servers and their query count.
+func (s *stage) idle(ctx context.Context) (idleCost, error) {
+	runtime.GC() // settle the heap left by the previous phase
+	procs := append(append([]string(nil), s.pd.serverProcs...), s.td.serverProcs...)
+	self0 := selfCPU() + s.workerCPU()
+	srv0, found := serverCPU(procs)
+	var q0 int64
+	var err error
+	if s.pd.idleQueries != nil {
+		if q0, err = s.pd.idleQueries(ctx, s.o); err != nil {
+			return idleCost{}, err
+		}
+	}
+	start := time.Now()
+	select {
+	case <-time.After(s.o.idle):
+	case <-ctx.Done():
+		return idleCost{}, ctx.Err()
+	}
+	wall := time.Since(start)
+	self1 := selfCPU() + s.workerCPU()
+	srv1, _ := serverCPU(procs)
+	c := idleCost{selfPct: round(100*float64(self1-self0)/float64(wall), 3)}
+	if found {
+		c.serverPct = ptr(round(100*float64(srv1-srv0)/float64(wall), 3))
+	}
+	if s.pd.idleQueries != nil {
+		q1, err := s.pd.idleQueries(ctx, s.o)
+		if err != nil {
+			return idleCost{}, err
+		}
+		c.queriesPS = ptr(round(float64(q1-q0)/wall.Seconds(), 1))
+	}
+	return c, nil
+}

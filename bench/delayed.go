@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"runtime"
+	"time"
+
+	"github.com/postbus/bus"
+)
+
+// duplicateGrace is how long a run keeps listening after the last expected
+// receipt, for duplicates.
+const duplicateGrace = 250 * time.Millisecond
+
+// runSchedule measures how fast Send stores messages due in an hour, and
+// for the memory store how much heap each one takes.
+func runSchedule(ctx context.Context, s *stage, r *Result) error {
+	b, err := s.newBus(false, s.o.handlers, nil)
+	if err != nil {
+		return err
+	}
+	if err := b.Start(ctx); err != nil {
+		return err
+	}
+	defer b.Stop(context.WithoutCancel(ctx))
+	r.Senders = s.o.senders
+	r.BodyBytes = s.bodyBytes(int64(s.o.n / 2))
+	measureHeap := s.o.persistence == "memory"
+	var before runtime.MemStats
+	if measureHeap {
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+	}
+	after := bus.DeliverAfter(time.Hour)
+	took, err := s.scheduleAll(ctx, b, 0, s.o.n, func(int) bus.Option { return after })
+	if err != nil {
+		return err
+	}
+	r.DurationMS = ms(took)
+	r.MsgsPerSec = round(float64(s.o.n)/took.Seconds(), 0)
+	if measureHeap && s.o.n > 0 {
+		var now runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&now)
+		per := (float64(now.HeapAlloc) - float64(before.HeapAlloc)) / float64(s.o.n)
+		r.HeapBytesPerMsg = round(per, 1)
+		r.HeapBeyondBody = round(per-float64(r.BodyBytes), 1)
+		runtime.KeepAlive(s.persistence)
+	}
+	return nil
+}
+
+// runBurst schedules n messages due at one instant t0 and measures from t0
+// until the last one was handled.
+func runBurst(ctx context.Context, s *stage, r *Result) error {
+	return s.delayed(ctx, r, func(t0 time.Time, _ int) time.Time { return t0 })
+}
+
+// runSpread schedules n messages due uniformly over -over and measures their
+// lateness.
+func runSpread(ctx context.Context, s *stage, r *Result) error {
+	return s.delayed(ctx, r, s.spreadDue(s.o.n))
+}
+
+func (s *stage) spreadDue(n int) func(t0 time.Time, i int) time.Time {
+	over := s.o.over
+	return func(t0 time.Time, i int) time.Time {
+		return t0.Add(time.Duration(int64(over) * int64(i) / int64(max(n, 1))))
+	}
+}
+
+// delayed runs one burst or spread and fills in r.
+func (s *stage) delayed(ctx context.Context, r *Result, due func(t0 time.Time, i int) time.Time) error {
+	r.Senders = s.o.senders
+	r.BodyBytes = s.bodyBytes(int64(s.o.n / 2))
+	b, stop, err := s.receivers(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	p, err := s.phase(ctx, b, 0, s.o.n, due)
+	if err != nil {
+		return err
+	}
+	p.fill(r)
+	return nil
+}
+
+// receivers starts the bus that schedules and, without -instances, also
+// dispatches and handles; with -instances it is send-only and the worker
+// processes dispatch and handle. stop ends them all.
+func (s *stage) receivers(ctx context.Context, r *Result) (*bus.Bus, func(), error) {
+	sendOnly := s.o.instances > 0
+	b, err := s.newBus(sendOnly, s.o.handlers, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := b.Start(ctx); err != nil {
+		return nil, nil, err
+	}
+	stopBus := func() { _ = b.Stop(context.WithoutCancel(ctx)) }
+	if !sendOnly {
+		return b, stopBus, nil
+	}
+	f, err := startWorkers(ctx, s)
+	if err != nil {
+		stopBus()
+		return nil, nil, err
+	}
+	r.Instances = s.o.instances
+	return b, func() { _ = f.stop(); stopBus() }, nil
+}
+
+// phaseResult is what one scheduled batch showed.
+type phaseResult struct {
+	t0        time.Time
+	took      time.Duration // scheduling
+	tally     tally
+	serverCPU *float64 // milliseconds, while the batch fell due
+}
+
+// fill puts a phase's figures into r: duration from t0 (the first due time)
+// to the last receipt, rates, lateness and counts.
+func (p *phaseResult) fill(r *Result) {
+	t := p.tally
+	d := max(t.Last.Sub(p.t0), time.Microsecond)
+	r.DurationMS = ms(d)
+	r.MsgsPerSec = round(float64(t.Received)/d.Seconds(), 0)
+	r.ScheduleMsgsPerSec = round(float64(r.N)/p.took.Seconds(), 0)
+	r.Lateness = percentiles(t.Lateness)
+	r.applyTally(t)
+	if p.serverCPU != nil {
+		r.ServerCPUMS = ptr(round(*p.serverCPU, 0))
+		if t.Received > 0 {
+			r.ServerCPUMSPer1k = ptr(round(*p.serverCPU*1000/float64(t.Received), 1))
+		}
+	}
+}
+
+// phase schedules n Ticks numbered base.. due at due(t0, i), where t0 is the
+// lead time ahead, waits for their receipts, and tallies them.
+func (s *stage) phase(ctx context.Context, b *bus.Bus, base int64, n int, due func(t0 time.Time, i int) time.Time) (*phaseResult, error) {
+	tr := newTracker(base, n)
+	s.current.Store(tr)
+	defer s.current.Store(nil)
+	procs := append(append([]string(nil), s.pd.serverProcs...), s.td.serverProcs...)
+	lead := s.leadFor(n)
+	p := &phaseResult{t0: time.Now().Add(lead)}
+	var err error
+	p.took, err = s.scheduleAll(ctx, b, base, n, func(i int) bus.Option { return bus.DeliverAt(due(p.t0, i)) })
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLead(time.Now(), p.t0, p.took); err != nil {
+		return nil, err
+	}
+	cpu0, found := serverCPU(procs)
+	last := due(p.t0, max(n-1, 0))
+	if err := await(ctx, tr, last.Add(s.o.timeout)); err != nil {
+		return nil, err
+	}
+	cpu1, _ := serverCPU(procs)
+	// Keep listening a little longer (worker processes flush their receipts
+	// every few milliseconds), so a duplicate right after the last message
+	// still counts.
+	time.Sleep(duplicateGrace)
+	p.tally = tr.tally()
+	if found {
+		p.serverCPU = ptr(float64(cpu1-cpu0) / 1e6)
+	}
+	return p, nil
+}

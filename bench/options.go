@@ -1,0 +1,148 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"time"
+)
+
+// options are the command-line flags.
+type options struct {
+	workload    string
+	persistence string
+	transport   string
+	n           int
+	senders     int
+	over        time.Duration
+	lead        time.Duration
+	backlog     int
+	idle        time.Duration
+	concurrency int
+	handlers    int
+	inflight    int
+	body        int
+	instances   int
+	timeout     time.Duration
+	markdown    bool
+	mdHeader    bool
+	cpuprofile  string
+	memprofile  string
+
+	postgresURL string
+	rabbitmqURL string
+	natsURL     string
+	sqlitePath  string
+
+	// Worker mode (set by the parent when it re-executes the binary).
+	worker   bool
+	run      string
+	verbose  bool
+	dispatch dispatchTuning
+}
+
+// dispatchTuning overrides bus.DispatcherConfig fields; zero keeps the
+// bus's defaults, which is what the published figures use.
+type dispatchTuning struct {
+	batch       int
+	concurrency int
+	poll        time.Duration
+}
+
+// defaultN is the n of a workload when -n is not given, and false for an
+// unknown workload.
+func defaultN(workload string) (int, bool) {
+	switch workload {
+	case "schedule":
+		return 200_000, true
+	case "burst":
+		return 100_000, true
+	case "spread", "backlog":
+		return 5_000, true
+	case "throughput":
+		return 50_000, true
+	}
+	return 0, false
+}
+
+func parseOptions(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.workload, "workload", "burst", "schedule, burst, spread, backlog or throughput")
+	fs.StringVar(&o.persistence, "persistence", "memory", "scheduled-message store: "+fmt.Sprint(names(persistences())))
+	fs.StringVar(&o.transport, "transport", "memory", "transport: "+fmt.Sprint(names(transports())))
+	fs.IntVar(&o.n, "n", 0, "messages per run (0: 200000 schedule, 100000 burst, 5000 spread and backlog, 50000 throughput)")
+	fs.IntVar(&o.senders, "senders", 64, "concurrent goroutines calling Send while scheduling")
+	fs.DurationVar(&o.over, "over", 10*time.Second, "spread: the window the due times are spread over")
+	fs.DurationVar(&o.lead, "lead", 0, "burst/spread: time from the start of scheduling to the first due time (0: sized from n and the store)")
+	fs.IntVar(&o.backlog, "backlog", 1_000_000, "backlog: rows scheduled an hour ahead")
+	fs.DurationVar(&o.idle, "idle", 5*time.Second, "backlog: how long idle CPU is measured")
+	fs.IntVar(&o.concurrency, "concurrency", 8, "throughput: concurrent senders and handler concurrency")
+	fs.IntVar(&o.handlers, "handlers", 0, "handler concurrency of delayed workloads (0: the bus default, runtime.NumCPU())")
+	fs.IntVar(&o.inflight, "inflight", 1024, "throughput: most messages sent but not yet handled")
+	fs.IntVar(&o.body, "body", -1, "approximate body size in bytes (-1: 1024 for throughput, minimal otherwise)")
+	fs.IntVar(&o.instances, "instances", 0, "burst/spread: dispatch and handle in this many worker processes (0: in this process)")
+	fs.DurationVar(&o.timeout, "timeout", 0, "give up waiting for receipts after this long past the last due time (0: 60s)")
+	fs.BoolVar(&o.markdown, "markdown", false, "also print a Markdown table row")
+	fs.BoolVar(&o.mdHeader, "markdown-header", false, "print the Markdown table header and exit")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile at the end of the run to this file")
+	fs.StringVar(&o.postgresURL, "postgres-url", "postgres://root@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL connection URL")
+	fs.StringVar(&o.rabbitmqURL, "rabbitmq-url", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ URL")
+	fs.StringVar(&o.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS URL")
+	fs.StringVar(&o.sqlitePath, "sqlite-path", "", "SQLite file (default: a new file in a temporary folder)")
+	fs.BoolVar(&o.verbose, "v", false, "log the bus's warnings and errors to stderr")
+	fs.IntVar(&o.dispatch.batch, "dispatch-batch", 0, "override Dispatcher.BatchSize (0: default)")
+	fs.IntVar(&o.dispatch.concurrency, "dispatch-concurrency", 0, "override Dispatcher.Concurrency (0: default)")
+	fs.DurationVar(&o.dispatch.poll, "dispatch-poll", 0, "override Dispatcher.PollInterval (0: default)")
+	fs.BoolVar(&o.worker, "worker", false, "internal: run as a worker process of -instances")
+	fs.StringVar(&o.run, "run", "", "internal: the run ID a worker joins")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return o, o.check()
+}
+
+func (o *options) check() error {
+	if o.mdHeader {
+		return nil
+	}
+	dn, ok := defaultN(o.workload)
+	if !ok && !o.worker {
+		return fmt.Errorf("-workload %q: want schedule, burst, spread, backlog or throughput", o.workload)
+	}
+	pd, ok := persistences()[o.persistence]
+	if !ok {
+		return fmt.Errorf("-persistence %q: want one of %v", o.persistence, names(persistences()))
+	}
+	if _, ok := transports()[o.transport]; !ok {
+		return fmt.Errorf("-transport %q: want one of %v", o.transport, names(transports()))
+	}
+	if o.n == 0 {
+		o.n = dn
+	}
+	if o.body < 0 {
+		o.body = 0
+		if o.workload == "throughput" {
+			o.body = 1024
+		}
+	}
+	if o.timeout == 0 {
+		o.timeout = time.Minute
+	}
+	switch {
+	case o.n < 0 || o.senders < 1 || o.concurrency < 1 || o.inflight < 1 || o.backlog < 0 || o.instances < 0:
+		return fmt.Errorf("-n, -backlog and -instances must not be negative; -senders, -concurrency and -inflight must be positive")
+	case o.over <= 0 || o.idle <= 0 || o.lead < 0 || o.timeout < 0:
+		return fmt.Errorf("-over and -idle must be positive; -lead and -timeout must not be negative")
+	case o.instances > 0 && o.workload != "burst" && o.workload != "spread":
+		return fmt.Errorf("-instances works with the burst and spread workloads only")
+	case o.instances > 0 && !pd.shared:
+		return fmt.Errorf("-instances needs a persistence shared across processes; %s is not", o.persistence)
+	}
+	return nil
+}

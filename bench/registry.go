@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/postbus/bus"
+)
+
+// persistenceDriver opens one kind of persistence for a run.
+type persistenceDriver struct {
+	// shared: other processes see the same rows (needed by -instances).
+	shared bool
+	// storeCost is a generous guess of the time one scheduled message takes
+	// to store, to size the lead time of burst and spread.
+	storeCost time.Duration
+	// serverProcs name the local server processes whose CPU is sampled.
+	serverProcs []string
+	// open returns the persistence of run, and a cleanup for the owner
+	// (the parent process) to call at the end. Workers reopen the same
+	// store with owner false.
+	open func(ctx context.Context, o *options, run string, owner bool) (bus.Persistence, func(), error)
+	// idleQueries, when set, counts the statements the server has run, to
+	// report queries/s with nothing due.
+	idleQueries func(ctx context.Context, o *options) (int64, error)
+}
+
+// transportDriver opens one kind of transport for a run.
+type transportDriver struct {
+	shared      bool
+	serverProcs []string
+	open        func(ctx context.Context, o *options, run string, owner bool) (bus.Transport, func(), error)
+}
+
+// persistences lists every persistence the bench knows. Drivers register in
+// their own files (registry_<driver>.go) through extraPersistences.
+func persistences() map[string]persistenceDriver {
+	m := map[string]persistenceDriver{
+		"memory": {
+			storeCost: 10 * time.Microsecond,
+			open: func(context.Context, *options, string, bool) (bus.Persistence, func(), error) {
+				return bus.NewMemoryPersistence(), func() {}, nil
+			},
+		},
+	}
+	for name, d := range extraPersistences() {
+		m[name] = d
+	}
+	return m
+}
+
+// transports lists every transport the bench knows.
+func transports() map[string]transportDriver {
+	m := map[string]transportDriver{
+		"memory": {
+			open: func(context.Context, *options, string, bool) (bus.Transport, func(), error) {
+				return bus.NewMemoryTransport(), func() {}, nil
+			},
+		},
+	}
+	for name, d := range extraTransports() {
+		m[name] = d
+	}
+	return m
+}
+
+func names[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,11 @@
+package main
+
+// extraPersistences returns the persistences of the driver modules.
+func extraPersistences() map[string]persistenceDriver {
+	return map[string]persistenceDriver{}
+}
+
+// extraTransports returns the transports of the driver modules.
+func extraTransports() map[string]transportDriver {
+	return map[string]transportDriver{}
+}

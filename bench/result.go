@@ -1,0 +1,170 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Result is one run's figures: one JSON line on standard output.
+type Result struct {
+	Workload    string `json:"workload"`
+	Persistence string `json:"persistence"`
+	Transport   string `json:"transport"`
+	N           int    `json:"n"`
+	Senders     int    `json:"senders,omitempty"`
+	Instances   int    `json:"instances,omitempty"`
+	// Duration is the measured phase: scheduling (schedule), t0 to the last
+	// receipt (burst), first due to last receipt (spread, backlog), first
+	// send to last receipt (throughput).
+	DurationMS float64 `json:"duration_ms"`
+	MsgsPerSec float64 `json:"msgs_per_s"`
+	// ScheduleMsgsPerSec is how fast the messages were stored before the
+	// measured phase (burst, spread, backlog).
+	ScheduleMsgsPerSec float64      `json:"schedule_msgs_per_s,omitempty"`
+	Lateness           *Percentiles `json:"lateness_ms,omitempty"`
+	Latency            *Percentiles `json:"latency_ms,omitempty"`
+	Early              int          `json:"early"`
+	Duplicates         int          `json:"duplicates"`
+	Missing            int          `json:"missing"`
+	IDMismatches       int          `json:"id_mismatches,omitempty"`
+	Unexpected         int          `json:"unexpected,omitempty"`
+	BodyBytes          int          `json:"body_bytes"`
+	// HeapBytesPerMsg is the heap growth per scheduled message, and
+	// HeapBeyondBody the same less the serialized body (memory store only).
+	HeapBytesPerMsg float64 `json:"heap_bytes_per_msg,omitempty"`
+	HeapBeyondBody  float64 `json:"heap_beyond_body,omitempty"`
+	// Backlog workload: rows scheduled an hour ahead, lateness of the same
+	// spread without them, and the process's idle CPU (percent of one core)
+	// without and with them.
+	Backlog             int          `json:"backlog,omitempty"`
+	BacklogMsgsPerSec   float64      `json:"backlog_schedule_msgs_per_s,omitempty"`
+	BaselineLateness    *Percentiles `json:"baseline_lateness_ms,omitempty"`
+	LatenessMoved       *bool        `json:"lateness_moved,omitempty"`
+	IdleCPUPercent      *float64     `json:"idle_cpu_percent,omitempty"`
+	IdleCPUBaseline     *float64     `json:"idle_cpu_percent_baseline,omitempty"`
+	ServerCPUMS         *float64     `json:"server_cpu_ms,omitempty"`
+	ServerCPUMSPer1k    *float64     `json:"server_cpu_ms_per_1k,omitempty"`
+	ServerIdleCPUPct    *float64     `json:"server_idle_cpu_percent,omitempty"`
+	ServerIdleQueriesPS *float64     `json:"server_idle_queries_per_s,omitempty"`
+	GoVersion           string       `json:"go_version"`
+	Note                string       `json:"note,omitempty"`
+}
+
+// Percentiles of a duration distribution, in milliseconds.
+type Percentiles struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// percentiles returns nearest-rank percentiles of ds (sorted in place), or
+// nil when ds is empty.
+func percentiles(ds []time.Duration) *Percentiles {
+	if len(ds) == 0 {
+		return nil
+	}
+	slices.Sort(ds)
+	at := func(p float64) float64 {
+		i := int(math.Ceil(p*float64(len(ds)))) - 1
+		return ms(ds[max(i, 0)])
+	}
+	return &Percentiles{P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: ms(ds[len(ds)-1])}
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
+
+func round(v float64, places int) float64 {
+	p := math.Pow(10, float64(places))
+	return math.Round(v*p) / p
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Failed reports whether the run lost, duplicated or advanced a message.
+func (r *Result) Failed() bool {
+	return r.Early != 0 || r.Duplicates != 0 || r.Missing != 0 || r.IDMismatches != 0 || r.Unexpected != 0
+}
+
+// applyTally copies a tracker's counts into r.
+func (r *Result) applyTally(t tally) {
+	r.Early += t.Early
+	r.Duplicates += t.Duplicates
+	r.Missing += t.Missing
+	r.IDMismatches += t.Mismatched
+	r.Unexpected += t.Unexpected
+}
+
+func (r *Result) writeJSON(w io.Writer) error {
+	line, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode result: %w", err)
+	}
+	_, err = fmt.Fprintf(w, "%s\n", line)
+	return err
+}
+
+const markdownHeader = "| workload | persistence | transport | n | duration | msgs/s | p50 ms | p90 ms | p99 ms | max ms | early | dup | missing | notes |\n" +
+	"|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|"
+
+func (r *Result) markdownRow() string {
+	p := r.Lateness
+	if p == nil {
+		p = r.Latency
+	}
+	cell := func(f func(*Percentiles) float64) string {
+		if p == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f", f(p))
+	}
+	store := r.Persistence
+	if r.Instances > 0 {
+		store += fmt.Sprintf(" ×%d proc", r.Instances)
+	}
+	return fmt.Sprintf("| %s | %s | %s | %d | %s | %.0f | %s | %s | %s | %s | %d | %d | %d | %s |",
+		r.Workload, store, r.Transport, r.N, time.Duration(r.DurationMS*1e6).Round(time.Millisecond), r.MsgsPerSec,
+		cell(func(p *Percentiles) float64 { return p.P50 }), cell(func(p *Percentiles) float64 { return p.P90 }),
+		cell(func(p *Percentiles) float64 { return p.P99 }), cell(func(p *Percentiles) float64 { return p.Max }),
+		r.Early, r.Duplicates, r.Missing, r.notes())
+}
+
+func (r *Result) notes() string {
+	var n []string
+	if r.HeapBytesPerMsg > 0 {
+		n = append(n, fmt.Sprintf("heap %.0f B/msg (%.0f beyond %d B body)", r.HeapBytesPerMsg, r.HeapBeyondBody, r.BodyBytes))
+	}
+	if r.ScheduleMsgsPerSec > 0 {
+		n = append(n, fmt.Sprintf("scheduled at %.0f/s", r.ScheduleMsgsPerSec))
+	}
+	if r.Latency != nil {
+		n = append(n, fmt.Sprintf("latency %d B bodies", r.BodyBytes))
+	}
+	if r.Backlog > 0 {
+		n = append(n, fmt.Sprintf("backlog %d", r.Backlog))
+		if b := r.BaselineLateness; b != nil {
+			n = append(n, fmt.Sprintf("p99 without backlog %.2f ms", b.P99))
+		}
+		if r.IdleCPUBaseline != nil && r.IdleCPUPercent != nil {
+			n = append(n, fmt.Sprintf("idle CPU %.2f%% → %.2f%% of a core", *r.IdleCPUBaseline, *r.IdleCPUPercent))
+		}
+	}
+	if r.ServerCPUMSPer1k != nil {
+		n = append(n, fmt.Sprintf("server CPU %.0f ms/1k msgs", *r.ServerCPUMSPer1k))
+	}
+	if r.ServerIdleCPUPct != nil {
+		n = append(n, fmt.Sprintf("server idle CPU %.2f%%", *r.ServerIdleCPUPct))
+	}
+	if r.ServerIdleQueriesPS != nil {
+		n = append(n, fmt.Sprintf("%.1f idle queries/s", *r.ServerIdleQueriesPS))
+	}
+	if r.Note != "" {
+		n = append(n, r.Note)
+	}
+	return strings.Join(n, "; ")
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// runThroughput measures immediate Send→handler round trips: -concurrency
+// senders (and as many concurrent handlers), at most -inflight messages sent
+// but not yet handled, -body byte bodies. Send returns once the transport
+// accepted the message (a broker's confirm), so the rate is what a sender
+// gets with delivery guarantees on; latency is the handler's time minus the
+// envelope's SentAt.
+func runThroughput(ctx context.Context, s *stage, r *Result) error {
+	n := s.o.n
+	r.Senders = s.o.concurrency
+	r.BodyBytes = s.bodyBytes(int64(n / 2))
+	tr := newTracker(0, n)
+	s.current.Store(tr)
+	defer s.current.Store(nil)
+	slots := make(chan struct{}, s.o.inflight)
+	b, err := s.newBus(false, s.o.concurrency, func(int64, string, time.Time, time.Duration) {
+		select {
+		case <-slots:
+		default: // a duplicate: it took no slot
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if err := b.Start(ctx); err != nil {
+		return err
+	}
+	defer b.Stop(context.WithoutCancel(ctx))
+
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	senders := s.o.concurrency
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range senders {
+		wg.Go(func() {
+			for i := w; i < n; i += senders {
+				select {
+				case slots <- struct{}{}:
+				case <-sctx.Done():
+					return
+				}
+				if err := b.Send(sctx, Tick{Seq: int64(i), Pad: s.pad}); err != nil {
+					cancel(fmt.Errorf("send %d: %w", i, err))
+					return
+				}
+			}
+		})
+	}
+	waitErr := await(sctx, tr, time.Now().Add(s.o.timeout+time.Duration(n)*time.Millisecond))
+	cancel(nil)
+	wg.Wait()
+	if err := context.Cause(sctx); err != nil && err != context.Canceled {
+		return err
+	}
+	if waitErr != nil && ctx.Err() != nil {
+		return waitErr
+	}
+	time.Sleep(duplicateGrace)
+	t := tr.tally()
+	d := max(t.Last.Sub(start), time.Microsecond)
+	r.DurationMS = ms(d)
+	r.MsgsPerSec = round(float64(t.Received)/d.Seconds(), 0)
+	r.Latency = percentiles(t.Lateness)
+	r.applyTally(t)
+	return nil
+}
