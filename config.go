@@ -3,7 +3,6 @@ package bus
 import (
 	"cmp"
 	"log/slog"
-	"regexp"
 	"runtime"
 	"time"
 )
@@ -92,8 +91,6 @@ const (
 	maxEndpointLen        = 200
 )
 
-var endpointPattern = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
-
 func (c Config) withDefaults() Config {
 	if c.Transport == nil {
 		c.Transport = NewMemoryTransport()
@@ -153,8 +150,11 @@ func validateQueueName(field, name string) error {
 		return &ConfigError{Field: field, Reason: "required"}
 	case len(name) > maxEndpointLen:
 		return &ConfigError{Field: field, Reason: "longer than 200 bytes"}
-	case !endpointPattern.MatchString(name):
-		return &ConfigError{Field: field, Reason: "only letters, digits, '.', '-' and '_' are allowed: " + name}
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return &ConfigError{Field: field, Reason: "only letters, digits, '.', '-' and '_' are allowed: " + name}
+		}
 	}
 	return nil
 }

@@ -92,7 +92,6 @@ func (b *Bus) newEnvelope(ctx context.Context, kind Kind, msg any, o *sendOption
 				return nil, fmt.Errorf("%w %s: use bus.Route or bus.To", ErrNoRoute, env.Type)
 			}
 		}
-		env.SetHeader(HeaderReplyTo, b.cfg.Endpoint)
 	case KindEvent:
 		if o.destination != "" {
 			return nil, &OptionError{Option: "To", Reason: "events are published to subscribers, not sent to an endpoint"}

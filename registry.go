@@ -30,10 +30,10 @@ func Handle[T any](b *Bus, fn func(ctx context.Context, msg T) error) error {
 	switch {
 	case b.state == stateClosed:
 		return ErrClosed
-	case b.state == stateStarted:
-		return fmt.Errorf("bus: Handle after Start: %w", ErrAlreadyStarted)
 	case b.cfg.SendOnly:
 		return &ConfigError{Field: "SendOnly", Reason: "a send-only bus has no handlers"}
+	case b.state == stateStarted:
+		return fmt.Errorf("bus: Handle after Start: %w", ErrAlreadyStarted)
 	}
 	name := nameOfType[T]()
 	hs := b.handlers[name]

@@ -1,0 +1,75 @@
+package bus_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/postbus/bus"
+)
+
+func fullEnvelope() *bus.Envelope {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 123456789, time.UTC)
+	return &bus.Envelope{
+		ID: "01938a7e-0000-7000-8000-000000000001", Type: "sales.PlaceOrder", Kind: bus.KindEvent,
+		Body: []byte(`{"a":1}`), ContentType: "application/json",
+		Headers: map[string]string{"h": "v", "empty": ""}, CorrelationID: "c",
+		Attributes: map[string]string{"a": "1"}, StickyAttributes: map[string]string{"s": "2"},
+		Source: "shop", Destination: "sales", SentAt: now, DueAt: now.Add(time.Hour), ExpiresAt: now.Add(2 * time.Hour),
+	}
+}
+
+func TestEnvelopeCodecRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, e := range []*bus.Envelope{fullEnvelope(), {ID: "x"}} {
+		got, err := bus.UnmarshalEnvelope(bus.MarshalEnvelope(e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(e.Body) == 0 {
+			got.Body = e.Body // nil and empty are the same on the wire
+		}
+		if !reflect.DeepEqual(got, e) {
+			t.Errorf("round trip:\n got %+v\nwant %+v", got, e)
+		}
+	}
+}
+
+func TestEnvelopeCodecRejectsGarbage(t *testing.T) {
+	t.Parallel()
+	good := bus.MarshalEnvelope(fullEnvelope())
+	for name, data := range map[string][]byte{
+		"empty":     nil,
+		"magic":     []byte("XX\x01"),
+		"version":   {'P', 9, 1},
+		"truncated": good[:len(good)-3],
+		"trailing":  append(append([]byte{}, good...), 0),
+	} {
+		if _, err := bus.UnmarshalEnvelope(data); !errors.Is(err, bus.ErrMalformedEnvelope) {
+			t.Errorf("%s: err = %v, want ErrMalformedEnvelope", name, err)
+		}
+	}
+}
+
+func FuzzUnmarshalEnvelope(f *testing.F) {
+	f.Add(bus.MarshalEnvelope(fullEnvelope()))
+	f.Add(bus.MarshalEnvelope(&bus.Envelope{}))
+	f.Add([]byte{'P', 1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := bus.UnmarshalEnvelope(data)
+		if err != nil {
+			if !errors.Is(err, bus.ErrMalformedEnvelope) {
+				t.Fatalf("error %v does not wrap ErrMalformedEnvelope", err)
+			}
+			return
+		}
+		again, err := bus.UnmarshalEnvelope(bus.MarshalEnvelope(e))
+		if err != nil {
+			t.Fatalf("re-encoding a decoded envelope fails: %v", err)
+		}
+		if again.ID != e.ID || string(again.Body) != string(e.Body) || len(again.Headers) != len(e.Headers) {
+			t.Fatalf("re-encoding changed the envelope")
+		}
+	})
+}
