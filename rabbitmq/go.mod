@@ -2,6 +2,9 @@ module github.com/postbus/bus/rabbitmq
 
 go 1.26
 
-require github.com/postbus/bus v0.0.0
+require (
+	github.com/postbus/bus v0.0.0
+	github.com/rabbitmq/amqp091-go v1.16.0
+)
 
 replace github.com/postbus/bus => ../

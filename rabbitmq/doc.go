@@ -1,0 +1,77 @@
+// Package rabbitmq is the Postbus transport for RabbitMQ, built on
+// github.com/rabbitmq/amqp091-go. It implements bus.Transport:
+//
+//	t, err := rabbitmq.New("amqp://guest:guest@127.0.0.1:5672/", rabbitmq.Options{})
+//	if err != nil { ... }
+//	defer t.Close(context.Background())
+//	b, err := bus.New(bus.Config{Endpoint: "billing", Transport: t})
+//
+// # Topology
+//
+// Provision (called by the bus's Start) declares, idempotently:
+//   - the events exchange, a durable topic exchange named
+//     Options.EventsExchange ("postbus.events" by default);
+//   - one durable queue per endpoint (bus.Topology.Queue, the endpoint
+//     name) and per extra queue (bus.Topology.Queues: the error and
+//     dead-letter queues), quorum queues by default (Options.QueueType);
+//   - one binding per subscribed event type, from the events exchange to
+//     the endpoint's queue, with the type name (for example
+//     "github.com/acme/sales.OrderPlaced") as the routing key.
+//
+// The transport creates nothing else: commands and replies go through the
+// default exchange, whose routing key is the queue name, and events through
+// the events exchange. Each connection declares the events exchange when it
+// opens, so Publish works before any Provision.
+//
+// # Sending
+//
+// Messages are persistent, and Send and Publish return only after the broker
+// confirmed them (publisher confirms); a negative confirm is ErrNacked. Send
+// sets the mandatory flag, so a send to a queue that does not exist fails
+// with ErrUnroutable instead of vanishing; Publish does not, since an event
+// nobody subscribes to is not an error. Publishes are pipelined over
+// Options.PublisherChannels confirm-mode channels.
+//
+// # Receiving
+//
+// Receive sets the prefetch to the requested concurrency, acknowledges a
+// message after its handler returned nil and requeues it after an error.
+// Stopping (the context ends) cancels the consumer, requeues what was not
+// started and waits for the handlers in flight.
+//
+// # Connection loss
+//
+// The transport owns its connection and reconnects with exponential backoff
+// (Options.ReconnectMin to ReconnectMax, with jitter). Consumers resume on
+// the new connection; messages that were unacknowledged when it was lost are
+// redelivered by the broker. A Send or Publish during an outage waits for the
+// connection to come back; if its context ends first it fails with an error
+// matching ErrNotConnected and the context's error, and nothing was sent.
+// A message whose confirm was lost with the connection is published again on
+// the next one under the same message ID, so a queue may receive it twice:
+// delivery is at-least-once, and receivers de-duplicate by ID. Background
+// failures are logged and passed to Options.OnError.
+//
+// # Envelope mapping
+//
+// Envelope.ID, CorrelationID, Type and ContentType travel in the AMQP
+// properties message-id, correlation-id, type and content-type; SentAt in
+// timestamp (whole seconds) and, exactly, in a header; Body is the message
+// body. Everything else travels in AMQP headers prefixed "postbus-" (see
+// HeaderVersion and the other Header constants): times as RFC 3339 strings
+// with nanoseconds (returned in UTC), and Headers, Attributes and
+// StickyAttributes as nested tables. Every field round-trips exactly; empty
+// maps arrive as nil. A delivery without the postbus-version header (from a
+// foreign publisher), or with a malformed postbus header, still reaches the
+// handler, with the raw body, the properties it had, its AMQP headers as
+// text and bus.HeaderDecodeError set.
+//
+// # Limits
+//
+// AMQP short strings bound queue names, event type names, message IDs,
+// correlation IDs, content types and header keys to 255 bytes; longer values
+// are rejected with a *NameError or *FieldError before anything is sent.
+// Event types may contain dots and slashes, but no dot-separated word may be
+// exactly "*" or "#" (topic wildcards). Envelope.ExpiresAt is not mapped to
+// an AMQP expiration, so the broker never drops a message silently.
+package rabbitmq

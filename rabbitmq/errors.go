@@ -1,0 +1,98 @@
+package rabbitmq
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/postbus/bus"
+)
+
+// Sentinel errors. Test for them with errors.Is.
+var (
+	// ErrClosed is returned by every call after Close.
+	ErrClosed = errors.New("rabbitmq: transport closed")
+	// ErrNotConnected is matched by a *NotConnectedError: the call's context
+	// ended while the transport was waiting for a broker connection.
+	ErrNotConnected = errors.New("rabbitmq: not connected")
+	// ErrUnroutable is returned by Send when the broker could route the
+	// message to no queue: the destination queue does not exist.
+	ErrUnroutable = errors.New("rabbitmq: message unroutable")
+	// ErrNacked is returned when the broker refused a message with a
+	// negative publisher confirm (an internal broker error, or a queue
+	// length limit with overflow "reject-publish").
+	ErrNacked = errors.New("rabbitmq: message rejected by the broker")
+	// ErrInvalidOptions is wrapped by every *OptionsError.
+	ErrInvalidOptions = errors.New("rabbitmq: invalid options")
+	// ErrInvalidName is wrapped by every *NameError.
+	ErrInvalidName = errors.New("rabbitmq: invalid name")
+)
+
+// OptionsError reports an invalid Options field or URL.
+type OptionsError struct {
+	Field  string // "URL" or the Options field
+	Reason string
+}
+
+func (e *OptionsError) Error() string {
+	return fmt.Sprintf("rabbitmq: invalid options: %s: %s", e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalidOptions.
+func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
+
+// NameError reports a queue, exchange or event type name that RabbitMQ
+// cannot use.
+type NameError struct {
+	What   string // "queue", "event type", ...
+	Name   string
+	Reason string
+}
+
+func (e *NameError) Error() string {
+	return fmt.Sprintf("rabbitmq: invalid %s name %.60q: %s", e.What, e.Name, e.Reason)
+}
+
+// Unwrap returns ErrInvalidName.
+func (e *NameError) Unwrap() error { return ErrInvalidName }
+
+// FieldError reports an envelope field that does not fit its AMQP property
+// or header, such as a message ID longer than 255 bytes. It matches
+// bus.ErrInvalidMessage, and nothing was sent.
+type FieldError struct {
+	Field  string // the Envelope field, e.g. "ID" or "Headers"
+	Reason string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("rabbitmq: envelope field %s: %s", e.Field, e.Reason)
+}
+
+// Unwrap returns bus.ErrInvalidMessage.
+func (e *FieldError) Unwrap() error { return bus.ErrInvalidMessage }
+
+// NotConnectedError is returned when a call's context ends while the
+// transport has no broker connection (during an outage, or before the first
+// connection succeeded). Nothing was sent. It matches ErrNotConnected, the
+// context's error, and the last connection error.
+type NotConnectedError struct {
+	Err     error // the context's error
+	LastErr error // why the last connection attempt failed, or was lost; may be nil
+}
+
+func (e *NotConnectedError) Error() string {
+	if e.LastErr == nil {
+		return fmt.Sprintf("rabbitmq: not connected to the broker: %v", e.Err)
+	}
+	return fmt.Sprintf("rabbitmq: not connected to the broker: %v (last connection error: %v)", e.Err, e.LastErr)
+}
+
+// Is reports whether target is ErrNotConnected.
+func (e *NotConnectedError) Is(target error) bool { return target == ErrNotConnected }
+
+// Unwrap returns the context's error and the last connection error.
+func (e *NotConnectedError) Unwrap() []error {
+	if e.LastErr == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Err, e.LastErr}
+}

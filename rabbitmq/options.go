@@ -1,0 +1,114 @@
+package rabbitmq
+
+import (
+	"cmp"
+	"log/slog"
+	"time"
+)
+
+// Queue types accepted by Options.QueueType.
+const (
+	// QueueTypeQuorum declares replicated, durable quorum queues (the default).
+	QueueTypeQuorum = "quorum"
+	// QueueTypeClassic declares durable classic queues.
+	QueueTypeClassic = "classic"
+)
+
+// DefaultEventsExchange is the topic exchange events are published to when
+// Options.EventsExchange is empty.
+const DefaultEventsExchange = "postbus.events"
+
+// Options tune a Transport. Every zero value means the documented default.
+type Options struct {
+	// QueueType is the type of every queue Provision declares: "quorum" or
+	// "classic". Default: "quorum", or "classic" on servers older than
+	// RabbitMQ 3.8, which have no quorum queues. A queue that already exists
+	// keeps its type; declaring it with another type fails.
+	QueueType string
+	// EventsExchange is the durable topic exchange Publish sends events to
+	// and Provision binds subscribing queues to. Default: "postbus.events".
+	EventsExchange string
+	// PublisherChannels is the number of AMQP channels, in confirm mode,
+	// that Send and Publish share. Default: 4.
+	PublisherChannels int
+	// MaxInFlight bounds the unconfirmed publishes on each publisher
+	// channel; further sends wait for a slot. Default: 256.
+	MaxInFlight int
+	// ConnectionName is the name the connection shows in the RabbitMQ
+	// management UI and `rabbitmqctl list_connections`. Default: "postbus".
+	ConnectionName string
+	// Heartbeat is the AMQP heartbeat interval; a peer silent for about
+	// two intervals is considered gone. Default: 10s.
+	Heartbeat time.Duration
+	// DialTimeout bounds each TCP connect and AMQP handshake. Default: 10s.
+	DialTimeout time.Duration
+	// ReconnectMin is the first delay between reconnection attempts; the
+	// delay doubles on each failure up to ReconnectMax, with jitter.
+	// Default: 100ms.
+	ReconnectMin time.Duration
+	// ReconnectMax caps the delay between reconnection attempts.
+	// Default: 5s.
+	ReconnectMax time.Duration
+	// Logger receives connection events and failures. Default: slog.Default().
+	Logger *slog.Logger
+	// OnError, when set, is called for failures that happen in the
+	// background and have no caller to return to: a lost connection, a
+	// failed reconnection attempt, an acknowledgement that could not be
+	// sent. It must not block.
+	OnError func(error)
+}
+
+func (o Options) withDefaults() Options {
+	o.EventsExchange = cmp.Or(o.EventsExchange, DefaultEventsExchange)
+	o.PublisherChannels = cmp.Or(o.PublisherChannels, 4)
+	o.MaxInFlight = cmp.Or(o.MaxInFlight, 256)
+	o.ConnectionName = cmp.Or(o.ConnectionName, "postbus")
+	o.Heartbeat = cmp.Or(o.Heartbeat, 10*time.Second)
+	o.DialTimeout = cmp.Or(o.DialTimeout, 10*time.Second)
+	o.ReconnectMin = cmp.Or(o.ReconnectMin, 100*time.Millisecond)
+	o.ReconnectMax = cmp.Or(o.ReconnectMax, 5*time.Second)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	switch o.QueueType {
+	case "", QueueTypeQuorum, QueueTypeClassic:
+	default:
+		return &OptionsError{Field: "QueueType", Reason: `must be "quorum" or "classic"`}
+	}
+	if err := checkName("EventsExchange", o.EventsExchange); err != nil {
+		return &OptionsError{Field: "EventsExchange", Reason: err.(*NameError).Reason}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"PublisherChannels", o.PublisherChannels}, {"MaxInFlight", o.MaxInFlight}} {
+		if f.v < 0 {
+			return &OptionsError{Field: f.name, Reason: "must not be negative"}
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"Heartbeat", o.Heartbeat}, {"DialTimeout", o.DialTimeout}, {"ReconnectMin", o.ReconnectMin}, {"ReconnectMax", o.ReconnectMax}} {
+		if f.v < 0 {
+			return &OptionsError{Field: f.name, Reason: "must not be negative"}
+		}
+	}
+	if o.ReconnectMax > 0 && o.ReconnectMin > o.ReconnectMax {
+		return &OptionsError{Field: "ReconnectMin", Reason: "must not exceed ReconnectMax"}
+	}
+	return nil
+}
+
+// Log keys used by the transport.
+const (
+	logKeyErr     = "err"
+	logKeyQueue   = "queue"
+	logKeyDelay   = "retry_in"
+	logKeyName    = "connection"
+	logKeyAttempt = "attempt"
+)

@@ -1,0 +1,263 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// errConnectionLost marks a publish whose channel went away before the
+// broker confirmed it: the outcome is unknown, and the caller retries on
+// the next connection.
+var errConnectionLost = errors.New("rabbitmq: connection lost before the broker confirmed")
+
+// publisher is one AMQP channel in confirm mode, shared by concurrent
+// senders. Publishes are pipelined: each registers its delivery tag, writes
+// the message and waits for its own confirm, while others publish.
+//
+// Correlation. A single goroutine (run) reads the channel's confirms and
+// returns. The broker sends basic.return for an unroutable mandatory message
+// before the basic.ack for it, and the client reads both in order on one
+// reader goroutine, so when run takes a confirm from its channel the return
+// for that message is already buffered in the returns channel. run drains
+// returns before settling each confirm; a return marks the oldest in-flight
+// publish with the same exchange, routing key and message ID.
+type publisher struct {
+	ch       *amqp.Channel
+	confirms chan amqp.Confirmation
+	returns  chan amqp.Return
+	closes   chan *amqp.Error
+	slots    chan struct{} // bounds the unconfirmed publishes
+	lock     chan struct{} // serializes tag assignment and write; a channel so waiting honours ctx
+	gone     chan struct{} // closed when the channel has closed and every waiter was told
+
+	mu      sync.Mutex
+	pending map[uint64]*pendingPublish
+	closed  bool
+	err     error // why the channel closed
+}
+
+type pendingPublish struct {
+	exchange, key, id string
+	returned          *amqp.Return
+	result            chan error // buffered: run never blocks
+}
+
+func newPublisher(conn *amqp.Connection, maxInFlight int) (*publisher, error) {
+	ch, err := conn.Channel()
+	if err != nil {
+		return nil, fmt.Errorf("rabbitmq: open publisher channel: %w", err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		_ = ch.Close()
+		return nil, fmt.Errorf("rabbitmq: enable publisher confirms: %w", err)
+	}
+	// The buffers hold every outstanding notification (slots bound them),
+	// so the client's reader never waits on us.
+	p := &publisher{
+		ch:       ch,
+		confirms: ch.NotifyPublish(make(chan amqp.Confirmation, maxInFlight+1)),
+		returns:  ch.NotifyReturn(make(chan amqp.Return, maxInFlight+1)),
+		closes:   ch.NotifyClose(make(chan *amqp.Error, 1)),
+		slots:    make(chan struct{}, maxInFlight),
+		lock:     make(chan struct{}, 1),
+		gone:     make(chan struct{}),
+		pending:  make(map[uint64]*pendingPublish),
+	}
+	go p.run()
+	return p, nil
+}
+
+func (p *publisher) isGone() bool {
+	select {
+	case <-p.gone:
+		return true
+	default:
+		return false
+	}
+}
+
+// publish writes msg and waits for the broker's confirm.
+func (p *publisher) publish(ctx context.Context, exchange, key string, mandatory bool, msg amqp.Publishing) error {
+	select {
+	case p.slots <- struct{}{}:
+	case <-p.gone:
+		return p.goneErr()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	pp := &pendingPublish{exchange: exchange, key: key, id: msg.MessageId, result: make(chan error, 1)}
+	select {
+	case p.lock <- struct{}{}:
+	case <-p.gone:
+		<-p.slots
+		return p.goneErr()
+	case <-ctx.Done():
+		<-p.slots
+		return ctx.Err()
+	}
+	tag := p.ch.GetNextPublishSeqNo()
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.lock
+		<-p.slots
+		return p.goneErr()
+	}
+	p.pending[tag] = pp
+	p.mu.Unlock()
+	err := p.ch.PublishWithContext(ctx, exchange, key, mandatory, false, msg)
+	if err != nil {
+		p.mu.Lock()
+		_, still := p.pending[tag]
+		delete(p.pending, tag)
+		p.mu.Unlock()
+		<-p.lock
+		if still { // run did not settle it, so the slot is ours to free
+			<-p.slots
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return p.classify(err)
+	}
+	<-p.lock
+	select {
+	case err := <-pp.result:
+		return err
+	case <-ctx.Done():
+		// The confirm may still come; run settles the slot then.
+		return fmt.Errorf("waiting for the broker's confirm: %w", ctx.Err())
+	}
+}
+
+func (p *publisher) run() {
+	returns := p.returns
+	for {
+		select {
+		case r, ok := <-returns:
+			if !ok {
+				returns = nil
+				continue
+			}
+			p.markReturned(r)
+		case c, ok := <-p.confirms:
+			if !ok {
+				p.shutdown()
+				return
+			}
+			returns = p.drainReturns(returns)
+			p.settle(c)
+		}
+	}
+}
+
+func (p *publisher) drainReturns(returns chan amqp.Return) chan amqp.Return {
+	for returns != nil {
+		select {
+		case r, ok := <-returns:
+			if !ok {
+				return nil
+			}
+			p.markReturned(r)
+		default:
+			return returns
+		}
+	}
+	return nil
+}
+
+func (p *publisher) markReturned(r amqp.Return) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var oldest uint64
+	for tag, pp := range p.pending {
+		if pp.returned == nil && pp.exchange == r.Exchange && pp.key == r.RoutingKey && pp.id == r.MessageId &&
+			(oldest == 0 || tag < oldest) {
+			oldest = tag
+		}
+	}
+	if oldest != 0 {
+		p.pending[oldest].returned = &r
+	}
+}
+
+func (p *publisher) settle(c amqp.Confirmation) {
+	p.mu.Lock()
+	pp := p.pending[c.DeliveryTag]
+	delete(p.pending, c.DeliveryTag)
+	p.mu.Unlock()
+	if pp == nil {
+		return // its publish failed and was withdrawn
+	}
+	<-p.slots
+	switch {
+	case !c.Ack:
+		pp.result <- ErrNacked
+	case pp.returned != nil:
+		pp.result <- fmt.Errorf("%w: %s (%d)", ErrUnroutable, pp.returned.ReplyText, pp.returned.ReplyCode)
+	default:
+		pp.result <- nil
+	}
+}
+
+// shutdown fails every unconfirmed publish once the channel has closed.
+func (p *publisher) shutdown() {
+	var cause error = errConnectionLost
+	select {
+	case e, ok := <-p.closes:
+		if ok && e != nil && isChannelLevel(e) {
+			cause = fmt.Errorf("rabbitmq: channel closed by the broker: %w", e)
+		}
+	default:
+	}
+	p.mu.Lock()
+	p.closed, p.err = true, cause
+	pending := p.pending
+	p.pending = nil
+	p.mu.Unlock()
+	for range pending {
+		<-p.slots
+	}
+	for _, pp := range pending {
+		pp.result <- cause
+	}
+	close(p.gone)
+}
+
+func (p *publisher) goneErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return p.err
+	}
+	return errConnectionLost
+}
+
+// classify turns a failed write into errConnectionLost when the channel or
+// connection is gone, so the caller retries.
+func (p *publisher) classify(err error) error {
+	var ae *amqp.Error
+	if errors.As(err, &ae) && isChannelLevel(ae) {
+		return fmt.Errorf("rabbitmq: publish: %w", err)
+	}
+	if p.ch.IsClosed() || errors.Is(err, amqp.ErrClosed) {
+		return errConnectionLost
+	}
+	return fmt.Errorf("rabbitmq: publish: %w", err)
+}
+
+// isChannelLevel reports whether the broker closed the channel because of
+// what was sent on it (AMQP soft errors such as 404 NOT_FOUND or 406
+// PRECONDITION_FAILED), as opposed to the connection going away.
+func isChannelLevel(e *amqp.Error) bool {
+	switch e.Code {
+	case amqp.ContentTooLarge, amqp.NoRoute, amqp.NoConsumers, amqp.AccessRefused,
+		amqp.NotFound, amqp.ResourceLocked, amqp.PreconditionFailed:
+		return e.Server
+	}
+	return false
+}

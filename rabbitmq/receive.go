@@ -1,0 +1,198 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/postbus/bus"
+)
+
+// Receive consumes queue with prefetch = opts.Concurrency (at least 1) and
+// runs up to that many calls of h at once. A message is acknowledged after h
+// returned nil and negatively acknowledged with requeue after an error, so
+// the broker delivers it again.
+//
+// When ctx ends, Receive cancels the consumer, hands back (requeues)
+// deliveries it had not started, waits for the calls in flight, settles
+// them, and returns nil. When the connection or channel is lost, it waits
+// for the transport to reconnect and consumes again; messages that were
+// unacknowledged at the loss are redelivered by the broker, possibly to
+// another consumer (at-least-once), and an acknowledgement is never sent
+// twice. It returns an error only when it cannot consume at all: the queue
+// does not exist, access is refused, or the transport was closed.
+func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveOptions, h bus.DeliveryHandler) error {
+	if err := checkName("queue", queue); err != nil {
+		return fmt.Errorf("rabbitmq: receive: %w", err)
+	}
+	if h == nil {
+		return fmt.Errorf("rabbitmq: receive from %q: nil handler", queue)
+	}
+	conc := max(opts.Concurrency, 1)
+	c := &consumer{
+		t:     t,
+		queue: queue,
+		conc:  conc,
+		h:     h,
+		hctx:  context.WithoutCancel(ctx),
+		sem:   make(chan struct{}, conc),
+	}
+	defer c.running.Wait()
+	delay := t.opts.ReconnectMin
+	for {
+		s, err := t.session(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("rabbitmq: receive from %q: %w", queue, err)
+		}
+		err = c.consume(ctx, s)
+		var perm *permanentError
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return nil
+		case errors.As(err, &perm):
+			return fmt.Errorf("rabbitmq: receive from %q: %w", queue, perm.err)
+		}
+		t.report(fmt.Errorf("rabbitmq: receive from %q: %w", queue, err))
+		t.log.Warn("rabbitmq: consumer interrupted, resuming", logKeyQueue, queue, logKeyErr, err)
+		if s.conn.IsClosed() {
+			delay = t.opts.ReconnectMin // the transport's backoff paces the reconnection
+			continue
+		}
+		// The channel failed under a live connection: pace the retries.
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil
+		}
+		delay = min(delay*2, t.opts.ReconnectMax)
+	}
+}
+
+// permanentError marks a consume failure that retrying cannot fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+
+type consumer struct {
+	t       *Transport
+	queue   string
+	conc    int
+	h       bus.DeliveryHandler
+	hctx    context.Context
+	sem     chan struct{}  // bounds handler calls across reconnections
+	running sync.WaitGroup // every handler call Receive started
+}
+
+// consume runs one consumer on a fresh channel of s. It returns nil after
+// ctx ended and everything in flight was settled, or the error that ended
+// consuming.
+func (c *consumer) consume(ctx context.Context, s *session) error {
+	ch, err := s.conn.Channel()
+	if err != nil {
+		return fmt.Errorf("open channel: %w", err)
+	}
+	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
+	if err := ch.Qos(c.conc, 0, false); err != nil {
+		_ = ch.Close()
+		return fmt.Errorf("set prefetch: %w", err)
+	}
+	tag := fmt.Sprintf("postbus-%016x", rand.Uint64())
+	deliveries, err := ch.Consume(c.queue, tag, false, false, false, false, nil)
+	if err != nil {
+		_ = ch.Close()
+		var ae *amqp.Error
+		if errors.As(err, &ae) && isChannelLevel(ae) {
+			return &permanentError{err: fmt.Errorf("consume: %w", err)}
+		}
+		return fmt.Errorf("consume: %w", err)
+	}
+	var inflight sync.WaitGroup // handler calls on this channel
+	for {
+		select {
+		case <-ctx.Done():
+			c.stop(ch, tag, deliveries)
+			inflight.Wait() // their acks need the channel open
+			_ = ch.Close()
+			return nil
+		case d, ok := <-deliveries:
+			if !ok {
+				// Lost (or cancelled by the broker, e.g. the queue was
+				// deleted). If only the consumer was cancelled, the
+				// handlers still running ack on this channel, so close
+				// it after them; if the channel is gone, their messages
+				// are redelivered.
+				c.running.Add(1)
+				go func() {
+					defer c.running.Done()
+					inflight.Wait()
+					_ = ch.Close()
+				}()
+				return channelError(closes)
+			}
+			if ctx.Err() != nil { // do not start work after the end
+				_ = d.Nack(false, true)
+				continue
+			}
+			select {
+			case c.sem <- struct{}{}:
+			case <-ctx.Done():
+				_ = d.Nack(false, true)
+				continue
+			}
+			inflight.Add(1)
+			c.running.Add(1)
+			go func() {
+				defer c.running.Done()
+				defer inflight.Done()
+				defer func() { <-c.sem }()
+				c.handle(&d)
+			}()
+		}
+	}
+}
+
+// stop cancels the consumer and requeues the deliveries that arrived but
+// were not started; the library hands them over until the consumer's
+// channel closes.
+func (c *consumer) stop(ch *amqp.Channel, tag string, deliveries <-chan amqp.Delivery) {
+	if err := ch.Cancel(tag, false); err != nil {
+		return // the channel is gone; the broker requeues what it had sent
+	}
+	for d := range deliveries {
+		_ = d.Nack(false, true)
+	}
+}
+
+func (c *consumer) handle(d *amqp.Delivery) {
+	env := fromDelivery(d)
+	var err error
+	if herr := c.h(c.hctx, env); herr == nil {
+		err = d.Ack(false)
+	} else {
+		err = d.Nack(false, true)
+	}
+	if err != nil {
+		err = fmt.Errorf("rabbitmq: settle message %q from %q (it will be redelivered): %w", env.ID, c.queue, err)
+		c.t.report(err)
+		c.t.log.Warn("rabbitmq: settle failed", logKeyQueue, c.queue, logKeyErr, err)
+	}
+}
+
+func channelError(closes <-chan *amqp.Error) error {
+	select {
+	case e, ok := <-closes:
+		if ok && e != nil {
+			return fmt.Errorf("channel closed: %w", e)
+		}
+	default:
+	}
+	return errors.New("consumer cancelled or channel closed")
+}

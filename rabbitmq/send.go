@@ -1,0 +1,97 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/postbus/bus"
+)
+
+// Send publishes env to the named queue through the default exchange
+// (routing key = queue), persistent, with the mandatory flag, and returns
+// once the broker confirmed it. A queue that does not exist makes it fail
+// with ErrUnroutable rather than drop the message.
+//
+// During an outage Send waits for the connection to come back. If the
+// connection is lost after the message was written but before the broker
+// confirmed it, Send publishes it again on the new connection with the same
+// message ID: the queue may then hold it twice (at-least-once). If ctx ends
+// first, Send returns an error matching ErrNotConnected and ctx's error.
+func (t *Transport) Send(ctx context.Context, queue string, env *bus.Envelope) error {
+	if err := checkName("queue", queue); err != nil {
+		return fmt.Errorf("rabbitmq: send: %w", err)
+	}
+	msg, err := toPublishing(env)
+	if err != nil {
+		return fmt.Errorf("rabbitmq: send to %q: %w", queue, err)
+	}
+	if err := t.publish(ctx, "", queue, true, msg); err != nil {
+		return fmt.Errorf("rabbitmq: send to %q: %w", queue, err)
+	}
+	return nil
+}
+
+// Publish publishes env to the events exchange with env.Type as the routing
+// key, so it reaches every queue bound for that type, and returns once the
+// broker confirmed it. With no bound queue the broker drops the event, which
+// is not an error. Outages are handled as in Send.
+func (t *Transport) Publish(ctx context.Context, env *bus.Envelope) error {
+	if err := checkEventType(env.Type); err != nil {
+		return fmt.Errorf("rabbitmq: publish: %w", err)
+	}
+	msg, err := toPublishing(env)
+	if err != nil {
+		return fmt.Errorf("rabbitmq: publish %q: %w", env.Type, err)
+	}
+	if err := t.publish(ctx, t.opts.EventsExchange, env.Type, false, msg); err != nil {
+		return fmt.Errorf("rabbitmq: publish %q: %w", env.Type, err)
+	}
+	return nil
+}
+
+// publish retries on the next connection until the broker confirmed or
+// refused the message, or ctx ends.
+func (t *Transport) publish(ctx context.Context, exchange, key string, mandatory bool, msg amqp.Publishing) error {
+	channelLosses := 0
+	for {
+		s, err := t.session(ctx)
+		if err != nil {
+			return err
+		}
+		err = s.waitUnblocked(ctx)
+		if err == nil {
+			var p *publisher
+			if p, err = s.publisher(); err == nil {
+				err = p.publish(ctx, exchange, key, mandatory, msg)
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		connLost := s.conn.IsClosed()
+		if !connLost && !errors.Is(err, errConnectionLost) {
+			return err
+		}
+		switch {
+		case ctx.Err() != nil:
+			return &NotConnectedError{Err: ctx.Err(), LastErr: err}
+		case t.isClosed():
+			return ErrClosed
+		case connLost:
+			select { // wait for run to replace the session
+			case <-s.dead:
+			case <-ctx.Done():
+				return &NotConnectedError{Err: ctx.Err(), LastErr: err}
+			}
+		default:
+			// The channel closed under a live connection: retry on a
+			// fresh channel, but not forever.
+			if channelLosses++; channelLosses > 3 {
+				return err
+			}
+		}
+	}
+}

@@ -1,0 +1,200 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/postbus/bus"
+)
+
+var _ bus.Transport = (*Transport)(nil)
+
+// Transport is a bus.Transport on RabbitMQ. It owns one AMQP connection,
+// reconnects with backoff when it is lost, and is safe for concurrent use.
+// Create it with New and release it with Close.
+type Transport struct {
+	url  string
+	opts Options
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	sess    *session      // the live session; nil while disconnected
+	ready   chan struct{} // closed when sess is set; replaced when it is lost
+	lastErr error         // why the last dial failed or the last connection was lost
+	closed  bool
+
+	stop chan struct{} // closed by Close
+	done chan struct{} // closed when the connection loop has exited
+}
+
+// New returns a Transport for the broker at url, an AMQP URI such as
+// "amqp://guest:guest@127.0.0.1:5672/" (the path names the vhost). It checks
+// url and opts and starts connecting in the background; it does not wait
+// for the connection. Calls that need the broker wait for it, up to their
+// context's end.
+func New(url string, opts Options) (*Transport, error) {
+	if _, err := amqp.ParseURI(url); err != nil {
+		return nil, &OptionsError{Field: "URL", Reason: err.Error()}
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	t := &Transport{
+		url:   url,
+		opts:  opts,
+		log:   opts.Logger.With(logKeyName, opts.ConnectionName),
+		ready: make(chan struct{}),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	go t.run()
+	return t, nil
+}
+
+// Close closes the connection and stops reconnecting. Sends waiting for a
+// confirm fail (their messages may or may not have been accepted); Receive
+// calls still running return ErrClosed, and their unacknowledged messages
+// go back to their queues. Close waits for the background work to end, or
+// for ctx. Calling it again returns nil.
+func (t *Transport) Close(ctx context.Context) error {
+	t.mu.Lock()
+	if !t.closed {
+		t.closed = true
+		close(t.stop)
+	}
+	t.mu.Unlock()
+	select {
+	case <-t.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("rabbitmq: close: %w", ctx.Err())
+	}
+}
+
+// run keeps a connection open until Close.
+func (t *Transport) run() {
+	defer close(t.done)
+	delay := t.opts.ReconnectMin
+	for attempt := 1; ; attempt++ {
+		s, err := t.connect()
+		if err != nil {
+			t.setLastErr(err)
+			t.report(err)
+			wait := delay/2 + rand.N(delay/2+1)
+			t.log.Warn("rabbitmq: connect failed", logKeyErr, err, logKeyAttempt, attempt, logKeyDelay, wait)
+			select {
+			case <-time.After(wait):
+			case <-t.stop:
+				return
+			}
+			delay = min(delay*2, t.opts.ReconnectMax)
+			continue
+		}
+		if attempt > 1 {
+			t.log.Info("rabbitmq: connected", logKeyAttempt, attempt)
+		}
+		attempt, delay = 0, t.opts.ReconnectMin
+		t.mu.Lock()
+		t.sess = s
+		close(t.ready)
+		t.mu.Unlock()
+
+		var lost error
+		select {
+		case amqpErr, ok := <-s.closes:
+			lost = errors.New("connection closed")
+			if ok && amqpErr != nil {
+				lost = amqpErr
+			}
+		case <-t.stop:
+		}
+		t.mu.Lock()
+		t.sess = nil
+		t.ready = make(chan struct{})
+		if lost != nil {
+			t.lastErr = fmt.Errorf("rabbitmq: connection lost: %w", lost)
+		}
+		t.mu.Unlock()
+		close(s.dead)
+		if lost == nil { // Close
+			_ = s.conn.CloseDeadline(time.Now().Add(t.opts.DialTimeout))
+			return
+		}
+		t.report(fmt.Errorf("rabbitmq: connection lost: %w", lost))
+		t.log.Warn("rabbitmq: connection lost, reconnecting", logKeyErr, lost)
+	}
+}
+
+func (t *Transport) connect() (*session, error) {
+	props := amqp.NewConnectionProperties()
+	props.SetClientConnectionName(t.opts.ConnectionName)
+	conn, err := amqp.DialConfig(t.url, amqp.Config{
+		Heartbeat:  t.opts.Heartbeat,
+		Locale:     "en_US",
+		Properties: props,
+		Dial:       amqp.DefaultDial(t.opts.DialTimeout),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rabbitmq: dial: %w", err)
+	}
+	s, err := newSession(conn, t.opts)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// session returns the live session, waiting for one until ctx ends.
+func (t *Transport) session(ctx context.Context) (*session, error) {
+	for {
+		t.mu.Lock()
+		s, ready, closed := t.sess, t.ready, t.closed
+		t.mu.Unlock()
+		if closed {
+			return nil, ErrClosed
+		}
+		if s != nil {
+			if !s.conn.IsClosed() {
+				return s, nil
+			}
+			ready = s.dead // lost, and run has not noticed yet
+		}
+		select {
+		case <-ready:
+		case <-t.stop:
+			return nil, ErrClosed
+		case <-ctx.Done():
+			t.mu.Lock()
+			lastErr := t.lastErr
+			t.mu.Unlock()
+			return nil, &NotConnectedError{Err: ctx.Err(), LastErr: lastErr}
+		}
+	}
+}
+
+func (t *Transport) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
+}
+
+func (t *Transport) setLastErr(err error) {
+	t.mu.Lock()
+	t.lastErr = err
+	t.mu.Unlock()
+}
+
+func (t *Transport) report(err error) {
+	if t.opts.OnError != nil {
+		t.opts.OnError(err)
+	}
+}
