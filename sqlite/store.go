@@ -18,12 +18,20 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 	if len(msgs) == 0 {
 		return ctx.Err()
 	}
+	created := nanos(time.Now())
+	if len(msgs) == 1 { // the common single Send: one autocommit statement
+		m := &msgs[0]
+		due := nanos(m.DueAt)
+		if _, err := p.db.ExecContext(ctx, p.q.insertOne, m.ID, int64(m.Kind), m.Envelope, due, due, created, int64(0)); err != nil {
+			return fmt.Errorf("sqlite: store: %w", err)
+		}
+		return nil
+	}
 	tx, err := p.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: store: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	created := nanos(time.Now())
 	args := make([]any, 0, 7*min(len(msgs), insertChunk))
 	appendRow := func(m *bus.OutgoingMessage) {
 		due := nanos(m.DueAt)
