@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -77,6 +78,15 @@ func (e *testEnv) queue(name string) string {
 	q := e.prefix + name
 	e.queues = append(e.queues, q)
 	return q
+}
+
+// track adds a queue named by someone else to the ones deleted at the end.
+func (e *testEnv) track(q string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !slices.Contains(e.queues, q) {
+		e.queues = append(e.queues, q)
+	}
 }
 
 // options returns Options for this namespace.
