@@ -1,0 +1,30 @@
+# Every target loops over the modules of go.work: the root `./...` pattern
+# does not reach nested modules.
+MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null)
+GOTEST_FLAGS ?= -race -count=1 -timeout 12m
+
+.PHONY: test test-core lint bench tidy quickstart
+
+test:
+	@set -e; for m in $(MODULES); do \
+		echo "== go test $$m"; \
+		(cd $$m && go test $(GOTEST_FLAGS) ./...); \
+	done
+
+test-core:
+	go test $(GOTEST_FLAGS) -cover ./...
+
+lint:
+	@set -e; out=$$(gofmt -l $(MODULES)); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@set -e; for m in $(MODULES); do echo "== go vet $$m"; (cd $$m && go vet ./...); done
+
+bench:
+	go test -run '^$$' -bench . -benchmem ./...
+	cd bench && ./run.sh
+
+tidy:
+	@set -e; for m in $(MODULES); do (cd $$m && go mod tidy); done
+
+quickstart:
+	go run ./examples/quickstart

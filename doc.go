@@ -1,0 +1,46 @@
+// Package bus is Postbus: a service bus for Go. Endpoints send commands and
+// publish events to each other over a pluggable Transport, and any message
+// can be sent for delivery later with DeliverAfter or DeliverAt, durably and
+// on every transport, through the endpoint's Persistence.
+//
+// # Endpoints and messages
+//
+// A Bus is one endpoint: a name, an input queue of the same name, handlers
+// and routes. Any Go value that the Serializer (JSON by default) can encode
+// is a message; its type name (MessageName) travels with it. Commands go to
+// one endpoint (Send, routed with Route or To), events to every endpoint that
+// handles their type (Publish), replies back to the sender (Reply).
+//
+//	b, _ := bus.New(bus.Config{Endpoint: "sales"})
+//	bus.Handle(b, func(ctx context.Context, m PlaceOrder) error { ... })
+//	bus.Route[ChargeCard](b, "billing")
+//	b.Start(ctx)
+//	b.Send(ctx, ChargeCard{...})
+//
+// # Handling and recoverability
+//
+// Handlers run with at most Config.Concurrency at once. A message is
+// acknowledged only after its handlers returned nil, or after it was moved
+// to the error queue: a failing handler is retried Config.Retries.Immediate
+// times, then the message goes to Config.ErrorQueue with headers that say
+// why, where, when and after how many attempts. Messages that can never be
+// handled (unknown type, undecodable body) go there at once. A panic is a
+// failure. Messages sent with the handler's ctx are released only when the
+// handler succeeds.
+//
+// # Delayed delivery
+//
+// With DeliverAfter or DeliverAt, the last step of the outgoing pipeline
+// stores the message in the persistence's ScheduledStore instead of sending
+// it. A dispatcher on every started, receiving bus claims due rows with a
+// lease, hands them to the transport, and deletes them after the transport
+// accepted them: at least once, never early, each due message sent by one
+// instance when several share a store. The in-memory persistence is not
+// durable; the bus warns once when a delayed message goes to it.
+//
+// # Drivers
+//
+// Transports and persistences for real brokers and databases live in their
+// own modules (postgres, sqlite, mongodb, rabbitmq, nats), so this module has
+// no dependencies. Package bustest holds the conformance suites they pass.
+package bus
