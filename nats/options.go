@@ -1,0 +1,175 @@
+package nats
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults used for zero Options fields.
+const (
+	DefaultStream          = "POSTBUS"
+	DefaultSubjectPrefix   = "postbus"
+	DefaultDuplicateWindow = 2 * time.Minute
+	DefaultAckWait         = 30 * time.Second
+	DefaultMaxAckPending   = 10_000
+	DefaultPublishTimeout  = 30 * time.Second
+	DefaultPublishWindow   = 4096
+	DefaultPullExpiry      = 30 * time.Second
+)
+
+// Options configure a Transport. Every zero value means the documented
+// default, so Options{} is a working configuration.
+type Options struct {
+	// Stream is the JetStream stream holding every queue and event of the
+	// bus. Default DefaultStream ("POSTBUS"). Endpoints that talk to each
+	// other must use the same Stream and SubjectPrefix.
+	Stream string
+	// SubjectPrefix starts every subject the transport uses:
+	// <prefix>.q.<queue> for commands and <prefix>.e.<type> for events.
+	// Default DefaultSubjectPrefix ("postbus").
+	SubjectPrefix string
+	// Storage is the stream's storage when Provision creates it. Default
+	// jetstream.FileStorage (the zero value).
+	Storage jetstream.StorageType
+	// Replicas is the stream's replica count in a cluster. Default 1.
+	Replicas int
+	// MaxAge drops messages older than this from the stream, handled or
+	// not. Default 0: kept until every consumer that wants them acked them.
+	MaxAge time.Duration
+	// DuplicateWindow is how long the server remembers message IDs to drop
+	// re-sends of the same message to the same destination. Default 2m.
+	DuplicateWindow time.Duration
+	// AckWait is how long the server waits for an acknowledgement before it
+	// redelivers a message. While a handler runs, the transport reports
+	// progress every AckWait/3, so slow handlers keep their message.
+	// Default 30s.
+	AckWait time.Duration
+	// MaxDeliver caps deliveries of one message; past it the server stops
+	// redelivering. Default 0: unlimited (the bus's own retries and error
+	// queue decide).
+	MaxDeliver int
+	// MaxAckPending bounds the unacknowledged messages of one queue across
+	// all its receiving processes. Each Receive call bounds its own share
+	// by ReceiveOptions.Concurrency. Default 10,000.
+	MaxAckPending int
+	// NakDelay delays the redelivery of a message whose handler failed.
+	// Default 0: redelivered at once.
+	NakDelay time.Duration
+	// AckSync makes each acknowledgement wait for the server's
+	// confirmation (DoubleAck). Default false: acks are sent without
+	// waiting, which is faster; a lost ack only causes a redelivery.
+	AckSync bool
+	// PublishTimeout fails a Send or Publish that got no acknowledgement
+	// from the stream in this time, even if its context has no deadline.
+	// Default 30s.
+	PublishTimeout time.Duration
+	// PublishWindow bounds the Send and Publish calls waiting for their
+	// acknowledgement at once; further calls wait for a free slot.
+	// Default 4096.
+	PublishWindow int
+	// PullExpiry is how long one pull request waits on the server for
+	// messages. Default 30s.
+	PullExpiry time.Duration
+	// Logger receives the transport's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	o.Stream = cmp.Or(o.Stream, DefaultStream)
+	o.SubjectPrefix = cmp.Or(o.SubjectPrefix, DefaultSubjectPrefix)
+	o.Replicas = cmp.Or(o.Replicas, 1)
+	o.DuplicateWindow = cmp.Or(o.DuplicateWindow, DefaultDuplicateWindow)
+	o.AckWait = cmp.Or(o.AckWait, DefaultAckWait)
+	o.MaxDeliver = cmp.Or(o.MaxDeliver, -1)
+	o.MaxAckPending = cmp.Or(o.MaxAckPending, DefaultMaxAckPending)
+	o.PublishTimeout = cmp.Or(o.PublishTimeout, DefaultPublishTimeout)
+	o.PublishWindow = cmp.Or(o.PublishWindow, DefaultPublishWindow)
+	o.PullExpiry = cmp.Or(o.PullExpiry, DefaultPullExpiry)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	switch {
+	case !validStreamName(o.Stream):
+		return &OptionsError{Field: "Stream", Reason: fmt.Sprintf("%q is not a valid stream name", o.Stream)}
+	case !validSubjectPrefix(o.SubjectPrefix):
+		return &OptionsError{Field: "SubjectPrefix", Reason: fmt.Sprintf("%q is not a literal subject", o.SubjectPrefix)}
+	case o.Replicas < 1 || o.Replicas > 5:
+		return &OptionsError{Field: "Replicas", Reason: "must be between 1 and 5"}
+	case o.MaxAge < 0:
+		return &OptionsError{Field: "MaxAge", Reason: "must not be negative"}
+	case o.DuplicateWindow < 0:
+		return &OptionsError{Field: "DuplicateWindow", Reason: "must not be negative"}
+	case o.MaxAge > 0 && o.DuplicateWindow > o.MaxAge:
+		return &OptionsError{Field: "DuplicateWindow", Reason: "must not exceed MaxAge"}
+	case o.AckWait < time.Second:
+		return &OptionsError{Field: "AckWait", Reason: "must be at least 1s"}
+	case o.MaxDeliver < -1:
+		return &OptionsError{Field: "MaxDeliver", Reason: "must not be negative"}
+	case o.MaxAckPending < -1:
+		return &OptionsError{Field: "MaxAckPending", Reason: "must not be negative"}
+	case o.NakDelay < 0:
+		return &OptionsError{Field: "NakDelay", Reason: "must not be negative"}
+	case o.PublishTimeout < 0:
+		return &OptionsError{Field: "PublishTimeout", Reason: "must not be negative"}
+	case o.PublishWindow < 0:
+		return &OptionsError{Field: "PublishWindow", Reason: "must not be negative"}
+	case o.PullExpiry < time.Second:
+		return &OptionsError{Field: "PullExpiry", Reason: "must be at least 1s"}
+	}
+	return nil
+}
+
+// Sentinel errors; the typed errors below wrap them.
+var (
+	// ErrInvalidOptions is wrapped by every *OptionsError.
+	ErrInvalidOptions = errors.New("nats: invalid options")
+	// ErrInvalidName is wrapped by every *NameError.
+	ErrInvalidName = errors.New("nats: invalid name")
+	// ErrNoAck is returned by Send and Publish when the stream did not
+	// acknowledge the message.
+	ErrNoAck = errors.New("nats: no acknowledgement from the stream")
+)
+
+// OptionsError reports an invalid Options field.
+type OptionsError struct {
+	Field  string // the Options field, e.g. "AckWait"
+	Reason string
+}
+
+func (e *OptionsError) Error() string {
+	return fmt.Sprintf("nats: invalid options: %s: %s", e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalidOptions.
+func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
+
+// NameError reports a queue or message type name the transport cannot use,
+// such as an empty one.
+type NameError struct {
+	What   string // "queue" or "event type"
+	Name   string
+	Reason string
+}
+
+func (e *NameError) Error() string {
+	return fmt.Sprintf("nats: invalid %s %q: %s", e.What, e.Name, e.Reason)
+}
+
+// Unwrap returns ErrInvalidName.
+func (e *NameError) Unwrap() error { return ErrInvalidName }
+
+func checkName(what, name string) error {
+	if name == "" {
+		return &NameError{What: what, Name: name, Reason: "must not be empty"}
+	}
+	return nil
+}

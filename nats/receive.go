@@ -1,0 +1,293 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	natsio "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/postbus/bus"
+)
+
+// Log keys.
+const (
+	logQueue    = "queue"
+	logConsumer = "consumer"
+	logError    = "error"
+	logMsgID    = "message_id"
+)
+
+// Bounds of the pause between attempts to resume a broken pull.
+const (
+	minRetryDelay = 50 * time.Millisecond
+	maxRetryDelay = 5 * time.Second
+	drainTimeout  = 5 * time.Second
+	flushTimeout  = 5 * time.Second
+)
+
+// Receive pulls the queue's durable consumer and its event consumers (those
+// Provision made for the queue's subscriptions, found on the server when
+// Receive starts) and calls h for each message, with at most
+// opts.Concurrency calls at once and up to as many messages buffered ahead
+// per consumer. A message is acknowledged when h returns nil and negatively
+// acknowledged (redelivered, after Options.NakDelay) when it returns an
+// error. Processes receiving the same queue compete for its messages.
+//
+// Pulls resume by themselves when the connection comes back after a server
+// restart. When ctx ends, Receive stops pulling, hands the buffered messages
+// it had not started back to the server, waits for the handlers in flight,
+// settles their messages and returns nil. It returns an error only when the
+// queue's consumer cannot be found or created, or the connection is closed.
+func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveOptions, h bus.DeliveryHandler) error {
+	if err := checkName("queue", queue); err != nil {
+		return err
+	}
+	if h == nil {
+		return &NameError{What: "handler", Name: queue, Reason: "must not be nil"}
+	}
+	consumers, err := t.queueConsumers(ctx, queue)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("nats: receive %s: %w", queue, err)
+	}
+	conc := max(opts.Concurrency, 1)
+	r := &receiver{
+		t:    t,
+		h:    h,
+		hctx: context.WithoutCancel(ctx),
+		sem:  make(chan struct{}, conc),
+		conc: conc,
+		log:  t.opts.Logger.With(logQueue, queue),
+	}
+	pullCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	errs := make([]error, len(consumers))
+	var pulls sync.WaitGroup
+	for i, c := range consumers {
+		pulls.Go(func() {
+			if errs[i] = r.run(pullCtx, c); errs[i] != nil && i == 0 {
+				stop() // without its own consumer the queue cannot be consumed
+			} else if errs[i] != nil {
+				r.log.Error("nats: event consumer stopped", logConsumer, c.CachedInfo().Name, logError, errs[i])
+			}
+		})
+	}
+	pulls.Wait()
+	r.wg.Wait()
+	if t.nc.IsConnected() {
+		if ferr := t.nc.FlushTimeout(flushTimeout); ferr != nil {
+			r.log.Warn("nats: flushing acknowledgements", logError, ferr)
+		}
+	}
+	if errs[0] != nil {
+		return fmt.Errorf("nats: receive %s: %w", queue, errs[0])
+	}
+	return nil
+}
+
+// queueConsumers returns the queue's own consumer first, then its event
+// consumers.
+func (t *Transport) queueConsumers(ctx context.Context, queue string) ([]jetstream.Consumer, error) {
+	if err := t.ensureQueue(ctx, queue); err != nil {
+		return nil, err
+	}
+	s, err := t.js.Stream(ctx, t.opts.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", t.opts.Stream, err)
+	}
+	names := []string{consumerName(queue)}
+	prefix := eventConsumerPrefix(queue)
+	list := s.ConsumerNames(ctx)
+	for name := range list.Name() {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	if err := list.Err(); err != nil {
+		return nil, fmt.Errorf("list consumers: %w", err)
+	}
+	out := make([]jetstream.Consumer, 0, len(names))
+	for _, name := range names {
+		c, err := s.Consumer(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("consumer %s: %w", name, err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+type receiver struct {
+	t    *Transport
+	h    bus.DeliveryHandler
+	hctx context.Context
+	sem  chan struct{} // one slot per handler call in flight
+	conc int
+	wg   sync.WaitGroup
+	log  *slog.Logger
+}
+
+// run consumes until ctx ends, re-creating the pull when it breaks.
+func (r *receiver) run(ctx context.Context, cons jetstream.Consumer) error {
+	delay := minRetryDelay
+	for ctx.Err() == nil {
+		it, err := cons.Messages(
+			jetstream.PullMaxMessages(r.conc),
+			jetstream.PullExpiry(r.t.opts.PullExpiry))
+		if err == nil {
+			err = r.consume(ctx, it)
+			if err == nil {
+				return nil
+			}
+		}
+		if r.t.nc.IsClosed() {
+			return natsio.ErrConnectionClosed
+		}
+		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return err
+		}
+		r.log.Warn("nats: pull interrupted; resuming", logConsumer, cons.CachedInfo().Name, logError, err, "retry_in", delay)
+		if !sleep(ctx, delay) {
+			return nil
+		}
+		delay = min(delay*2, maxRetryDelay)
+		if c, cerr := r.t.js.Consumer(ctx, r.t.opts.Stream, cons.CachedInfo().Name); cerr == nil {
+			cons, delay = c, minRetryDelay
+		} else if errors.Is(cerr, jetstream.ErrConsumerNotFound) {
+			return cerr
+		}
+	}
+	return nil
+}
+
+// consume hands the iterator's messages to handler goroutines. It returns
+// nil when ctx ended and an error when the iterator broke.
+func (r *receiver) consume(ctx context.Context, it jetstream.MessagesContext) error {
+	for {
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				r.drain(it)
+				return nil
+			}
+			if errors.Is(err, jetstream.ErrNoHeartbeat) {
+				r.log.Debug("nats: missed pull heartbeat; waiting for the server", logError, err)
+				continue
+			}
+			it.Stop()
+			return err
+		}
+		select {
+		case r.sem <- struct{}{}:
+		case <-ctx.Done():
+			r.giveBack(msg)
+			r.drain(it)
+			return nil
+		}
+		r.wg.Go(func() {
+			defer func() { <-r.sem }()
+			r.handle(msg)
+		})
+	}
+}
+
+// drain stops pulling and gives back the messages already buffered, so
+// another consumer gets them at once instead of after AckWait.
+func (r *receiver) drain(it jetstream.MessagesContext) {
+	it.Drain()
+	deadline := time.Now().Add(drainTimeout)
+	for {
+		msg, err := it.Next(jetstream.NextMaxWait(max(time.Until(deadline), time.Millisecond)))
+		if err != nil {
+			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				it.Stop()
+			}
+			return
+		}
+		r.giveBack(msg)
+	}
+}
+
+func (r *receiver) giveBack(msg jetstream.Msg) {
+	if err := msg.Nak(); err != nil {
+		r.log.Debug("nats: returning an unstarted message", logError, err)
+	}
+}
+
+// handle runs the handler on one message and settles it.
+func (r *receiver) handle(msg jetstream.Msg) {
+	env := decodeMsg(msg.Headers(), msg.Data())
+	stop := r.keepAlive(msg)
+	err := r.h(r.hctx, env)
+	stop()
+	if err != nil {
+		if d := r.t.opts.NakDelay; d > 0 {
+			err = msg.NakWithDelay(d)
+		} else {
+			err = msg.Nak()
+		}
+		if err != nil {
+			r.log.Warn("nats: nak failed; the message returns after AckWait", logMsgID, env.ID, logError, err)
+		}
+		return
+	}
+	if r.t.opts.AckSync {
+		ctx, cancel := context.WithTimeout(r.hctx, r.t.opts.AckWait)
+		err = msg.DoubleAck(ctx)
+		cancel()
+	} else {
+		err = msg.Ack()
+	}
+	if err != nil {
+		r.log.Warn("nats: ack failed; the message may be redelivered", logMsgID, env.ID, logError, err)
+	}
+}
+
+// keepAlive reports progress on msg every AckWait/3 until the returned
+// function is called, so a slow handler keeps its message.
+func (r *receiver) keepAlive(msg jetstream.Msg) (stop func()) {
+	every := r.t.opts.AckWait / 3
+	var (
+		mu      sync.Mutex
+		stopped bool
+		timer   *time.Timer
+	)
+	mu.Lock()
+	defer mu.Unlock()
+	timer = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		if err := msg.InProgress(); err != nil {
+			r.log.Debug("nats: progress report failed", logError, err)
+		}
+		timer.Reset(every)
+	})
+	return func() {
+		mu.Lock()
+		stopped = true
+		timer.Stop()
+		mu.Unlock()
+	}
+}
+
+// sleep waits for d or the end of ctx, and reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
