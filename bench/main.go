@@ -8,6 +8,8 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -85,7 +87,7 @@ func measure(ctx context.Context, o *options, stderr io.Writer) (*Result, error)
 	defer s.close()
 	r := &Result{
 		Workload: o.workload, Persistence: o.persistence, Transport: o.transport, N: o.n,
-		GoVersion: runtime.Version(),
+		GoVersion: runtime.Version(), LoadAvg: loadAverage(),
 	}
 	workloads := map[string]func(context.Context, *stage, *Result) error{
 		"schedule": runSchedule, "burst": runBurst, "spread": runSpread,
@@ -113,4 +115,18 @@ func writeHeapProfile(path string) error {
 	defer f.Close()
 	runtime.GC()
 	return pprof.WriteHeapProfile(f)
+}
+
+// loadAverage returns the 1-minute load average, or 0 where unknown.
+func loadAverage() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }

@@ -52,7 +52,10 @@ type Result struct {
 	ServerIdleCPUPct    *float64     `json:"server_idle_cpu_percent,omitempty"`
 	ServerIdleQueriesPS *float64     `json:"server_idle_queries_per_s,omitempty"`
 	GoVersion           string       `json:"go_version"`
-	Note                string       `json:"note,omitempty"`
+	// LoadAvg is the machine's 1-minute load average when the run started:
+	// other work on the machine skews every figure.
+	LoadAvg float64 `json:"load_avg_1m"`
+	Note    string  `json:"note,omitempty"`
 }
 
 // Percentiles of a duration distribution, in milliseconds.
