@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-		"sync"
+	"sync"
 
 	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -201,15 +201,15 @@ func (t *Transport) streamConfig() jetstream.StreamConfig {
 
 func (t *Transport) consumerConfig(queue, name, subject string) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Name:           name,
-		Durable:        name,
-		Description:    "Postbus queue " + queue,
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        t.opts.AckWait,
-		MaxDeliver:     t.opts.MaxDeliver,
-		MaxAckPending:  t.opts.MaxAckPending,
-		FilterSubject:  subject,
+		Name:          name,
+		Durable:       name,
+		Description:   "Postbus queue " + queue,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       t.opts.AckWait,
+		MaxDeliver:    t.opts.MaxDeliver,
+		MaxAckPending: t.opts.MaxAckPending,
+		FilterSubject: subject,
 	}
 }
 
