@@ -21,12 +21,14 @@ import (
 var (
 	_ bus.Persistence    = (*Persistence)(nil)
 	_ bus.ScheduledStore = (*Persistence)(nil)
+	_ bus.DueNotifier    = (*Persistence)(nil)
 )
 
 // Defaults for the zero values of Options.
 const (
-	DefaultBusyTimeout = 5 * time.Second
-	DefaultTable       = "outgoing_messages"
+	DefaultBusyTimeout   = 5 * time.Second
+	DefaultTable         = "outgoing_messages"
+	DefaultWatchInterval = 100 * time.Millisecond
 )
 
 // ErrInvalidOptions is wrapped by every *OptionsError.
@@ -55,6 +57,11 @@ type Options struct {
 	// Letters, digits and underscores only. Default: DefaultTable
 	// ("outgoing_messages").
 	Table string
+	// WatchInterval is how often WatchDue checks whether another process
+	// committed to the file (PRAGMA data_version, a cheap read), so that
+	// dispatchers wake for rows other processes store. Negative disables
+	// watching. Default: DefaultWatchInterval (100 ms).
+	WatchInterval time.Duration
 	// Logger receives the store's few log lines. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -64,6 +71,7 @@ var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 func (o Options) withDefaults() Options {
 	o.BusyTimeout = cmp.Or(o.BusyTimeout, DefaultBusyTimeout)
 	o.Table = cmp.Or(o.Table, DefaultTable)
+	o.WatchInterval = cmp.Or(o.WatchInterval, DefaultWatchInterval)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -89,6 +97,7 @@ type Persistence struct {
 	log    *slog.Logger
 	q      queries
 	memory bool
+	watch  time.Duration
 }
 
 // Open opens (creating if needed) the SQLite database at path, switches it
@@ -143,7 +152,7 @@ func Open(path string, opts Options) (*Persistence, error) {
 			"path", path, "journal_mode", mode)
 	}
 	opts.Logger.Debug("sqlite: opened", "path", path, "journal_mode", mode)
-	return &Persistence{db: db, path: path, log: opts.Logger, q: newQueries(opts.Table), memory: memory}, nil
+	return &Persistence{db: db, path: path, log: opts.Logger, q: newQueries(opts.Table), memory: memory, watch: opts.WatchInterval}, nil
 }
 
 // Close closes the database. Calls after Close fail.

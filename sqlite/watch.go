@@ -1,0 +1,52 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// WatchDue lets the dispatcher of this process wake for rows that other
+// processes store in the same file. Every Options.WatchInterval it reads
+// PRAGMA data_version, which changes when another connection has committed;
+// then it calls wake with the next due time. Commits of this Persistence do
+// not count: the bus wakes its own dispatcher for those. It returns nil when
+// ctx ends, and an error when the database cannot be read.
+func (p *Persistence) WatchDue(ctx context.Context, wake func(due time.Time)) error {
+	if p.watch < 0 {
+		<-ctx.Done()
+		return nil
+	}
+	tick := time.NewTicker(p.watch)
+	defer tick.Stop()
+	last := int64(-1)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		var version int64
+		if err := p.db.QueryRowContext(ctx, "PRAGMA data_version").Scan(&version); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("sqlite: watch: %w", err)
+		}
+		changed := last >= 0 && version != last
+		last = version
+		if !changed {
+			continue
+		}
+		next, ok, err := p.NextDueOutgoing(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("sqlite: watch: %w", err)
+		}
+		if ok {
+			wake(next)
+		}
+	}
+}
