@@ -26,7 +26,8 @@ type Bus struct {
 	outgoing PipelineFunc
 	incoming PipelineFunc
 
-	warnOnce sync.Once // the non-durable persistence warning
+	warnOnce     sync.Once // the non-durable persistence warning
+	storeBreaker *breaker
 
 	stopReceiving context.CancelFunc // ends Transport.Receive and the dispatcher
 	stopHandlers  context.CancelFunc // cancels handlers still running when Stop's ctx ends
@@ -60,6 +61,7 @@ func New(cfg Config) (*Bus, error) {
 		routes:    map[string]string{},
 	}
 	b.store, _ = cfg.Persistence.(ScheduledStore)
+	b.storeBreaker = newBreaker("store", cfg.CircuitBreakers.Store, cfg.Clock, cfg.OnCriticalError)
 	b.outgoing = chain(cfg.Outgoing, b.deliverOutgoing)
 	b.incoming = chain(cfg.Incoming, b.invokeHandlers)
 	b.handlerCtx, b.stopHandlers = context.WithCancel(context.Background())

@@ -141,7 +141,7 @@ func TestHandlerForNamedAndPointerTypes(t *testing.T) {
 func TestPanickingHandlerGoesToErrorQueue(t *testing.T) {
 	t.Parallel()
 	tr := bus.NewMemoryTransport()
-	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Retries: bus.RetryConfig{Immediate: 1}}, func(b *bus.Bus) {
+	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Retries: bus.RetryConfig{Immediate: 1, Delayed: -1}}, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(context.Context, PlaceOrder) error { panic("boom") })
 	})
 	if err := b.Send(ctxT(t), PlaceOrder{}, bus.To("sales")); err != nil {

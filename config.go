@@ -49,13 +49,52 @@ type Config struct {
 	Outgoing []Middleware
 	// Clock tells time. Default: the system clock. Tests inject a fake one.
 	Clock Clock
+	// HandlerTimeout bounds one handling attempt: the handler's ctx ends
+	// then, and the attempt fails (and is retried) even if the handler does
+	// not return. Default 0: no bound.
+	HandlerTimeout time.Duration
+	// OnCriticalError is called when a circuit breaker trips: storing,
+	// claiming or dispatching scheduled messages has failed for longer than
+	// its time to trigger. The bus keeps probing either way. Default: log at
+	// Error level. To stop the process instead, cancel your root context
+	// here, or call os.Exit after flushing what you must.
+	OnCriticalError func(err error)
+	// CircuitBreakers sets how long each kind of failure must last before
+	// OnCriticalError is called.
+	CircuitBreakers CircuitBreakerConfig
 }
 
-// RetryConfig configures what happens when a handler fails.
+// CircuitBreakerConfig sets each breaker's time to trigger: how long a kind
+// of failure must go on, without a success, before the breaker trips.
+type CircuitBreakerConfig struct {
+	// Store watches writing scheduled messages. Default 30 s.
+	Store time.Duration
+	// Fetch watches claiming due messages. Default 30 s.
+	Fetch time.Duration
+	// Dispatch watches handing due messages to the transport. Default 30 s.
+	Dispatch time.Duration
+}
+
+// RetryConfig configures what happens when a handler fails: immediate
+// retries, then delayed retries through the scheduled-message store (they
+// survive restarts), then the error queue.
 type RetryConfig struct {
-	// Immediate is how many times a failing message is retried at once
-	// before it goes to the error queue. Default 5; a negative value means none.
+	// Immediate is how many times a failing message is retried at once.
+	// Default 5; a negative value means none.
 	Immediate int
+	// Delayed is how many times a message that failed every immediate retry
+	// is handled again later. Default 3; a negative value means none. Needs
+	// a persistence with a ScheduledStore; without one, failed messages go
+	// straight to the error queue.
+	Delayed int
+	// DelayedBackoff returns the wait before delayed retry n (1, 2, …).
+	// Default: n × 10 s, so 10 s, 20 s, 30 s. See ExponentialBackoff.
+	DelayedBackoff func(n int) time.Duration
+	// Policy sees every handler error before the bus acts on it and may
+	// classify it: return Unrecoverable(err) to go straight to the error
+	// queue, RetryAfter(err, d) to retry after exactly d, or err unchanged.
+	// Default: errors are left as they are.
+	Policy func(env *Envelope, err error) error
 }
 
 // DispatcherConfig tunes the dispatcher that hands scheduled messages to the
@@ -82,12 +121,18 @@ type DispatcherConfig struct {
 	// RetryBackoff is the first wait after a failed hand-over; it doubles
 	// per failure up to one minute. Default 1s.
 	RetryBackoff time.Duration
+	// MaximumRecoveryFailuresPerSecond bounds how often failed hand-overs are
+	// recorded in the store (one batch per recording). Failures over the
+	// limit are not recorded: their rows stay leased and come back when the
+	// lease lapses. Default 1.
+	MaximumRecoveryFailuresPerSecond int
 }
 
 const (
 	defaultErrorQueue     = "error"
 	defaultMaxMessageSize = 1 << 20
 	defaultImmediate      = 5
+	defaultDelayed        = 3
 	maxEndpointLen        = 200
 )
 
@@ -111,12 +156,30 @@ func (c Config) withDefaults() Config {
 	case c.Retries.Immediate < 0:
 		c.Retries.Immediate = 0
 	}
+	switch {
+	case c.Retries.Delayed == 0:
+		c.Retries.Delayed = defaultDelayed
+	case c.Retries.Delayed < 0:
+		c.Retries.Delayed = 0
+	}
+	if c.Retries.DelayedBackoff == nil {
+		c.Retries.DelayedBackoff = func(n int) time.Duration { return time.Duration(n) * 10 * time.Second }
+	}
+	if c.OnCriticalError == nil {
+		log := c.Logger
+		c.OnCriticalError = func(err error) { log.Error("critical error; still probing", slog.Any(logKeyError, err)) }
+	}
+	cb := &c.CircuitBreakers
+	cb.Store = cmp.Or(cb.Store, 30*time.Second)
+	cb.Fetch = cmp.Or(cb.Fetch, 30*time.Second)
+	cb.Dispatch = cmp.Or(cb.Dispatch, 30*time.Second)
 	d := &c.Dispatcher
 	d.PollInterval = cmp.Or(d.PollInterval, time.Second)
 	d.BatchSize = cmp.Or(d.BatchSize, 500)
 	d.Lease = cmp.Or(d.Lease, 30*time.Second)
 	d.Concurrency = cmp.Or(d.Concurrency, 16)
 	d.RetryBackoff = cmp.Or(d.RetryBackoff, time.Second)
+	d.MaximumRecoveryFailuresPerSecond = cmp.Or(d.MaximumRecoveryFailuresPerSecond, 1)
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}
@@ -138,7 +201,11 @@ func (c Config) validate() error {
 		return &ConfigError{Field: "MaxMessageSize", Reason: "must not be negative"}
 	case d.PollInterval < 0 || d.Lease < 0 || d.RetryBackoff < 0:
 		return &ConfigError{Field: "Dispatcher", Reason: "durations must not be negative"}
-	case d.BatchSize < 0 || d.Concurrency < 0 || d.NumberOfRetries < 0:
+	case c.HandlerTimeout < 0:
+		return &ConfigError{Field: "HandlerTimeout", Reason: "must not be negative"}
+	case c.CircuitBreakers.Store < 0 || c.CircuitBreakers.Fetch < 0 || c.CircuitBreakers.Dispatch < 0:
+		return &ConfigError{Field: "CircuitBreakers", Reason: "durations must not be negative"}
+	case d.BatchSize < 0 || d.Concurrency < 0 || d.NumberOfRetries < 0 || d.MaximumRecoveryFailuresPerSecond < 0:
 		return &ConfigError{Field: "Dispatcher", Reason: "counts must not be negative"}
 	}
 	return nil

@@ -167,7 +167,7 @@ func TestFailingHandlerSchedulesNothing(t *testing.T) {
 	store := bus.NewMemoryPersistence()
 	tr := bus.NewMemoryTransport()
 	handled := make(chan struct{}, 10)
-	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store, Retries: bus.RetryConfig{Immediate: 2}},
+	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store, Retries: bus.RetryConfig{Immediate: 2, Delayed: -1}},
 		func(b *bus.Bus) {
 			_ = bus.Handle(b, func(ctx context.Context, m PlaceOrder) error {
 				defer func() { handled <- struct{}{} }()

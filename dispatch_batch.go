@@ -77,9 +77,25 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 		}
 	}
 	d.b.metrics.dispatched.Add(uint64(len(done)))
+	switch {
+	case len(done) > 0:
+		d.dispatch.success()
+	case len(failed) > 0:
+		d.dispatch.failure(errors.New(failed[0].Error))
+	}
 	d.storeCall(sctx, "delete", len(done), func() error { return d.store.DeleteOutgoing(sctx, done) })
-	d.storeCall(sctx, "record-failure", len(failed), func() error { return d.store.RecordOutgoingFailures(sctx, failed) })
+	if len(failed) > 0 && d.mayRecordFailures(now) {
+		d.storeCall(sctx, "record-failure", len(failed), func() error { return d.store.RecordOutgoingFailures(sctx, failed) })
+	}
 	d.storeCall(sctx, "release", len(released), func() error { return d.store.ReleaseOutgoing(sctx, released) })
+}
+
+// mayRecordFailures applies MaximumRecoveryFailuresPerSecond. Failures not
+// recorded leave their rows leased: they come back when the lease lapses.
+func (d *dispatcher) mayRecordFailures(now time.Time) bool {
+	gap := int64(time.Second) / int64(d.cfg.MaximumRecoveryFailuresPerSecond)
+	last := d.lastRec.Load()
+	return now.UnixNano()-last >= gap && d.lastRec.CompareAndSwap(last, now.UnixNano())
 }
 
 func (d *dispatcher) storeCall(ctx context.Context, what string, n int, fn func() error) {
@@ -89,8 +105,11 @@ func (d *dispatcher) storeCall(ctx context.Context, what string, n int, fn func(
 	if err := fn(); err != nil {
 		// The rows stay leased and are dispatched again when the lease
 		// lapses: a duplicate, never a loss.
+		d.b.storeBreaker.failure(err)
 		d.logError(what, "cannot settle dispatched rows; they will be dispatched again after their lease", err)
+		return
 	}
+	d.b.storeBreaker.success()
 }
 
 // backoff is the wait after a row's failures-th failure: RetryBackoff

@@ -27,7 +27,9 @@ type dispatcher struct {
 	limiter  *rateLimiter
 	wake     chan struct{}
 	plan     atomic.Int64 // Unix nanoseconds of the next planned look; 0 while busy
-	idleHook func()       // tests: called each time the loop goes to sleep
+	fetch    *breaker     // claiming due rows
+	dispatch *breaker     // handing rows to the transport
+	lastRec  atomic.Int64 // Unix nanoseconds of the last failure recording
 }
 
 const (
@@ -35,16 +37,16 @@ const (
 	// the claim did not return (another instance holds it, or the store's
 	// clock is a little behind ours).
 	dueRetryDelay = 5 * time.Millisecond
-	// maxStoreBackoff caps the wait between attempts while the store fails.
-	maxStoreBackoff = 30 * time.Second
-	logInterval     = 10 * time.Second
+	logInterval   = 10 * time.Second
 )
 
 func newDispatcher(b *Bus) *dispatcher {
 	return &dispatcher{
 		b: b, store: b.store, cfg: b.cfg.Dispatcher, clock: b.clock,
 		log: b.log.With(slog.String("component", "dispatcher")), limiter: newRateLimiter(logInterval),
-		wake: make(chan struct{}, 1),
+		wake:     make(chan struct{}, 1),
+		fetch:    newBreaker("fetch", b.cfg.CircuitBreakers.Fetch, b.clock, b.cfg.OnCriticalError),
+		dispatch: newBreaker("dispatch", b.cfg.CircuitBreakers.Dispatch, b.clock, b.cfg.OnCriticalError),
 	}
 }
 
@@ -65,20 +67,23 @@ func (d *dispatcher) run(ctx context.Context) {
 		defer wg.Wait()
 		wg.Go(func() { d.watch(ctx, n) })
 	}
-	backoff := time.Duration(0)
 	for ctx.Err() == nil {
 		d.plan.Store(0)
 		n, err := d.dispatchBatch(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			backoff = min(max(2*backoff, 100*time.Millisecond), maxStoreBackoff)
-			d.logError("claim", "cannot claim due messages; retrying", err)
-			d.sleep(ctx, backoff)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			d.fetch.failure(err)
+			d.logError("fetch", "cannot claim due messages; retrying", err)
+			d.sleep(ctx, d.fetch.wait())
 			continue
 		}
-		backoff = 0
+		d.fetch.success()
+		if w := d.dispatch.wait(); w > 0 {
+			d.sleep(ctx, w) // the transport is failing: probe, don't hammer
+			continue
+		}
 		if n >= d.cfg.BatchSize {
 			continue
 		}
@@ -114,9 +119,6 @@ func (d *dispatcher) sleep(ctx context.Context, wait time.Duration) {
 	d.plan.Store(d.clock.Now().Add(wait).UnixNano())
 	t := d.clock.NewTimer(wait)
 	defer t.Stop()
-	if d.idleHook != nil {
-		d.idleHook()
-	}
 	select {
 	case <-t.C():
 	case <-d.wake:

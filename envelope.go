@@ -106,6 +106,8 @@ const (
 	HeaderFailureAttempts = "postbus.failure.attempts"
 	// HeaderFailureKind classifies the failure: "handler", "poison", "dispatch".
 	HeaderFailureKind = "postbus.failure.kind"
+	// HeaderDelayedRetries counts the delayed retries a message has had.
+	HeaderDelayedRetries = "postbus.retries.delayed"
 	// HeaderDecodeError is set by a transport that could not read a wire
 	// message; the core then moves the message to the error queue.
 	HeaderDecodeError = "postbus.decode-error"

@@ -35,6 +35,8 @@ var (
 	ErrUnknownMessageType = errors.New("bus: unknown message type")
 	// ErrNotInHandler is returned by Reply when ctx does not come from a handler.
 	ErrNotInHandler = errors.New("bus: not called from a message handler")
+	// ErrHandlerTimeout is the failure of an attempt that ran past Config.HandlerTimeout.
+	ErrHandlerTimeout = errors.New("bus: handler timed out")
 	// ErrNoReplyAddress is returned by Reply when the incoming message names no sender.
 	ErrNoReplyAddress = errors.New("bus: incoming message has no reply address")
 )

@@ -33,20 +33,19 @@ func (b *Bus) Receive(ctx context.Context, env *Envelope) error {
 	return b.process(ctx, env)
 }
 
-// process takes one received message to a conclusion: handled, or moved to
-// the error queue. It returns an error only when neither happened, so the
-// transport keeps the message.
+// process takes one received message to a conclusion: handled, scheduled
+// for a delayed retry, or moved to the error queue. It returns an error only
+// when none of these happened, so the transport keeps the message.
 func (b *Bus) process(ctx context.Context, env *Envelope) error {
 	if reason := env.Header(HeaderDecodeError); reason != "" {
 		return b.moveToError(ctx, env, "poison", 0, errors.New(reason))
 	}
-	hs := b.handlerSet(env.Type)
-	if hs == nil {
+	if b.handlerSet(env.Type) == nil {
 		return b.moveToError(ctx, env, "poison", 0, fmt.Errorf("%w %q at endpoint %s", ErrUnknownMessageType, env.Type, b.cfg.Endpoint))
 	}
 	maxAttempts := 1 + b.cfg.Retries.Immediate
 	for attempt := 1; ; attempt++ {
-		err := b.attempt(ctx, env)
+		err := b.attempt(ctx, env, attempt)
 		if err == nil {
 			b.metrics.handled.Add(1)
 			return nil
@@ -54,29 +53,91 @@ func (b *Bus) process(ctx context.Context, env *Envelope) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("bus: handling %s interrupted: %w", env.ID, err)
 		}
-		var poison *poisonError
-		if errors.As(err, &poison) {
+		if b.cfg.Retries.Policy != nil {
+			err = b.cfg.Retries.Policy(env, err)
+		}
+		var (
+			poison        *poisonError
+			unrecoverable *unrecoverableError
+			retryAfter    *RetryAfterError
+		)
+		switch {
+		case errors.As(err, &poison):
 			return b.moveToError(ctx, env, "poison", attempt, err)
-		}
-		var unrecoverable *unrecoverableError
-		if errors.As(err, &unrecoverable) || attempt >= maxAttempts {
+		case errors.As(err, &unrecoverable):
 			return b.moveToError(ctx, env, "handler", attempt, err)
+		case errors.As(err, &retryAfter) && b.store != nil:
+			return b.retryLater(ctx, env, retryAfter.Delay, attempt, err)
+		case attempt < maxAttempts:
+			b.metrics.retried.Add(1)
+			b.log.Debug("handler failed; retrying", slog.String(logKeyMessageID, env.ID),
+				slog.String(logKeyType, env.Type), slog.Int(logKeyAttempt, attempt), slog.Any(logKeyError, err))
+			continue
 		}
-		b.metrics.retried.Add(1)
-		b.log.Debug("handler failed; retrying", slog.String(logKeyMessageID, env.ID),
-			slog.String(logKeyType, env.Type), slog.Int(logKeyAttempt, attempt), slog.Any(logKeyError, err))
+		if n := delayedRetries(env) + 1; n <= b.cfg.Retries.Delayed && b.store != nil {
+			return b.retryLater(ctx, env, b.cfg.Retries.DelayedBackoff(n), attempt, err)
+		}
+		return b.moveToError(ctx, env, "handler", attempt, err)
 	}
+}
+
+// retryLater schedules a copy of the message for this endpoint's queue
+// after d, counting a delayed retry. The transport's copy is acknowledged
+// only once the store has the retry.
+func (b *Bus) retryLater(ctx context.Context, env *Envelope, d time.Duration, attempt int, cause error) error {
+	retry := env.Clone()
+	n := delayedRetries(env) + 1
+	retry.SetHeader(HeaderDelayedRetries, strconv.Itoa(n))
+	retry.SetHeader(HeaderFailureReason, cause.Error())
+	retry.Destination = b.cfg.Endpoint
+	retry.DueAt = b.clock.Now().Add(max(d, 0)).UTC()
+	if err := b.schedule(context.WithoutCancel(ctx), []*Envelope{retry}); err != nil {
+		b.log.Error("cannot schedule a delayed retry; the message stays in the input queue",
+			slog.String(logKeyMessageID, env.ID), slog.Any(logKeyError, err))
+		return err
+	}
+	b.metrics.retried.Add(1)
+	b.log.Info("handler failed; retrying later", slog.String(logKeyMessageID, env.ID), slog.String(logKeyType, env.Type),
+		slog.Int("delayed_retry", n), slog.Duration("after", d), slog.Int(logKeyAttempt, attempt), slog.Any(logKeyError, cause))
+	return nil
+}
+
+func delayedRetries(env *Envelope) int {
+	n, _ := strconv.Atoi(env.Header(HeaderDelayedRetries))
+	return n
 }
 
 // attempt runs the incoming middleware and the handlers once, then releases
 // the messages they sent.
-func (b *Bus) attempt(ctx context.Context, env *Envelope) error {
-	s := &scope{bus: b, incoming: env}
-	hctx := withScope(ctx, s)
-	if err := b.incoming(hctx, env); err != nil {
+func (b *Bus) attempt(ctx context.Context, env *Envelope, attempt int) error {
+	s := &scope{bus: b, incoming: env, attempt: attempt}
+	if err := b.runIncoming(withScope(ctx, s), env); err != nil {
 		return err
 	}
 	return s.flush(ctx)
+}
+
+// runIncoming runs the incoming pipeline, bounded by Config.HandlerTimeout
+// when set: past it the attempt fails even if the handler ignores its ctx
+// (the handler's goroutine is then abandoned, and what it sends is dropped
+// with its scope).
+func (b *Bus) runIncoming(ctx context.Context, env *Envelope) error {
+	if b.cfg.HandlerTimeout <= 0 {
+		return b.incoming(ctx, env)
+	}
+	tctx, cancel := context.WithTimeout(ctx, b.cfg.HandlerTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- b.incoming(tctx, env) }()
+	select {
+	case err := <-done:
+		return err
+	case <-tctx.Done():
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: handler ran longer than HandlerTimeout %v", ErrHandlerTimeout, b.cfg.HandlerTimeout)
+	}
 }
 
 // invokeHandlers is the last step of the incoming pipeline. A panic in a

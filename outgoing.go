@@ -141,10 +141,12 @@ func (b *Bus) deliverOutgoing(ctx context.Context, env *Envelope) error {
 	return b.transmit(ctx, env)
 }
 
-// transmit hands an envelope to the transport.
+// transmit hands an envelope to the transport: an event without a
+// destination is published; everything else (including an event being
+// retried at one endpoint) is sent to its destination queue.
 func (b *Bus) transmit(ctx context.Context, env *Envelope) error {
 	var err error
-	if env.Kind == KindEvent {
+	if env.Kind == KindEvent && env.Destination == "" {
 		err = b.transport.Publish(ctx, env)
 	} else {
 		err = b.transport.Send(ctx, env.Destination, env)
@@ -168,8 +170,12 @@ func (b *Bus) schedule(ctx context.Context, envs []*Envelope) error {
 		}
 	}
 	if err := b.store.StoreOutgoing(ctx, rows); err != nil {
+		if ctx.Err() == nil {
+			b.storeBreaker.failure(err)
+		}
 		return fmt.Errorf("bus: schedule %d message(s): %w", len(rows), err)
 	}
+	b.storeBreaker.success()
 	b.metrics.scheduled.Add(uint64(len(rows)))
 	if d := b.dispatcher; d != nil {
 		d.poke(earliest)

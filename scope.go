@@ -11,6 +11,7 @@ import (
 type scope struct {
 	bus      *Bus
 	incoming *Envelope
+	attempt  int // immediate attempt, from 1
 	mu       sync.Mutex
 	outbox   []*Envelope
 }
@@ -33,6 +34,18 @@ func IncomingMessage(ctx context.Context) *Envelope {
 		return s.incoming
 	}
 	return nil
+}
+
+// Attempt reports which handling attempt of the incoming message is running:
+// immediate counts from 1 within this delivery, delayed is how many delayed
+// retries came before it (it travels in the HeaderDelayedRetries header).
+// Both are 0 when ctx does not come from a handler.
+func Attempt(ctx context.Context) (immediate, delayed int) {
+	s := scopeFrom(ctx)
+	if s == nil {
+		return 0, 0
+	}
+	return s.attempt, delayedRetries(s.incoming)
 }
 
 func (s *scope) add(env *Envelope) {

@@ -220,6 +220,7 @@ func testErrorQueue(t *testing.T, tr bus.Transport, ns string) {
 	var calls atomic.Int64
 	c := cfg(tr, ns, "failing")
 	c.Retries.Immediate = 2
+	c.Retries.Delayed = -1
 	b := newBus(t, c, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(context.Context, Failing) error { calls.Add(1); return errors.New("always fails") })
 	})

@@ -1,0 +1,239 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/postbus/bus"
+)
+
+func TestDelayedRetriesThenErrorQueue(t *testing.T) {
+	t.Parallel()
+	tr := bus.NewMemoryTransport()
+	var mu sync.Mutex
+	var seen []string
+	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Retries: bus.RetryConfig{
+		Immediate: 1, Delayed: 2, DelayedBackoff: func(n int) time.Duration { return time.Duration(n) * 50 * time.Millisecond },
+	}}, func(b *bus.Bus) {
+		_ = bus.Handle(b, func(ctx context.Context, m OrderPlaced) error {
+			imm, del := bus.Attempt(ctx)
+			mu.Lock()
+			seen = append(seen, fmt.Sprintf("%d/%d", imm, del))
+			mu.Unlock()
+			return errors.New("down")
+		})
+	})
+	if err := b.Publish(ctxT(t), OrderPlaced{ID: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	waitLen(t, tr, "error", 1)
+	mu.Lock()
+	got := strings.Join(seen, " ")
+	mu.Unlock()
+	if want := "1/0 2/0 1/1 2/1 1/2 2/2"; got != want {
+		t.Errorf("attempts = %q, want %q", got, want)
+	}
+	if m := b.Metrics(); m.MovedToError != 1 || m.Retried != 5 {
+		t.Errorf("metrics %+v", m)
+	}
+}
+
+func TestRetryAfterAndPolicy(t *testing.T) {
+	t.Parallel()
+	tr := bus.NewMemoryTransport()
+	errRateLimited := errors.New("429")
+	var calls atomic.Int64
+	var times []time.Time
+	var mu sync.Mutex
+	done := make(chan struct{})
+	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Retries: bus.RetryConfig{
+		Policy: func(_ *bus.Envelope, err error) error {
+			if errors.Is(err, errRateLimited) {
+				return bus.RetryAfter(err, 300*time.Millisecond)
+			}
+			return bus.Unrecoverable(err)
+		},
+	}}, func(b *bus.Bus) {
+		_ = bus.Handle(b, func(ctx context.Context, m PlaceOrder) error {
+			mu.Lock()
+			times = append(times, time.Now())
+			mu.Unlock()
+			switch calls.Add(1) {
+			case 1:
+				return errRateLimited
+			case 2:
+				close(done)
+				return nil
+			}
+			return nil
+		})
+	})
+	if err := b.Send(ctxT(t), PlaceOrder{}, bus.To("sales")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("message not retried")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if gap := times[1].Sub(times[0]); gap < 300*time.Millisecond {
+		t.Errorf("retried after %v, want at least 300ms", gap)
+	}
+}
+
+func TestPolicyUnrecoverable(t *testing.T) {
+	t.Parallel()
+	tr := bus.NewMemoryTransport()
+	var calls atomic.Int64
+	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Retries: bus.RetryConfig{
+		Policy: func(_ *bus.Envelope, err error) error { return bus.Unrecoverable(err) },
+	}}, func(b *bus.Bus) {
+		_ = bus.Handle(b, func(context.Context, PlaceOrder) error { calls.Add(1); return errors.New("bad input") })
+	})
+	if err := b.Send(ctxT(t), PlaceOrder{}, bus.To("sales")); err != nil {
+		t.Fatal(err)
+	}
+	waitLen(t, tr, "error", 1)
+	if calls.Load() != 1 {
+		t.Errorf("handler called %d times, want 1", calls.Load())
+	}
+}
+
+func TestHandlerTimeout(t *testing.T) {
+	t.Parallel()
+	tr := bus.NewMemoryTransport()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	var calls atomic.Int64
+	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, HandlerTimeout: 50 * time.Millisecond,
+		Retries: bus.RetryConfig{Immediate: 1, Delayed: -1}}, func(b *bus.Bus) {
+		_ = bus.Handle(b, func(ctx context.Context, m PlaceOrder) error {
+			calls.Add(1)
+			<-release // hangs, ignoring its ctx
+			return nil
+		})
+	})
+	if err := b.Send(ctxT(t), PlaceOrder{}, bus.To("sales")); err != nil {
+		t.Fatal(err)
+	}
+	waitLen(t, tr, "error", 1)
+	if calls.Load() != 2 {
+		t.Errorf("handler called %d times, want 2", calls.Load())
+	}
+}
+
+// rejecting wraps a real transport and refuses messages it is told to, for
+// fault injection.
+type rejecting struct {
+	bus.Transport
+	reject func(env *bus.Envelope) bool
+	count  atomic.Int64
+}
+
+func (r *rejecting) Send(ctx context.Context, queue string, env *bus.Envelope) error {
+	if queue != "error" && r.reject(env) {
+		r.count.Add(1)
+		return errors.New("rejected by fault injection")
+	}
+	return r.Transport.Send(ctx, queue, env)
+}
+
+func TestDispatchRetriesThenErrorQueueOthersFlow(t *testing.T) {
+	t.Parallel()
+	mem := bus.NewMemoryTransport()
+	tr := &rejecting{Transport: mem, reject: func(e *bus.Envelope) bool { return e.ID == "bad" }}
+	in := newInbox[PlaceOrder]()
+	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Dispatcher: bus.DispatcherConfig{
+		NumberOfRetries: 3, RetryBackoff: 20 * time.Millisecond, MaximumRecoveryFailuresPerSecond: 1000,
+	}}, func(b *bus.Bus) { _ = bus.Handle(b, in.handle) })
+	for i := range 20 {
+		id := fmt.Sprint(i)
+		if i == 7 {
+			id = "bad"
+		}
+		if err := b.Send(ctxT(t), PlaceOrder{ID: id}, bus.To("sales"), bus.WithMessageID(id), bus.DeliverAfter(20*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in.wait(t, 19)
+	waitLen(t, mem, "error", 1)
+	if n := tr.count.Load(); n != 4 {
+		t.Errorf("transport rejected %d hand-overs, want 4 (1 + 3 retries)", n)
+	}
+	if m := b.Metrics(); m.DispatchFails != 3 || m.MovedToError != 1 {
+		t.Errorf("metrics %+v", m)
+	}
+}
+
+// failingStore is a memory store whose operations fail while down is set.
+type failingStore struct {
+	*bus.MemoryPersistence
+	down atomic.Bool
+}
+
+var errStoreDown = errors.New("store down")
+
+func (f *failingStore) StoreOutgoing(ctx context.Context, m []bus.OutgoingMessage) error {
+	if f.down.Load() {
+		return errStoreDown
+	}
+	return f.MemoryPersistence.StoreOutgoing(ctx, m)
+}
+
+func (f *failingStore) ClaimDueOutgoing(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]bus.OutgoingMessage, error) {
+	if f.down.Load() {
+		return nil, errStoreDown
+	}
+	return f.MemoryPersistence.ClaimDueOutgoing(ctx, now, limit, lease)
+}
+
+func TestCircuitBreakersCallOnCriticalErrorAndRecover(t *testing.T) {
+	t.Parallel()
+	store := &failingStore{MemoryPersistence: bus.NewMemoryPersistence()}
+	critical := make(chan *bus.CriticalError, 10)
+	in := newInbox[PlaceOrder]()
+	b := start(t, bus.Config{Endpoint: "sales", Persistence: store,
+		CircuitBreakers: bus.CircuitBreakerConfig{Store: 100 * time.Millisecond, Fetch: 100 * time.Millisecond},
+		OnCriticalError: func(err error) {
+			var ce *bus.CriticalError
+			if errors.As(err, &ce) {
+				critical <- ce
+			}
+		},
+	}, func(b *bus.Bus) { _ = bus.Handle(b, in.handle) })
+	if err := b.Send(ctxT(t), PlaceOrder{ID: "before"}, bus.To("sales"), bus.DeliverAfter(200*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	store.down.Store(true)
+	// A delayed send while the store is down fails: the caller can act.
+	for range 3 {
+		err := b.Send(ctxT(t), PlaceOrder{}, bus.To("sales"), bus.DeliverAfter(time.Minute))
+		if !errors.Is(err, errStoreDown) {
+			t.Fatalf("delayed send with the store down = %v", err)
+		}
+		time.Sleep(60 * time.Millisecond)
+	}
+	got := map[string]bool{}
+	deadline := time.After(10 * time.Second)
+	for !got["store"] || !got["fetch"] {
+		select {
+		case ce := <-critical:
+			got[ce.Breaker] = true
+		case <-deadline:
+			t.Fatalf("breakers tripped: %v, want store and fetch", got)
+		}
+	}
+	store.down.Store(false)
+	in.wait(t, 1) // the dispatcher probes, recovers and delivers what was due
+	if in.msgs[0].ID != "before" {
+		t.Errorf("delivered %+v", in.msgs[0])
+	}
+}
