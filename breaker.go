@@ -30,7 +30,7 @@ type breaker struct {
 	clock   Clock
 	onTrip  func(error)
 
-	mu    sync.Mutex
+	mu     sync.Mutex
 	since  time.Time // zero while healthy
 	open   bool
 	fails  int // consecutive failures
