@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 )
 
@@ -33,6 +34,9 @@ type options struct {
 	rabbitmqURL string
 	natsURL     string
 	sqlitePath  string
+
+	// logger is the stage's logger, for drivers that take one.
+	logger *slog.Logger
 
 	// Worker mode (set by the parent when it re-executes the binary).
 	worker   bool

@@ -2,10 +2,16 @@ package main
 
 // extraPersistences returns the persistences of the driver modules.
 func extraPersistences() map[string]persistenceDriver {
-	return map[string]persistenceDriver{}
+	return map[string]persistenceDriver{
+		"postgres": postgresDriver(),
+		"sqlite":   sqliteDriver(),
+	}
 }
 
 // extraTransports returns the transports of the driver modules.
 func extraTransports() map[string]transportDriver {
-	return map[string]transportDriver{}
+	return map[string]transportDriver{
+		"rabbitmq": rabbitmqDriver(),
+		"nats":     natsDriver(),
+	}
 }

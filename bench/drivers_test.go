@@ -1,0 +1,93 @@
+package main
+
+import (
+	"cmp"
+	"net"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+)
+
+// serviceURL returns the URL of a local service for the tests, from the
+// environment variable env or the loopback default. It skips the test when
+// nothing listens there, except under CI=true, where it fails.
+func serviceURL(t *testing.T, name, env, fallback string) string {
+	t.Helper()
+	raw := cmp.Or(os.Getenv(env), fallback)
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("%s: %v", env, err)
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 2*time.Second)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not reachable at %s (set %s): %v", name, u.Host, env, err)
+		}
+		t.Skipf("%s is not reachable at %s (set %s): %v", name, u.Host, env, err)
+	}
+	_ = conn.Close()
+	return raw
+}
+
+func postgresURL(t *testing.T) string {
+	return serviceURL(t, "PostgreSQL", "POSTBUS_TEST_POSTGRES_URL", "postgres://root@127.0.0.1:5432/test?sslmode=disable")
+}
+
+func TestSQLiteAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	r := runBench(t, "-workload", "spread", "-persistence", "sqlite", "-instances", "2",
+		"-n", "400", "-over", "500ms", "-lead", "2s")
+	if r.Failed() || r.Instances != 2 || r.Lateness == nil {
+		t.Fatalf("run failed: %+v", r)
+	}
+}
+
+func TestPostgres(t *testing.T) {
+	t.Parallel()
+	pg := postgresURL(t)
+	t.Run("burst", func(t *testing.T) {
+		t.Parallel()
+		r := runBench(t, "-workload", "burst", "-persistence", "postgres", "-postgres-url", pg, "-n", "2000", "-lead", "2s")
+		if r.Failed() || r.Lateness == nil {
+			t.Fatalf("run failed: %+v", r)
+		}
+	})
+	t.Run("spread across processes", func(t *testing.T) {
+		t.Parallel()
+		r := runBench(t, "-workload", "spread", "-persistence", "postgres", "-postgres-url", pg, "-instances", "2",
+			"-n", "400", "-over", "500ms", "-lead", "2s")
+		if r.Failed() || r.Instances != 2 {
+			t.Fatalf("run failed: %+v", r)
+		}
+	})
+	t.Run("backlog", func(t *testing.T) {
+		t.Parallel()
+		r := runBench(t, "-workload", "backlog", "-persistence", "postgres", "-postgres-url", pg,
+			"-n", "200", "-over", "300ms", "-lead", "1s", "-backlog", "2000", "-idle", "300ms")
+		if r.Failed() || r.ServerIdleQueriesPS == nil {
+			t.Fatalf("run failed or no idle query count: %+v", r)
+		}
+	})
+}
+
+func TestBrokers(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, transport, flag, env, fallback string }{
+		{"RabbitMQ", "rabbitmq", "-rabbitmq-url", "POSTBUS_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/"},
+		{"NATS", "nats", "-nats-url", "POSTBUS_TEST_NATS_URL", "nats://127.0.0.1:4222"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			u := serviceURL(t, c.name, c.env, c.fallback)
+			r := runBench(t, "-workload", "throughput", "-transport", c.transport, c.flag, u, "-n", "1000")
+			if r.Failed() || r.Latency == nil {
+				t.Fatalf("throughput run failed: %+v", r)
+			}
+			r = runBench(t, "-workload", "burst", "-transport", c.transport, c.flag, u, "-n", "1000", "-lead", "1s")
+			if r.Failed() {
+				t.Fatalf("burst run failed: %+v", r)
+			}
+		})
+	}
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/postbus/bus"
+	"github.com/postbus/bus/postgres"
+)
+
+// postgresDriver stores each run in a fresh schema, bench_<run>, dropped
+// by the owner at the end.
+func postgresDriver() persistenceDriver {
+	return persistenceDriver{
+		shared:      true,
+		storeCost:   100 * time.Microsecond,
+		serverProcs: []string{"postgres"},
+		open: func(ctx context.Context, o *options, run string, owner bool) (bus.Persistence, func(), error) {
+			pool, err := pgxpool.New(ctx, o.postgresURL)
+			if err != nil {
+				return nil, nil, fmt.Errorf("connect: %w", err)
+			}
+			if err := pool.Ping(ctx); err != nil {
+				pool.Close()
+				return nil, nil, fmt.Errorf("connect %s: %w", o.postgresURL, err)
+			}
+			schema := postgresSchema(run)
+			p, err := postgres.New(pool, postgres.Options{Schema: schema, Logger: o.logger})
+			if err != nil {
+				pool.Close()
+				return nil, nil, err
+			}
+			cleanup := func() {
+				if owner {
+					cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					if _, err := pool.Exec(cctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+						o.logger.Error("cannot drop the run's schema", "schema", schema, "error", err)
+					}
+				}
+				pool.Close()
+			}
+			return p, cleanup, nil
+		},
+		idleQueries: func(ctx context.Context, o *options) (int64, error) {
+			// Scans of the run's own table: every claim and next-due query
+			// reads it, and other databases' traffic does not count.
+			conn, err := pgx.Connect(ctx, o.postgresURL)
+			if err != nil {
+				return 0, err
+			}
+			defer conn.Close(ctx)
+			var n int64
+			err = conn.QueryRow(ctx, `SELECT coalesce(sum(coalesce(seq_scan, 0) + coalesce(idx_scan, 0)), 0)::bigint
+				FROM pg_stat_user_tables WHERE schemaname = $1`, postgresSchema(o.run)).Scan(&n)
+			return n, err
+		},
+	}
+}
+
+func postgresSchema(run string) string { return "bench_" + run }
