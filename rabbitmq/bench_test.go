@@ -1,0 +1,90 @@
+package rabbitmq_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/postbus/bus"
+	"github.com/postbus/bus/rabbitmq"
+)
+
+// BenchmarkSendToHandler measures send→handler throughput through the
+// broker: 1 KiB bodies, confirmed persistent sends from `senders`
+// goroutines, one Receive with concurrency 8, on a quorum or classic
+// queue. It reports msgs/s and the p50/p99 latency from Send to handler.
+//
+//	go test -run '^$' -bench SendToHandler -benchtime 20000x
+func BenchmarkSendToHandler(b *testing.B) {
+	for _, qt := range []string{rabbitmq.QueueTypeQuorum, rabbitmq.QueueTypeClassic} {
+		for _, senders := range []int{8, 32} {
+			b.Run(fmt.Sprintf("queue=%s/senders=%d/concurrency=8", qt, senders), func(b *testing.B) {
+				benchSendToHandler(b, qt, senders, 8)
+			})
+		}
+	}
+}
+
+func benchSendToHandler(b *testing.B, queueType string, senders, concurrency int) {
+	e := newEnv(b)
+	opts := e.options()
+	opts.QueueType = queueType
+	tr := e.transport(opts)
+	q := e.queue("bench")
+	e.provision(tr, bus.Topology{Queue: q})
+	body := make([]byte, 1024)
+	for i := range body {
+		body[i] = byte('a' + i%26)
+	}
+
+	n := b.N
+	latencies := make([]time.Duration, n)
+	var handled atomic.Int64
+	allDone := make(chan struct{})
+	receive(b, tr, q, concurrency, func(_ context.Context, env *bus.Envelope) error {
+		var i int
+		fmt.Sscan(env.Header("i"), &i)
+		latencies[i] = time.Since(env.SentAt)
+		if handled.Add(1) == int64(n) {
+			close(allDone)
+		}
+		return nil
+	})
+
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range senders {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				env := newEnvelope("bench.Msg", body)
+				env.Headers = map[string]string{"i": fmt.Sprint(i)}
+				if err := tr.Send(context.Background(), q, env); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case <-allDone:
+	case <-time.After(2 * time.Minute):
+		b.Fatalf("handled %d of %d", handled.Load(), n)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	slices.Sort(latencies)
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "msgs/s")
+	b.ReportMetric(float64(latencies[n/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(latencies[n*99/100].Microseconds())/1000, "p99-ms")
+}
