@@ -1,6 +1,7 @@
 package rabbitmq_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -15,24 +16,25 @@ import (
 
 // BenchmarkSendToHandler measures send→handler throughput through the
 // broker: 1 KiB bodies, confirmed persistent sends from `senders`
-// goroutines, one Receive with concurrency 8, on a quorum or classic
-// queue. It reports msgs/s and the p50/p99 latency from Send to handler.
+// goroutines, one Receive with concurrency 8 (prefetch 8, the default, or
+// 64), on a quorum or classic queue. It reports msgs/s and the p50/p99 latency from Send to handler.
 //
 //	go test -run '^$' -bench SendToHandler -benchtime 20000x
 func BenchmarkSendToHandler(b *testing.B) {
 	for _, qt := range []string{rabbitmq.QueueTypeQuorum, rabbitmq.QueueTypeClassic} {
-		for _, senders := range []int{8, 32} {
-			b.Run(fmt.Sprintf("queue=%s/senders=%d/concurrency=8", qt, senders), func(b *testing.B) {
-				benchSendToHandler(b, qt, senders, 8)
+		for _, c := range []struct{ senders, prefetch int }{{8, 0}, {32, 0}, {32, 64}} {
+			b.Run(fmt.Sprintf("queue=%s/senders=%d/concurrency=8/prefetch=%d", qt, c.senders, cmp.Or(c.prefetch, 8)), func(b *testing.B) {
+				benchSendToHandler(b, qt, c.senders, 8, c.prefetch)
 			})
 		}
 	}
 }
 
-func benchSendToHandler(b *testing.B, queueType string, senders, concurrency int) {
+func benchSendToHandler(b *testing.B, queueType string, senders, concurrency, prefetch int) {
 	e := newEnv(b)
 	opts := e.options()
 	opts.QueueType = queueType
+	opts.Prefetch = prefetch
 	tr := e.transport(opts)
 	q := e.queue("bench")
 	e.provision(tr, bus.Topology{Queue: q})

@@ -1,6 +1,7 @@
 package rabbitmq
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +14,8 @@ import (
 	"github.com/postbus/bus"
 )
 
-// Receive consumes queue with prefetch = opts.Concurrency (at least 1) and
+// Receive consumes queue with prefetch = opts.Concurrency (at least 1;
+// Options.Prefetch overrides it) and
 // runs up to that many calls of h at once. A message is acknowledged after h
 // returned nil and negatively acknowledged with requeue after an error, so
 // the broker delivers it again.
@@ -100,7 +102,7 @@ func (c *consumer) consume(ctx context.Context, s *session) error {
 		return fmt.Errorf("open channel: %w", err)
 	}
 	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
-	if err := ch.Qos(c.conc, 0, false); err != nil {
+	if err := ch.Qos(cmp.Or(c.t.opts.Prefetch, c.conc), 0, false); err != nil {
 		_ = ch.Close()
 		return fmt.Errorf("set prefetch: %w", err)
 	}

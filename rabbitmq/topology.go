@@ -25,14 +25,35 @@ const maxShortString = 255
 //
 // Bindings are only ever added: a type the endpoint no longer subscribes to
 // stays bound until removed by hand.
+//
+// During an outage Provision waits for the connection until ctx ends. If the
+// connection is lost while it runs (RabbitMQ 3.10 closes it with
+// INTERNAL_ERROR when a quorum queue is declared while it is being deleted),
+// it starts again on the next connection, a few times at most.
 func (t *Transport) Provision(ctx context.Context, top bus.Topology) error {
 	if err := checkTopology(top); err != nil {
 		return err
 	}
-	s, err := t.session(ctx)
-	if err != nil {
-		return fmt.Errorf("rabbitmq: provision: %w", err)
+	const attempts = 5
+	for i := 1; ; i++ {
+		s, err := t.session(ctx)
+		if err != nil {
+			return fmt.Errorf("rabbitmq: provision: %w", err)
+		}
+		err = t.provision(ctx, s, top)
+		if err == nil || ctx.Err() != nil || i == attempts || !s.conn.IsClosed() {
+			return err
+		}
+		t.log.Warn("rabbitmq: connection lost during provision, retrying", logKeyErr, err, logKeyAttempt, i)
+		select {
+		case <-s.dead:
+		case <-ctx.Done():
+			return err
+		}
 	}
+}
+
+func (t *Transport) provision(ctx context.Context, s *session, top bus.Topology) error {
 	ch, err := s.conn.Channel()
 	if err != nil {
 		return fmt.Errorf("rabbitmq: provision: open channel: %w", err)

@@ -83,11 +83,13 @@ func (t *Transport) Close(ctx context.Context) error {
 func (t *Transport) run() {
 	defer close(t.done)
 	delay := t.opts.ReconnectMin
+	recovering := false // a dial failed or a connection was lost
 	for attempt := 1; ; attempt++ {
 		s, err := t.connect()
 		if err != nil {
 			t.setLastErr(err)
 			t.report(err)
+			recovering = true
 			wait := delay/2 + rand.N(delay/2+1)
 			t.log.Warn("rabbitmq: connect failed", logKeyErr, err, logKeyAttempt, attempt, logKeyDelay, wait)
 			select {
@@ -98,10 +100,11 @@ func (t *Transport) run() {
 			delay = min(delay*2, t.opts.ReconnectMax)
 			continue
 		}
-		if attempt > 1 {
+		if recovering {
 			t.log.Info("rabbitmq: connected", logKeyAttempt, attempt)
 		}
-		attempt, delay = 0, t.opts.ReconnectMin
+		attempt, recovering = 0, true
+		connectedAt := time.Now()
 		t.mu.Lock()
 		t.sess = s
 		close(t.ready)
@@ -129,7 +132,19 @@ func (t *Transport) run() {
 			return
 		}
 		t.report(fmt.Errorf("rabbitmq: connection lost: %w", lost))
-		t.log.Warn("rabbitmq: connection lost, reconnecting", logKeyErr, lost)
+		// Pause before redialing, and keep backing off while connections
+		// keep dying young, so a flapping broker is not hammered.
+		if time.Since(connectedAt) > 10*t.opts.ReconnectMax {
+			delay = t.opts.ReconnectMin
+		}
+		wait := delay/2 + rand.N(delay/2+1)
+		t.log.Warn("rabbitmq: connection lost, reconnecting", logKeyErr, lost, logKeyDelay, wait)
+		select {
+		case <-time.After(wait):
+		case <-t.stop:
+			return
+		}
+		delay = min(delay*2, t.opts.ReconnectMax)
 	}
 }
 
