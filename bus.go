@@ -108,7 +108,7 @@ func (b *Bus) Start(ctx context.Context) error {
 }
 
 func (b *Bus) topologyLocked() Topology {
-	t := Topology{Queues: []string{b.cfg.ErrorQueue}}
+	t := Topology{Queues: []string{b.cfg.ErrorQueue, b.cfg.DeadLetterQueue}}
 	if !b.cfg.SendOnly {
 		t.Queue = b.cfg.Endpoint
 		for name, hs := range b.handlers {

@@ -32,6 +32,9 @@ type Config struct {
 	// ErrorQueue receives messages that failed every retry, and poison
 	// messages. Default: "error".
 	ErrorQueue string
+	// DeadLetterQueue receives messages discarded by a message timer whose
+	// sender asked for DeadLetterOnExpiry. Default: "deadletter".
+	DeadLetterQueue string
 	// Serializer turns messages into bodies and back. Default: JSON.
 	Serializer Serializer
 	// MaxMessageSize bounds a serialized body in bytes. Default: 1 MiB.
@@ -146,6 +149,7 @@ func (c Config) withDefaults() Config {
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Concurrency = cmp.Or(c.Concurrency, runtime.NumCPU())
 	c.ErrorQueue = cmp.Or(c.ErrorQueue, defaultErrorQueue)
+	c.DeadLetterQueue = cmp.Or(c.DeadLetterQueue, "deadletter")
 	if c.Serializer == nil {
 		c.Serializer = JSONSerializer{}
 	}
@@ -191,6 +195,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if err := validateQueueName("ErrorQueue", c.ErrorQueue); err != nil {
+		return err
+	}
+	if err := validateQueueName("DeadLetterQueue", c.DeadLetterQueue); err != nil {
 		return err
 	}
 	d := c.Dispatcher

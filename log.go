@@ -28,10 +28,11 @@ type Metrics struct {
 	Retried       uint64 // handling attempts that failed and were retried
 	MovedToError  uint64 // messages moved to the error queue
 	DispatchFails uint64 // failed hand-overs of due messages
+	Expired       uint64 // messages discarded by a message timer
 }
 
 type metrics struct {
-	sent, scheduled, dispatched, handled, retried, movedToError, dispatchFails atomic.Uint64
+	sent, scheduled, dispatched, handled, retried, movedToError, dispatchFails, expired atomic.Uint64
 }
 
 // Metrics returns a snapshot of the bus's counters.
@@ -40,7 +41,7 @@ func (b *Bus) Metrics() Metrics {
 	return Metrics{
 		Sent: m.sent.Load(), Scheduled: m.scheduled.Load(), Dispatched: m.dispatched.Load(),
 		Handled: m.handled.Load(), Retried: m.retried.Load(), MovedToError: m.movedToError.Load(),
-		DispatchFails: m.dispatchFails.Load(),
+		DispatchFails: m.dispatchFails.Load(), Expired: m.expired.Load(),
 	}
 }
 

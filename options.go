@@ -26,6 +26,7 @@ type sendOptions struct {
 	hasAfter      bool
 	at            time.Time
 	hasAt         bool
+	ttbr, ttrq    time.Duration
 }
 
 // DeliverAfter delivers the message d from now. With d <= 0 it is sent at

@@ -107,6 +107,7 @@ func (b *Bus) newEnvelope(ctx context.Context, kind Kind, msg any, o *sendOption
 	if env.Body, err = b.cfg.Serializer.Marshal(msg); err != nil {
 		return nil, fmt.Errorf("%w: serialize %s: %w", ErrInvalidMessage, env.Type, err)
 	}
+	applyTimers(env, o)
 	if len(env.Body) > b.cfg.MaxMessageSize {
 		return nil, fmt.Errorf("%w: %s body is %d bytes, over MaxMessageSize %d", ErrInvalidMessage, env.Type, len(env.Body), b.cfg.MaxMessageSize)
 	}
@@ -145,6 +146,9 @@ func (b *Bus) deliverOutgoing(ctx context.Context, env *Envelope) error {
 // destination is published; everything else (including an event being
 // retried at one endpoint) is sent to its destination queue.
 func (b *Bus) transmit(ctx context.Context, env *Envelope) error {
+	if class, ok := expired(env, b.clock.Now(), true); ok {
+		return b.discardExpired(ctx, env, class)
+	}
 	var err error
 	if env.Kind == KindEvent && env.Destination == "" {
 		err = b.transport.Publish(ctx, env)
@@ -159,12 +163,18 @@ func (b *Bus) transmit(ctx context.Context, env *Envelope) error {
 }
 
 // schedule stores envelopes in the scheduled-message store and wakes this
-// process's dispatcher when one is due sooner than it planned to look.
+// process's dispatcher when one is due sooner than it planned to look. The
+// row ID is the message ID, except for delayed retries: their rows get
+// their own ID, since the row of the delivery that failed may still exist.
 func (b *Bus) schedule(ctx context.Context, envs []*Envelope) error {
 	rows := make([]OutgoingMessage, len(envs))
 	earliest := envs[0].DueAt
 	for i, env := range envs {
-		rows[i] = OutgoingMessage{ID: env.ID, Kind: env.Kind, Envelope: MarshalEnvelope(env), DueAt: env.DueAt}
+		id := env.ID
+		if n := env.Header(HeaderDelayedRetries); n != "" {
+			id += "#retry-" + n
+		}
+		rows[i] = OutgoingMessage{ID: id, Kind: env.Kind, Envelope: MarshalEnvelope(env), DueAt: env.DueAt}
 		if env.DueAt.Before(earliest) {
 			earliest = env.DueAt
 		}

@@ -134,12 +134,12 @@ func TestHandlerTimeout(t *testing.T) {
 // fault injection.
 type rejecting struct {
 	bus.Transport
-	reject func(env *bus.Envelope) bool
+	reject func(queue string, env *bus.Envelope) bool
 	count  atomic.Int64
 }
 
 func (r *rejecting) Send(ctx context.Context, queue string, env *bus.Envelope) error {
-	if queue != "error" && r.reject(env) {
+	if r.reject(queue, env) {
 		r.count.Add(1)
 		return errors.New("rejected by fault injection")
 	}
@@ -149,7 +149,7 @@ func (r *rejecting) Send(ctx context.Context, queue string, env *bus.Envelope) e
 func TestDispatchRetriesThenErrorQueueOthersFlow(t *testing.T) {
 	t.Parallel()
 	mem := bus.NewMemoryTransport()
-	tr := &rejecting{Transport: mem, reject: func(e *bus.Envelope) bool { return e.ID == "bad" }}
+	tr := &rejecting{Transport: mem, reject: func(q string, e *bus.Envelope) bool { return q == "sales" && e.ID == "bad" }}
 	in := newInbox[PlaceOrder]()
 	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Dispatcher: bus.DispatcherConfig{
 		NumberOfRetries: 3, RetryBackoff: 20 * time.Millisecond, MaximumRecoveryFailuresPerSecond: 1000,
