@@ -1,7 +1,11 @@
 package sqlite_test
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,4 +90,58 @@ func BenchmarkClaimDelete(b *testing.B) {
 			b.ReportMetric(float64(benchRows*b.N)/b.Elapsed().Seconds(), "rows/s")
 		})
 	}
+}
+
+type benchPing struct{ N int }
+
+// BenchmarkBusDispatch measures a bus draining 100,000 rows that are all due
+// at once from the file to its handler over the in-memory transport: claim,
+// hand over, delete, receive, handle.
+func BenchmarkBusDispatch(b *testing.B) {
+	const endpoint = "bench"
+	now := time.Now().Add(-time.Second)
+	msgs := make([]bus.OutgoingMessage, benchRows)
+	for i := range msgs {
+		env := &bus.Envelope{
+			ID: fmt.Sprintf("d-%07d", i), Type: bus.MessageName(benchPing{}), Kind: bus.KindCommand,
+			ContentType: "application/json", Body: fmt.Appendf(nil, `{"N":%d}`, i),
+			Source: endpoint, Destination: endpoint, SentAt: now, DueAt: now,
+		}
+		msgs[i] = bus.OutgoingMessage{ID: env.ID, Kind: env.Kind, Envelope: bus.MarshalEnvelope(env), DueAt: now}
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for b.Loop() {
+		b.StopTimer()
+		p := openTemp(b)
+		if err := p.StoreOutgoing(b.Context(), msgs); err != nil {
+			b.Fatal(err)
+		}
+		var handled atomic.Int64
+		done := make(chan struct{})
+		bb, err := bus.New(bus.Config{Endpoint: endpoint, Persistence: p, Logger: logger})
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = bus.Handle(bb, func(context.Context, benchPing) error {
+			if handled.Add(1) == benchRows {
+				close(done)
+			}
+			return nil
+		})
+		b.StartTimer()
+		if err := bb.Start(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-done:
+		case <-time.After(5 * time.Minute):
+			b.Fatalf("handled %d of %d", handled.Load(), benchRows)
+		}
+		b.StopTimer()
+		if err := bb.Stop(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(benchRows*b.N)/b.Elapsed().Seconds(), "msgs/s")
 }

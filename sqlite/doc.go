@@ -1,7 +1,8 @@
 // Package sqlite is a durable Postbus persistence in a single SQLite file:
 // the embedded store for single-machine deployments, with no server to run.
-// It implements bus.Persistence and bus.ScheduledStore, so messages sent
-// with bus.DeliverAfter or bus.DeliverAt survive a restart of the process.
+// It implements bus.Persistence, bus.ScheduledStore and bus.DueNotifier, so
+// messages sent with bus.DeliverAfter or bus.DeliverAt survive a restart of
+// the process.
 // It uses modernc.org/sqlite, a pure Go build of SQLite: no cgo.
 //
 //	p, err := sqlite.Open("postbus.db", sqlite.Options{})
@@ -49,10 +50,12 @@
 // one transaction, so each row is dispatched once (TestMultiProcessClaims
 // checks it with separate OS processes). A process that finds the file
 // locked waits up to Options.BusyTimeout, then fails with SQLITE_BUSY
-// (retried by the dispatcher's next poll). Another process's stores do not
-// wake this process's dispatcher early: it finds them on its next poll.
-// WAL needs shared memory between the processes, so do not put the file on
-// a network file system.
+// ("database is locked"; the dispatcher retries with backoff). WatchDue (bus.DueNotifier) reads
+// PRAGMA data_version every Options.WatchInterval (100 ms): when another
+// process has committed, it wakes this process's dispatcher with the next
+// due time, so a row another process stores is not held back until the next
+// poll. WAL needs shared memory between the processes, so do not put the
+// file on a network file system.
 //
 // # Durability
 //
