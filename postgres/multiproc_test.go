@@ -1,0 +1,219 @@
+package postgres_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbus/bus/postgres"
+)
+
+// TestMultiProcess is the proof of issue 4 item 8: three OS processes, each
+// a bus with its own pool and its own in-memory transport, dispatch 20,000
+// messages due within the same second from one table; every handler records
+// each receipt in a table without a unique key, so duplicates would show.
+func TestMultiProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process proof skipped in -short mode")
+	}
+	t.Parallel()
+	pool := testPool(t)
+	bin := filepath.Join(t.TempDir(), "multiproc")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./internal/multiproc")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	t.Run("EachMessageOnce", func(t *testing.T) {
+		t.Parallel()
+		multiProcess(t, pool, bin, false)
+	})
+	t.Run("OneProcessKilled", func(t *testing.T) {
+		t.Parallel()
+		multiProcess(t, pool, bin, true)
+	})
+}
+
+const multiN = 20000
+
+func multiProcess(t *testing.T, pool *pgxpool.Pool, bin string, kill bool) {
+	ctx := ctxTimeout(t, 5*time.Minute)
+	p := newStore(t, pool, postgres.Options{})
+	schema := strings.Trim(strings.Split(p.Table(), ".")[0], `"`)
+	receipts := pgx.Identifier{schema, "receipts"}.Sanitize()
+	claims := pgx.Identifier{schema, "claims"}.Sanitize()
+	for _, ddl := range []string{
+		`CREATE TABLE ` + receipts + ` (msg_id text NOT NULL, n int NOT NULL, proc text NOT NULL,
+			due_at timestamptz NOT NULL, received_at timestamptz NOT NULL)`,
+		`CREATE TABLE ` + claims + ` (msg_id text NOT NULL, proc text NOT NULL)`,
+	} {
+		if _, err := pool.Exec(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	procs := map[string]*exec.Cmd{}
+	for _, name := range []string{"p1", "p2", "p3"} {
+		procs[name] = startWorker(t, bin, "run", "-schema", schema, "-name", name, "-lease", "3s")
+	}
+	// Due within one second, starting on a whole second far enough ahead
+	// for the scheduler to store them all first (it fails otherwise).
+	at := time.Now().Truncate(time.Second).Add(8 * time.Second)
+	sched := exec.CommandContext(ctx, bin, "schedule", "-schema", schema, "-n", fmt.Sprint(multiN), "-at", fmt.Sprint(at.UnixMicro()))
+	sched.Env = append(os.Environ(), "POSTBUS_TEST_POSTGRES_URL="+testURL())
+	out, err := sched.CombinedOutput()
+	if err != nil {
+		t.Fatalf("schedule: %v\n%s", err, out)
+	}
+	t.Logf("%s", strings.TrimSpace(string(out)))
+
+	var victim string
+	if kill {
+		victim = waitForVictim(t, ctx, pool, receipts)
+		if err := procs[victim].Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = procs[victim].Wait()
+		delete(procs, victim)
+		t.Logf("killed %s mid-dispatch", victim)
+	}
+	// Wait until the table is empty and every message was received.
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var left, distinct int
+		err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM `+p.Table()+`), (SELECT count(DISTINCT msg_id) FROM `+receipts+`)`).Scan(&left, &distinct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 && distinct == multiN {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 3 minutes: %d rows left, %d of %d messages received", left, distinct, multiN)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for name, cmd := range procs {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("worker %s: %v", name, err)
+		}
+	}
+	checkReceipts(t, ctx, pool, receipts, claims, at, victim)
+}
+
+func checkReceipts(t *testing.T, ctx context.Context, pool *pgxpool.Pool, receipts, claims string, at time.Time, victim string) {
+	var total, distinct, early int
+	var last time.Time
+	err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT msg_id), count(*) FILTER (WHERE received_at < due_at), max(received_at) FROM `+receipts).
+		Scan(&total, &distinct, &early, &last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byProc, err := pgx.CollectRows(must(pool.Query(ctx, `SELECT proc || '=' || count(*) FROM `+receipts+` GROUP BY proc ORDER BY proc`)), pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d receipts of %d messages (%s), %d early; last received %v after the first due time",
+		total, distinct, strings.Join(byProc, " "), early, last.Sub(at).Round(time.Millisecond))
+	if distinct != multiN {
+		t.Errorf("%d distinct messages received, want %d", distinct, multiN)
+	}
+	if early != 0 {
+		t.Errorf("%d messages received before their due time", early)
+	}
+	if victim == "" {
+		if total != multiN {
+			t.Errorf("%d receipts, want exactly %d: duplicates without any failure", total, multiN)
+		}
+		return
+	}
+	// Duplicates are allowed only for rows the killed process had claimed,
+	// and then only once by the survivors.
+	var dups, bad int
+	err = pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE survivors > 1 OR NOT claimed_by_victim) FROM (
+		SELECT r.msg_id,
+		       count(*) FILTER (WHERE r.proc <> $1) AS survivors,
+		       EXISTS (SELECT 1 FROM `+claims+` c WHERE c.msg_id = r.msg_id AND c.proc = $1) AS claimed_by_victim
+		FROM `+receipts+` r GROUP BY r.msg_id HAVING count(*) > 1) d`, victim).Scan(&dups, &bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d messages received twice, all among the rows %s had claimed: %v", dups, victim, bad == 0)
+	if bad != 0 {
+		t.Errorf("%d duplicated messages were not claimed by the killed process, or were received twice by survivors", bad)
+	}
+}
+
+// waitForVictim waits until some worker has recorded 500 receipts and
+// names it: it is then dispatching, with claimed rows in hand.
+func waitForVictim(t *testing.T, ctx context.Context, pool *pgxpool.Pool, receipts string) string {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		var name string
+		err := pool.QueryRow(ctx, `SELECT proc FROM `+receipts+` GROUP BY proc HAVING count(*) >= 500 ORDER BY count(*) DESC LIMIT 1`).Scan(&name)
+		if err == nil {
+			return name
+		}
+		if err != pgx.ErrNoRows {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("no worker dispatched 500 messages within 2 minutes")
+	return ""
+}
+
+// startWorker starts bin and waits for it to print "ready". It is killed at
+// cleanup if still running.
+func startWorker(t *testing.T, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "POSTBUS_TEST_POSTGRES_URL="+testURL())
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		ok := sc.Scan() && sc.Text() == "ready"
+		ready <- ok
+		for sc.Scan() { // drain until the process exits
+		}
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("worker %v did not start", args)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("worker %v not ready within 30s", args)
+	}
+	return cmd
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
