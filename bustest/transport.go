@@ -52,6 +52,10 @@ func TransportTests(t *testing.T, newTransport TransportFactory) {
 		{"StopWithMessagesInFlightLosesNone", testStopInFlight},
 		{"FailedHandlerSendsNothing", testFailedHandlerSendsNothing},
 		{"DelayedDelivery", testDelayedOverTransport},
+		{"DelayedRetriesThenErrorQueue", testDelayedRetries},
+		{"TimeToBeReceivedExpiresInQueue", testTimeToBeReceived},
+		{"TimeToReachQueueLapsesDuringOutage", testTimeToReachQueue},
+		{"PositiveAcknowledgements", testPositiveAcks},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -62,7 +66,8 @@ func TransportTests(t *testing.T, newTransport TransportFactory) {
 }
 
 func cfg(tr bus.Transport, ns, endpoint string) bus.Config {
-	return bus.Config{Endpoint: ns + "-" + endpoint, Transport: tr, ErrorQueue: ns + "-error", Concurrency: 4}
+	return bus.Config{Endpoint: ns + "-" + endpoint, Transport: tr, ErrorQueue: ns + "-error",
+		DeadLetterQueue: ns + "-deadletter", Concurrency: 4}
 }
 
 func ctxFor(t *testing.T) context.Context {
