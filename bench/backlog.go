@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/postbus/bus"
@@ -79,10 +79,13 @@ type idleCost struct {
 // idle measures the CPU used while nothing is due: this process (and any
 // worker processes) and, where known, the servers and their query count.
 func (s *stage) idle(ctx context.Context) (idleCost, error) {
-	runtime.GC() // settle the heap left by the previous phase
+	// Settle what the previous phase left to the runtime (a GC cycle,
+	// sweeping, returning freed pages to the OS): the figure is the steady
+	// idle cost of the bus, not the one-off clean-up after scheduling.
+	debug.FreeOSMemory()
 	procs := append(append([]string(nil), s.pd.serverProcs...), s.td.serverProcs...)
 	self0 := selfCPU() + s.workerCPU()
-	srv0, found := serverCPU(procs)
+	srv0 := serverSnapshot(procs)
 	var q0 int64
 	var err error
 	if s.pd.idleQueries != nil {
@@ -98,10 +101,10 @@ func (s *stage) idle(ctx context.Context) (idleCost, error) {
 	}
 	wall := time.Since(start)
 	self1 := selfCPU() + s.workerCPU()
-	srv1, _ := serverCPU(procs)
+	srv1 := serverSnapshot(procs)
 	c := idleCost{selfPct: round(100*float64(self1-self0)/float64(wall), 3)}
-	if found {
-		c.serverPct = ptr(round(100*float64(srv1-srv0)/float64(wall), 3))
+	if srv0 != nil {
+		c.serverPct = ptr(round(100*float64(srv1.since(srv0))/float64(wall), 3))
 	}
 	if s.pd.idleQueries != nil {
 		q1, err := s.pd.idleQueries(ctx, s.o)

@@ -59,23 +59,46 @@ func statCPU(path string) (time.Duration, string, bool) {
 	return time.Duration(utime+stime) * clockTick, s[open+1 : end], true
 }
 
-// serverCPU returns the user+system CPU time used so far by every process
-// whose command name is one of names (the local database or broker
-// servers), and whether any was found. Processes that exit between two
-// samples make the difference smaller, never larger.
-func serverCPU(names []string) (time.Duration, bool) {
+// cpuSnapshot is the CPU time used so far by each process of a set.
+type cpuSnapshot map[int]time.Duration
+
+// serverSnapshot samples every process whose command name is one of names
+// (the local database or broker servers). It returns nil when names is
+// empty or no such process runs.
+func serverSnapshot(names []string) cpuSnapshot {
 	if len(names) == 0 {
-		return 0, false
+		return nil
 	}
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var total time.Duration
-	found := false
+	snap := cpuSnapshot{}
 	for _, path := range stats {
 		cpu, comm, ok := statCPU(path)
-		if ok && slices.Contains(names, comm) {
-			total += cpu
-			found = true
+		if !ok || !slices.Contains(names, comm) {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+		if err == nil {
+			snap[pid] = cpu
 		}
 	}
-	return total, found
+	if len(snap) == 0 {
+		return nil
+	}
+	return snap
+}
+
+// since returns the CPU time the processes used between before and s: the
+// growth of those in both, and all of those that started in between.
+// Processes that exited in between (short-lived database backends) are
+// missing from s, so their last part is not counted.
+func (s cpuSnapshot) since(before cpuSnapshot) time.Duration {
+	var total time.Duration
+	for pid, cpu := range s {
+		if b, ok := before[pid]; ok && b <= cpu {
+			total += cpu - b
+		} else if !ok {
+			total += cpu
+		}
+	}
+	return total
 }

@@ -154,19 +154,19 @@ func (s *stage) phase(ctx context.Context, b *bus.Bus, base int64, n int, due fu
 	if err := checkLead(time.Now(), p.t0, p.took); err != nil {
 		return nil, err
 	}
-	cpu0, found := serverCPU(procs)
+	cpu0 := serverSnapshot(procs)
 	last := due(p.t0, max(n-1, 0))
 	if err := await(ctx, tr, last.Add(s.o.timeout)); err != nil {
 		return nil, err
 	}
-	cpu1, _ := serverCPU(procs)
+	cpu1 := serverSnapshot(procs)
 	// Keep listening a little longer (worker processes flush their receipts
 	// every few milliseconds), so a duplicate right after the last message
 	// still counts.
 	time.Sleep(duplicateGrace)
 	p.tally = tr.tally()
-	if found {
-		p.serverCPU = ptr(float64(cpu1-cpu0) / 1e6)
+	if cpu0 != nil {
+		p.serverCPU = ptr(float64(cpu1.since(cpu0)) / 1e6)
 	}
 	return p, nil
 }

@@ -54,7 +54,7 @@
 //
 // # Several processes
 //
-// -instances K (burst and spread) re-executes this binary K times as worker
+// -instances K (burst, spread and backlog) re-executes this binary K times as worker
 // processes: each is a full bus with its own dispatcher on the shared store
 // and a handler that writes one JSON line per receipt to its standard output,
 // with the lateness it measured itself (one machine, one clock). The parent

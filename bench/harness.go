@@ -79,6 +79,7 @@ func openStage(ctx context.Context, o *options, run string, owner bool, stderr i
 		pad:    padding(o.body), stray: newTracker(0, 0),
 	}
 	o.logger = s.logger
+	o.run = run
 	p, cleanup, err := s.pd.open(ctx, o, run, owner)
 	if err != nil {
 		return nil, fmt.Errorf("open persistence %s: %w", o.persistence, err)

@@ -86,7 +86,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.handlers, "handlers", 0, "handler concurrency of delayed workloads (0: the bus default, runtime.NumCPU())")
 	fs.IntVar(&o.inflight, "inflight", 1024, "throughput: most messages sent but not yet handled")
 	fs.IntVar(&o.body, "body", -1, "approximate body size in bytes (-1: 1024 for throughput, minimal otherwise)")
-	fs.IntVar(&o.instances, "instances", 0, "burst/spread: dispatch and handle in this many worker processes (0: in this process)")
+	fs.IntVar(&o.instances, "instances", 0, "burst/spread/backlog: dispatch and handle in this many worker processes (0: in this process)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up waiting for receipts after this long past the last due time (0: 60s)")
 	fs.BoolVar(&o.markdown, "markdown", false, "also print a Markdown table row")
 	fs.BoolVar(&o.mdHeader, "markdown-header", false, "print the Markdown table header and exit")
@@ -143,8 +143,8 @@ func (o *options) check() error {
 		return fmt.Errorf("-n, -backlog and -instances must not be negative; -senders, -concurrency and -inflight must be positive")
 	case o.over <= 0 || o.idle <= 0 || o.lead < 0 || o.timeout < 0:
 		return fmt.Errorf("-over and -idle must be positive; -lead and -timeout must not be negative")
-	case o.instances > 0 && o.workload != "burst" && o.workload != "spread":
-		return fmt.Errorf("-instances works with the burst and spread workloads only")
+	case o.instances > 0 && (o.workload == "schedule" || o.workload == "throughput"):
+		return fmt.Errorf("-instances works with the burst, spread and backlog workloads only")
 	case o.instances > 0 && !pd.shared:
 		return fmt.Errorf("-instances needs a persistence shared across processes; %s is not", o.persistence)
 	}
