@@ -178,7 +178,11 @@ func (b *Bus) moveToError(ctx context.Context, env *Envelope, kind string, attem
 	failed.SetHeader(HeaderFailureReason, cause.Error())
 	failed.SetHeader(HeaderFailureKind, kind)
 	failed.SetHeader(HeaderFailureEndpoint, b.cfg.Endpoint)
-	failed.SetHeader(HeaderFailureQueue, cmp.Or(env.Destination, b.cfg.Endpoint))
+	// Replay sends the message back to this queue; an event that never
+	// reached a queue (a failed dispatch) has none and is published again.
+	if queue := env.Destination; queue != "" || kind != "dispatch" {
+		failed.SetHeader(HeaderFailureQueue, cmp.Or(queue, b.cfg.Endpoint))
+	}
 	failed.SetHeader(HeaderFailureTime, b.clock.Now().UTC().Format(time.RFC3339Nano))
 	failed.SetHeader(HeaderFailureAttempts, strconv.Itoa(attempts))
 	if err := b.transport.Send(context.WithoutCancel(ctx), b.cfg.ErrorQueue, failed); err != nil {
