@@ -152,6 +152,49 @@ func TestSendToMissingQueueIsUnroutable(t *testing.T) {
 	}
 }
 
+// Sends to an existing and a missing queue, pipelined on the same channels
+// and even with the same message ID: only the sends to the missing queue
+// fail, so returns are matched to the right publishes.
+func TestUnroutableSendsAreToldApartUnderLoad(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	opts := e.options()
+	opts.PublisherChannels = 1
+	tr := e.transport(opts)
+	q := e.queue("exists")
+	e.provision(tr, bus.Topology{Queue: q})
+	missing := e.prefix + "missing"
+	const n = 200
+	var wg sync.WaitGroup
+	var okCount, unroutable atomic.Int64
+	for i := range n {
+		env := newEnvelope("T", nil)
+		env.ID = fmt.Sprint("same-", i/2) // pairs share an ID
+		dest := q
+		if i%2 == 1 {
+			dest = missing
+		}
+		wg.Go(func() {
+			err := tr.Send(ctxT(t, 30*time.Second), dest, env)
+			switch {
+			case dest == q && err == nil:
+				okCount.Add(1)
+			case dest == missing && errors.Is(err, rabbitmq.ErrUnroutable):
+				unroutable.Add(1)
+			default:
+				t.Errorf("send to %s: %v", dest, err)
+			}
+		})
+	}
+	wg.Wait()
+	if okCount.Load() != n/2 || unroutable.Load() != n/2 {
+		t.Errorf("%d ok, %d unroutable; want %d each", okCount.Load(), unroutable.Load(), n/2)
+	}
+	if r := e.ready(q); r != n/2 {
+		t.Errorf("%d messages in the queue, want %d", r, n/2)
+	}
+}
+
 func TestCompetingConsumersGetEachMessageOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -452,5 +495,48 @@ func TestSendWithoutBrokerFailsWhenContextEnds(t *testing.T) {
 	}
 	if err := tr.Send(context.Background(), "q", newEnvelope("T", nil)); !errors.Is(err, rabbitmq.ErrClosed) {
 		t.Errorf("after close: got %v, want ErrClosed", err)
+	}
+}
+
+func TestCloseEndsReceiveAndLaterCalls(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tr, err := rabbitmq.New(brokerURL(), e.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := e.queue("closing")
+	e.provision(tr, bus.Topology{Queue: q})
+	received := make(chan error, 1)
+	go func() {
+		received <- tr.Receive(context.Background(), q, bus.ReceiveOptions{Concurrency: 2}, func(context.Context, *bus.Envelope) error { return nil })
+	}()
+	if err := tr.Send(ctxT(t, 10*time.Second), q, newEnvelope("T", nil)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the message consumed", func() bool { return e.ready(q) == 0 })
+	if err := tr.Close(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-received:
+		if !errors.Is(err, rabbitmq.ErrClosed) {
+			t.Errorf("Receive after Close: got %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Receive still running after Close")
+	}
+	if err := tr.Close(context.Background()); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	for name, err := range map[string]error{
+		"Send":      tr.Send(context.Background(), q, newEnvelope("T", nil)),
+		"Publish":   tr.Publish(context.Background(), newEnvelope("T", nil)),
+		"Provision": tr.Provision(context.Background(), bus.Topology{Queue: q}),
+		"Receive":   tr.Receive(context.Background(), q, bus.ReceiveOptions{}, func(context.Context, *bus.Envelope) error { return nil }),
+	} {
+		if !errors.Is(err, rabbitmq.ErrClosed) {
+			t.Errorf("%s after Close: got %v, want ErrClosed", name, err)
+		}
 	}
 }
