@@ -237,3 +237,15 @@ func TestCircuitBreakersCallOnCriticalErrorAndRecover(t *testing.T) {
 		t.Errorf("delivered %+v", in.msgs[0])
 	}
 }
+
+func TestExponentialBackoff(t *testing.T) {
+	t.Parallel()
+	f := bus.ExponentialBackoff(time.Second, 10*time.Second)
+	for n, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 8 * time.Second, 5: 10 * time.Second, 50: 10 * time.Second} {
+		for range 100 {
+			if got := f(n); got < want/2 || got > want {
+				t.Fatalf("retry %d waited %v, want within [%v, %v]", n, got, want/2, want)
+			}
+		}
+	}
+}
