@@ -2,6 +2,7 @@ package rabbitmq_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/rabbitmq"
 )
 
 // The broker closes the transport's connection twice while messages are
@@ -132,4 +134,47 @@ func TestReconnectRedeliversUnacknowledged(t *testing.T) {
 	if calls.Load() < n+conc {
 		t.Errorf("%d handler calls, want at least %d (the %d in flight again)", calls.Load(), n+conc, conc)
 	}
+}
+
+// During an outage a Send waits for the broker: with a short context it
+// fails with ErrNotConnected, with a long one it completes once the broker
+// is back, and the consumer resumes.
+func TestSendDuringOutageWaitsForTheBroker(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	proxy, proxyURL := newOutageProxy(t)
+	tr, err := rabbitmq.New(proxyURL, e.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Close(context.Background()) })
+	q := e.queue("outage")
+	e.provision(tr, bus.Topology{Queue: q})
+	var got atomic.Int64
+	receive(t, tr, q, 2, func(context.Context, *bus.Envelope) error { got.Add(1); return nil })
+	sendN(t, tr, q, 10)
+
+	proxy.cut()
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := tr.Send(short, q, newEnvelope("T", nil)); !errors.Is(err, rabbitmq.ErrNotConnected) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("send during the outage with a short context: got %v, want ErrNotConnected", err)
+	}
+	waiting := make(chan error, 1)
+	go func() { waiting <- tr.Send(ctxT(t, 60*time.Second), q, newEnvelope("T", nil)) }()
+	select {
+	case err := <-waiting:
+		t.Fatalf("send returned during the outage: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	proxy.restore()
+	select {
+	case err := <-waiting:
+		if err != nil {
+			t.Fatalf("send after the broker came back: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("send still waiting 30s after the broker came back")
+	}
+	eventually(t, 30*time.Second, "the consumer to resume", func() bool { return got.Load() >= 11 })
 }
