@@ -96,6 +96,9 @@ func (d *dispatcher) run(ctx context.Context) {
 func (d *dispatcher) nextWait(ctx context.Context, dispatched int) time.Duration {
 	next, ok, err := d.store.NextDueOutgoing(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return 0 // stopping
+		}
 		d.logError("next-due", "cannot read the next due time", err)
 		return d.cfg.PollInterval
 	}
