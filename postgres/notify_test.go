@@ -88,17 +88,20 @@ func TestNotifyWakesAnotherInstance(t *testing.T) {
 	schema := freshSchema(t, testPool(t))
 	app := "pbwatch_" + schema
 	watcher := newStore(t, appPool(t, app), postgres.Options{Schema: schema})
-	sender := newStore(t, newPool(t, 4), postgres.Options{Schema: schema})
+	sender := newStore(t, newPool(t, 4), postgres.Options{Schema: schema, NotifyWithin: 2 * time.Hour})
 	quiet := newStore(t, newPool(t, 4), postgres.Options{Schema: schema, DisableNotify: true})
+	farOnly := newStore(t, newPool(t, 4), postgres.Options{Schema: schema}) // NotifyWithin 1 minute
 	w := newWakes()
 	watch(t, watcher, w)
 	waitListening(t, testPool(t), app)
 
 	ctx := ctxTimeout(t, time.Minute)
 	base := time.Now().Add(time.Hour).Truncate(time.Microsecond)
-	// Rows stored with notifications disabled wake nobody; the batch's
-	// earliest due time is the payload; a batch of only known IDs is silent.
+	// Rows stored with notifications disabled wake nobody, nor do rows due
+	// after NotifyWithin; the batch's earliest due time is the payload; a
+	// batch of only known IDs is silent.
 	store(t, quiet, ctx, "quiet", base.Add(-time.Minute))
+	store(t, farOnly, ctx, "far", base.Add(-2*time.Minute))
 	store(t, sender, ctx, "late", base.Add(time.Second))
 	if err := sender.StoreOutgoing(ctx, []bus.OutgoingMessage{outgoing("a", base.Add(2*time.Second)), outgoing("b", base)}); err != nil {
 		t.Fatal(err)
@@ -110,7 +113,7 @@ func TestNotifyWakesAnotherInstance(t *testing.T) {
 			t.Fatalf("woken for %v, want %v", got, want)
 		}
 	}
-	mustClear(t, sender, "quiet", "late", "a", "b", "marker")
+	mustClear(t, sender, "quiet", "far", "late", "a", "b", "marker")
 }
 
 func TestWatchDueReconnectsAfterTheConnectionDies(t *testing.T) {
@@ -136,7 +139,7 @@ func TestWatchDueReconnectsAfterTheConnectionDies(t *testing.T) {
 		t.Errorf("resume wake-up for %v, want about now", got)
 	}
 	waitListening(t, testPool(t), app)
-	due := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	due := time.Now().Add(time.Second).Truncate(time.Microsecond)
 	store(t, sender, ctx, "after-reconnect", due)
 	if got := w.next(t, "notification after reconnect"); !got.Equal(due) {
 		t.Errorf("woken for %v, want %v", got, due)

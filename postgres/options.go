@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"time"
 )
 
 // Defaults for the zero values of Options.
@@ -14,6 +15,7 @@ const (
 	DefaultTable                = "outgoing_messages"
 	DefaultMaxBatchRows         = 2000
 	DefaultMaxConcurrentInserts = 2
+	DefaultNotifyWithin         = time.Minute
 )
 
 // maxIdentifierLen is PostgreSQL's NAMEDATALEN-1: longer names are silently
@@ -39,6 +41,14 @@ type Options struct {
 	// dispatchers rely on polling. Set it behind PgBouncer in transaction
 	// pooling mode, where LISTEN does not work. Default false.
 	DisableNotify bool
+	// NotifyWithin limits notifications to batches whose earliest row is
+	// due within this long of the insert. A row due later needs none: every
+	// dispatcher looks at the next due time at least once per PollInterval,
+	// so a poll finds it in time. Skipping the notification keeps bulk
+	// scheduling of far-off messages off PostgreSQL's notification queue,
+	// whose lock serializes notifying commits. Keep it at least as long as
+	// the dispatchers' PollInterval. Default 1 minute.
+	NotifyWithin time.Duration
 	// MaxBatchRows caps how many rows of concurrent StoreOutgoing calls are
 	// grouped into one INSERT. A single call larger than this is still one
 	// statement. Default 2000.
@@ -57,6 +67,7 @@ func (o Options) withDefaults() Options {
 	o.Table = cmp.Or(o.Table, DefaultTable)
 	o.MaxBatchRows = cmp.Or(o.MaxBatchRows, DefaultMaxBatchRows)
 	o.MaxConcurrentInserts = cmp.Or(o.MaxConcurrentInserts, DefaultMaxConcurrentInserts)
+	o.NotifyWithin = cmp.Or(o.NotifyWithin, DefaultNotifyWithin)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -77,6 +88,9 @@ func (o Options) validate() error {
 	}
 	if o.MaxConcurrentInserts < 0 {
 		return &OptionError{Field: "MaxConcurrentInserts", Reason: "must not be negative"}
+	}
+	if o.NotifyWithin < 0 {
+		return &OptionError{Field: "NotifyWithin", Reason: "must not be negative"}
 	}
 	return nil
 }

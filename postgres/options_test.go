@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -59,7 +60,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		t.Errorf("New(nil) = %v; want ErrNilPool", err)
 	}
 	pool := lazyPool(t)
-	for _, o := range []postgres.Options{{MaxBatchRows: -1}, {MaxConcurrentInserts: -1}} {
+	for _, o := range []postgres.Options{{MaxBatchRows: -1}, {MaxConcurrentInserts: -1}, {NotifyWithin: -time.Second}} {
 		if _, err := postgres.New(pool, o); !errors.Is(err, postgres.ErrInvalidOption) {
 			t.Errorf("New(%+v) = %v; want ErrInvalidOption", o, err)
 		}

@@ -6,7 +6,8 @@ import "fmt"
 // the quoted names. Values always travel as parameters; arrays
 // (unnest / = ANY) make every batch one statement and one round trip.
 type statements struct {
-	insert   string
+	insert   string // plain INSERT
+	notify   string // INSERT that also notifies; empty without notifications
 	claim    string
 	delete   string
 	release  string
@@ -21,12 +22,13 @@ func newStatements(n names, notify bool) statements {
 SELECT r.id, r.kind, r.envelope, r.due_at, r.due_at
 FROM unnest($1::text[], $2::int2[], $3::bytea[], $4::timestamptz[]) AS r(id, kind, envelope, due_at)
 ON CONFLICT (id) DO NOTHING`, t)
+	var notifying string
 	if notify {
 		// The notification is part of the insert's transaction, so
 		// listeners hear of rows only once they are committed, and only
 		// when at least one row was new. The payload is the earliest due
 		// time in Unix microseconds.
-		insert = fmt.Sprintf(`WITH ins AS (%s
+		notifying = fmt.Sprintf(`WITH ins AS (%s
 RETURNING due_at)
 SELECT pg_notify($5, (extract(epoch FROM min(due_at)) * 1000000)::bigint::text) FROM ins HAVING count(*) > 0`, insert)
 	}
@@ -50,6 +52,7 @@ WHERE o.id = due.id
 RETURNING o.id, o.kind, o.envelope, o.due_at, o.lease_until, o.failures, o.last_error, due.available_at`, t)
 	return statements{
 		insert: insert,
+		notify: notifying,
 		claim:  claim,
 		delete: fmt.Sprintf(`DELETE FROM %s WHERE id = ANY($1::text[])`, t),
 		release: fmt.Sprintf(`UPDATE %s SET available_at = due_at, lease_until = NULL

@@ -1,0 +1,70 @@
+// Package postgres is the durable PostgreSQL persistence of Postbus: a
+// scheduled-message store (bus.ScheduledStore) with leased claims and
+// cross-instance wake-up (bus.DueNotifier), on github.com/jackc/pgx/v5.
+//
+//	pool, err := pgxpool.New(ctx, "postgres://app@db/app")
+//	store, err := postgres.New(pool, postgres.Options{})
+//	b, err := bus.New(bus.Config{Endpoint: "billing", Persistence: store})
+//	err = b.Start(ctx) // runs store.Setup unless Config.SkipSetup
+//
+// # Schema
+//
+// One table, by default public.outgoing_messages (Options.Schema,
+// Options.Table), with a (available_at, id) index. Setup creates both if
+// missing; it is idempotent and takes a transaction-scoped advisory lock, so
+// a fleet starting at once is safe. Migrations and MigrationsFor return the
+// same DDL for teams that run their own migration tool. Names are checked
+// (*InvalidNameError) and always quoted.
+//
+// available_at is the single "next claimable" time: it starts as the due
+// time and is pushed forward by each claim (the lease) and each failure (the
+// retry time). Claiming and finding the next due time are therefore range
+// reads of one index, whatever the size of the backlog.
+//
+// The envelope is stored as bytea: it is already bus.MarshalEnvelope's
+// compact binary encoding, which jsonb could only hold re-encoded as text
+// (base64 body, parsed and validated on every insert) for no query this
+// store ever makes inside it.
+//
+// # Claims and the database clock
+//
+// ClaimDueOutgoing is one autocommitted statement: a SELECT ... FOR UPDATE
+// SKIP LOCKED of the earliest claimable rows feeding an UPDATE that leases
+// them and returns them. Concurrent dispatchers in any number of processes
+// skip each other's rows instead of waiting, and no transaction stays open
+// while messages are sent. Due and lease times are compared with the
+// server's now(), not the caller's clock: instances whose clocks disagree
+// still never dispatch a message early, and a lease means the same thing to
+// all of them. now() is the start time of the statement's transaction, which
+// for one autocommitted statement is the statement's start; it is stable, so
+// "available_at <= now()" is an index condition (clock_timestamp() is
+// volatile and is not).
+//
+// # Storing
+//
+// StoreOutgoing is idempotent by ID (ON CONFLICT DO NOTHING), so a retried
+// send never schedules twice. The rows of concurrent calls are grouped: a
+// call that finds no insert running inserts at once, alone; calls arriving
+// while Options.MaxConcurrentInserts inserts are in flight queue and go
+// together, as one multi-row INSERT over unnest arrays, when one finishes.
+// Delete, release and failure recording are one statement per call too.
+//
+// # Notifications
+//
+// The INSERT also calls pg_notify on Channel with the earliest due time of
+// the new rows (Unix microseconds), in the same transaction, so listeners
+// hear only of committed rows. WatchDue keeps one pooled connection in
+// LISTEN and wakes the dispatcher, so a message scheduled a few milliseconds
+// ahead by one instance is dispatched on time by another, without waiting
+// for its poll. Behind PgBouncer in transaction pooling mode LISTEN cannot
+// work: set Options.DisableNotify and dispatchers fall back to polling.
+//
+// # Lifecycle and errors
+//
+// The caller owns the pool and closes it after stopping the buses. A
+// Persistence keeps no goroutine or connection between calls (WatchDue holds
+// one for as long as it runs), so it has no Close. Every method honours its
+// context and returns errors wrapped with a "postgres: " prefix; the bus's
+// dispatcher logs them, backs off and retries, so a database restart delays
+// messages but loses none.
+package postgres

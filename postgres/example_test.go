@@ -1,0 +1,61 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbus/bus"
+	"github.com/postbus/bus/postgres"
+)
+
+func ExampleNew() {
+	ctx := context.Background()
+	// pgxpool connects lazily; New does not touch the database either.
+	pool, err := pgxpool.New(ctx, "postgres://app@127.0.0.1:5432/app")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pool.Close()
+	store, err := postgres.New(pool, postgres.Options{Schema: "billing"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	b, err := bus.New(bus.Config{Endpoint: "billing", Persistence: store})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = b // b.Start(ctx) runs store.Setup, then dispatches due messages
+	fmt.Println(store.Table(), store.Channel(), store.Durable())
+	// Output: "billing"."outgoing_messages" postbus.billing.outgoing_messages true
+}
+
+func ExampleNew_invalidName() {
+	_, err := postgres.New(new(pgxpool.Pool), postgres.Options{Table: "messages; DROP TABLE users"})
+	fmt.Println(err)
+	// Output: postgres: invalid Table name "messages; DROP TABLE users": must be letters, digits and underscores, not starting with a digit
+}
+
+func ExampleMigrations() {
+	for _, stmt := range postgres.Migrations() {
+		fmt.Println(stmt + ";")
+	}
+	// Output:
+	// CREATE SCHEMA IF NOT EXISTS "public";
+	// CREATE TABLE IF NOT EXISTS "public"."outgoing_messages" (
+	// 	id           text        COLLATE "C" PRIMARY KEY,
+	// 	kind         smallint    NOT NULL,
+	// 	envelope     bytea       NOT NULL,
+	// 	due_at       timestamptz NOT NULL,
+	// 	available_at timestamptz NOT NULL,
+	// 	lease_until  timestamptz,
+	// 	failures     integer     NOT NULL DEFAULT 0,
+	// 	last_error   text        NOT NULL DEFAULT '',
+	// 	created_at   timestamptz NOT NULL DEFAULT now()
+	// );
+	// CREATE INDEX IF NOT EXISTS "outgoing_messages_available_at_idx" ON "public"."outgoing_messages" (available_at, id);
+}
