@@ -32,10 +32,12 @@ func runSchedule(ctx context.Context, s *stage, r *Result) error {
 		runtime.ReadMemStats(&before)
 	}
 	after := bus.DeliverAfter(time.Hour)
+	cpu0 := selfCPU()
 	took, err := s.scheduleAll(ctx, b, 0, s.o.n, func(int) bus.Option { return after })
 	if err != nil {
 		return err
 	}
+	r.CPUPerMsgUS = cpuPerMsg(selfCPU()-cpu0, s.o.n)
 	r.DurationMS = ms(took)
 	r.MsgsPerSec = round(float64(s.o.n)/took.Seconds(), 0)
 	if measureHeap && s.o.n > 0 {
@@ -116,7 +118,8 @@ type phaseResult struct {
 	t0        time.Time
 	took      time.Duration // scheduling
 	tally     tally
-	serverCPU *float64 // milliseconds, while the batch fell due
+	serverCPU *float64      // milliseconds, while the batch fell due
+	cpu       time.Duration // this process and its workers, while the batch fell due
 }
 
 // fill puts a phase's figures into r: duration from t0 (the first due time)
@@ -128,6 +131,7 @@ func (p *phaseResult) fill(r *Result) {
 	r.MsgsPerSec = round(float64(t.Received)/d.Seconds(), 0)
 	r.ScheduleMsgsPerSec = round(float64(r.N)/p.took.Seconds(), 0)
 	r.Lateness = percentiles(t.Lateness)
+	r.CPUPerMsgUS = cpuPerMsg(p.cpu, t.Received)
 	r.applyTally(t)
 	if p.serverCPU != nil {
 		r.ServerCPUMS = ptr(round(*p.serverCPU, 0))
@@ -155,11 +159,13 @@ func (s *stage) phase(ctx context.Context, b *bus.Bus, base int64, n int, due fu
 		return nil, err
 	}
 	cpu0 := serverSnapshot(procs)
+	self0 := selfCPU() + s.workerCPU()
 	last := due(p.t0, max(n-1, 0))
 	if err := await(ctx, tr, last.Add(s.o.timeout)); err != nil {
 		return nil, err
 	}
 	cpu1 := serverSnapshot(procs)
+	p.cpu = selfCPU() + s.workerCPU() - self0
 	// Keep listening a little longer (worker processes flush their receipts
 	// every few milliseconds), so a duplicate right after the last message
 	// still counts.

@@ -25,15 +25,19 @@ type Result struct {
 	MsgsPerSec float64 `json:"msgs_per_s"`
 	// ScheduleMsgsPerSec is how fast the messages were stored before the
 	// measured phase (burst, spread, backlog).
-	ScheduleMsgsPerSec float64      `json:"schedule_msgs_per_s,omitempty"`
-	Lateness           *Percentiles `json:"lateness_ms,omitempty"`
-	Latency            *Percentiles `json:"latency_ms,omitempty"`
-	Early              int          `json:"early"`
-	Duplicates         int          `json:"duplicates"`
-	Missing            int          `json:"missing"`
-	IDMismatches       int          `json:"id_mismatches,omitempty"`
-	Unexpected         int          `json:"unexpected,omitempty"`
-	BodyBytes          int          `json:"body_bytes"`
+	ScheduleMsgsPerSec float64 `json:"schedule_msgs_per_s,omitempty"`
+	// CPUPerMsgUS is the CPU time this process (and its workers) used in
+	// the measured phase per message, in microseconds: unlike the rates, it
+	// hardly depends on what else the machine is running.
+	CPUPerMsgUS  float64      `json:"cpu_us_per_msg,omitempty"`
+	Lateness     *Percentiles `json:"lateness_ms,omitempty"`
+	Latency      *Percentiles `json:"latency_ms,omitempty"`
+	Early        int          `json:"early"`
+	Duplicates   int          `json:"duplicates"`
+	Missing      int          `json:"missing"`
+	IDMismatches int          `json:"id_mismatches,omitempty"`
+	Unexpected   int          `json:"unexpected,omitempty"`
+	BodyBytes    int          `json:"body_bytes"`
 	// HeapBytesPerMsg is the heap growth per scheduled message, and
 	// HeapBeyondBody the same less the serialized body (memory store only).
 	HeapBytesPerMsg float64 `json:"heap_bytes_per_msg,omitempty"`
@@ -85,6 +89,14 @@ func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
 func round(v float64, places int) float64 {
 	p := math.Pow(10, float64(places))
 	return math.Round(v*p) / p
+}
+
+// cpuPerMsg is CPU time per message in microseconds.
+func cpuPerMsg(cpu time.Duration, n int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return round(float64(cpu)/1e3/float64(n), 2)
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -141,6 +153,9 @@ func (r *Result) notes() string {
 	var n []string
 	if r.HeapBytesPerMsg > 0 {
 		n = append(n, fmt.Sprintf("heap %.0f B/msg (%.0f beyond %d B body)", r.HeapBytesPerMsg, r.HeapBeyondBody, r.BodyBytes))
+	}
+	if r.CPUPerMsgUS > 0 {
+		n = append(n, fmt.Sprintf("%.1f µs CPU/msg", r.CPUPerMsgUS))
 	}
 	if r.ScheduleMsgsPerSec > 0 {
 		n = append(n, fmt.Sprintf("scheduled at %.0f/s", r.ScheduleMsgsPerSec))

@@ -38,7 +38,7 @@ func runThroughput(ctx context.Context, s *stage, r *Result) error {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	senders := s.o.concurrency
-	start := time.Now()
+	start, cpu0 := time.Now(), selfCPU()
 	var wg sync.WaitGroup
 	for w := range senders {
 		wg.Go(func() {
@@ -64,8 +64,10 @@ func runThroughput(ctx context.Context, s *stage, r *Result) error {
 	if waitErr != nil && ctx.Err() != nil {
 		return waitErr
 	}
+	cpu := selfCPU() - cpu0
 	time.Sleep(duplicateGrace)
 	t := tr.tally()
+	r.CPUPerMsgUS = cpuPerMsg(cpu, t.Received)
 	d := max(t.Last.Sub(start), time.Microsecond)
 	r.DurationMS = ms(d)
 	r.MsgsPerSec = round(float64(t.Received)/d.Seconds(), 0)
