@@ -237,17 +237,15 @@ func (p *publisher) goneErr() error {
 	return errConnectionLost
 }
 
-// classify turns a failed write into errConnectionLost when the channel or
-// connection is gone, so the caller retries.
+// classify turns a failed write into errConnectionLost unless the broker
+// refused what was sent (a channel-level error): a network error on write
+// means the client is already shutting the connection down.
 func (p *publisher) classify(err error) error {
 	var ae *amqp.Error
 	if errors.As(err, &ae) && isChannelLevel(ae) {
 		return fmt.Errorf("rabbitmq: publish: %w", err)
 	}
-	if p.ch.IsClosed() || errors.Is(err, amqp.ErrClosed) {
-		return errConnectionLost
-	}
-	return fmt.Errorf("rabbitmq: publish: %w", err)
+	return fmt.Errorf("%w: %w", errConnectionLost, err)
 }
 
 // isChannelLevel reports whether the broker closed the channel because of

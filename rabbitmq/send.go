@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -55,8 +56,7 @@ func (t *Transport) Publish(ctx context.Context, env *bus.Envelope) error {
 // publish retries on the next connection until the broker confirmed or
 // refused the message, or ctx ends.
 func (t *Transport) publish(ctx context.Context, exchange, key string, mandatory bool, msg amqp.Publishing) error {
-	channelLosses := 0
-	for {
+	for stillOpen := 0; ; {
 		s, err := t.session(ctx)
 		if err != nil {
 			return err
@@ -68,11 +68,7 @@ func (t *Transport) publish(ctx context.Context, exchange, key string, mandatory
 				err = p.publish(ctx, exchange, key, mandatory, msg)
 			}
 		}
-		if err == nil {
-			return nil
-		}
-		connLost := s.conn.IsClosed()
-		if !connLost && !errors.Is(err, errConnectionLost) {
+		if err == nil || !lostConnection(err) && !s.conn.IsClosed() {
 			return err
 		}
 		switch {
@@ -80,18 +76,32 @@ func (t *Transport) publish(ctx context.Context, exchange, key string, mandatory
 			return &NotConnectedError{Err: ctx.Err(), LastErr: err}
 		case t.isClosed():
 			return ErrClosed
-		case connLost:
-			select { // wait for run to replace the session
-			case <-s.dead:
-			case <-ctx.Done():
-				return &NotConnectedError{Err: ctx.Err(), LastErr: err}
-			}
-		default:
-			// The channel closed under a live connection: retry on a
-			// fresh channel, but not forever.
-			if channelLosses++; channelLosses > 3 {
+		}
+		// The connection is going down (the client closes it after a
+		// failed write) or a channel failed under a live connection:
+		// wait for the session to be replaced, a few times at most.
+		select {
+		case <-s.dead:
+			stillOpen = 0
+		case <-ctx.Done():
+			return &NotConnectedError{Err: ctx.Err(), LastErr: err}
+		case <-time.After(t.opts.ReconnectMin):
+			if stillOpen++; stillOpen >= 5 {
 				return err
 			}
 		}
 	}
+}
+
+// lostConnection reports whether err means the channel or connection went
+// away, as opposed to the broker refusing the message.
+func lostConnection(err error) bool {
+	if errors.Is(err, errConnectionLost) || errors.Is(err, amqp.ErrClosed) {
+		return true
+	}
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		return !isChannelLevel(ae)
+	}
+	return false
 }
