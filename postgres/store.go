@@ -90,7 +90,7 @@ func (p *Persistence) ClaimDueOutgoing(ctx context.Context, _ time.Time, limit i
 		msg bus.OutgoingMessage
 		was time.Time // available_at before the claim: the claim order
 	}
-	out := make([]claimed, 0, limit)
+	out := make([]claimed, 0, min(limit, 1024))
 	for rows.Next() {
 		var c claimed
 		var kind int16
