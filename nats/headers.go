@@ -3,6 +3,9 @@ package nats
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,7 +18,7 @@ import (
 // Wire format. The body is env.Body; every other field is a NATS header, so
 // other tools (the nats CLI, monitoring) can read the messages:
 //
-//	Nats-Msg-Id              <ID>@<subject after the prefix> (de-duplication)
+//	Nats-Msg-Id              <ID>@<subject>#<digest> (see dedupID)
 //	Postbus-Id               ID
 //	Postbus-Type             Type
 //	Postbus-Kind             "command", "event", "reply" (or the number)
@@ -58,9 +61,6 @@ func encodeMsg(subject string, env *bus.Envelope) *natsio.Msg {
 			h[k] = []string{escapeValue(v)}
 		}
 	}
-	if env.ID != "" {
-		set(jetstream.MsgIDHeader, env.ID+"@"+subject[strings.IndexByte(subject, '.')+1:])
-	}
 	set(hdrID, env.ID)
 	set(hdrType, env.Type)
 	set(hdrKind, kindString(env.Kind))
@@ -79,7 +79,32 @@ func encodeMsg(subject string, env *bus.Envelope) *natsio.Msg {
 			h[m.prefix+escapeToken(k)] = []string{escapeValue(v)}
 		}
 	}
+	if env.ID != "" {
+		h[jetstream.MsgIDHeader] = []string{dedupID(subject, h, env)}
+	}
 	return &natsio.Msg{Subject: subject, Header: h, Data: env.Body}
+}
+
+// dedupID is the Nats-Msg-Id of a message: its ID, its destination, and a
+// digest of its headers and body. A re-send of the same envelope to the
+// same destination has the same Nats-Msg-Id and is dropped by the server;
+// the same message sent elsewhere (the error queue) or sent again changed
+// (a delayed retry, which counts its attempts in a header) is not.
+func dedupID(subject string, h natsio.Header, env *bus.Envelope) string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	d := fnv.New64a()
+	for _, k := range keys {
+		_, _ = io.WriteString(d, k)
+		_, _ = d.Write([]byte{0})
+		_, _ = io.WriteString(d, h[k][0])
+		_, _ = d.Write([]byte{0})
+	}
+	_, _ = d.Write(env.Body)
+	return escapeValue(env.ID) + "@" + subject + "#" + strconv.FormatUint(d.Sum64(), 16)
 }
 
 // decodeMsg rebuilds the envelope of a received message. A message it

@@ -19,7 +19,8 @@ const (
 	DefaultMaxAckPending   = 10_000
 	DefaultPublishTimeout  = 30 * time.Second
 	DefaultPublishWindow   = 4096
-	DefaultPullExpiry      = 30 * time.Second
+	DefaultPullExpiry      = 5 * time.Second
+	DefaultPrefetch        = 64
 )
 
 // Options configure a Transport. Every zero value means the documented
@@ -73,8 +74,16 @@ type Options struct {
 	// Default 4096.
 	PublishWindow int
 	// PullExpiry is how long one pull request waits on the server for
-	// messages. Default 30s.
+	// messages; the client expects a heartbeat every PullExpiry/2 and
+	// re-issues its pulls when one is missed. Default 5s.
 	PullExpiry time.Duration
+	// Prefetch is how many messages each Receive pull buffers ahead of its
+	// handlers (never fewer than ReceiveOptions.Concurrency). Buffered
+	// messages are not reported in progress, so a message waiting longer
+	// than AckWait behind slow handlers is redelivered elsewhere: lower it
+	// (or raise AckWait) for slow handlers. When Receive stops, buffered
+	// messages are handed back at once. Default 64.
+	Prefetch int
 	// Logger receives the transport's logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -90,6 +99,7 @@ func (o Options) withDefaults() Options {
 	o.PublishTimeout = cmp.Or(o.PublishTimeout, DefaultPublishTimeout)
 	o.PublishWindow = cmp.Or(o.PublishWindow, DefaultPublishWindow)
 	o.PullExpiry = cmp.Or(o.PullExpiry, DefaultPullExpiry)
+	o.Prefetch = cmp.Or(o.Prefetch, DefaultPrefetch)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -113,15 +123,17 @@ func (o Options) validate() error {
 	case o.AckWait < time.Second:
 		return &OptionsError{Field: "AckWait", Reason: "must be at least 1s"}
 	case o.MaxDeliver < -1:
-		return &OptionsError{Field: "MaxDeliver", Reason: "must not be negative"}
+		return &OptionsError{Field: "MaxDeliver", Reason: "must be positive, or -1 for unlimited"}
 	case o.MaxAckPending < -1:
-		return &OptionsError{Field: "MaxAckPending", Reason: "must not be negative"}
+		return &OptionsError{Field: "MaxAckPending", Reason: "must be positive, or -1 for unlimited"}
 	case o.NakDelay < 0:
 		return &OptionsError{Field: "NakDelay", Reason: "must not be negative"}
 	case o.PublishTimeout < 0:
 		return &OptionsError{Field: "PublishTimeout", Reason: "must not be negative"}
 	case o.PublishWindow < 0:
 		return &OptionsError{Field: "PublishWindow", Reason: "must not be negative"}
+	case o.Prefetch < 0:
+		return &OptionsError{Field: "Prefetch", Reason: "must not be negative"}
 	case o.PullExpiry < time.Second:
 		return &OptionsError{Field: "PullExpiry", Reason: "must be at least 1s"}
 	}

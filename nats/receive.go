@@ -1,6 +1,7 @@
 package nats
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,12 +60,13 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 	}
 	conc := max(opts.Concurrency, 1)
 	r := &receiver{
-		t:    t,
-		h:    h,
-		hctx: context.WithoutCancel(ctx),
-		sem:  make(chan struct{}, conc),
-		conc: conc,
-		log:  t.opts.Logger.With(logQueue, queue),
+		t:        t,
+		h:        h,
+		hctx:     context.WithoutCancel(ctx),
+		sem:      make(chan struct{}, conc),
+		conc:     conc,
+		log:      t.opts.Logger.With(logQueue, queue),
+		prefetch: max(t.opts.Prefetch, conc),
 	}
 	pullCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -130,22 +132,19 @@ type receiver struct {
 	hctx context.Context
 	sem  chan struct{} // one slot per handler call in flight
 	conc int
-	wg   sync.WaitGroup
-	log  *slog.Logger
+	// prefetch is how many messages each pull buffers ahead of the handlers.
+	prefetch int
+	wg       sync.WaitGroup
+	log      *slog.Logger
 }
 
 // run consumes until ctx ends, re-creating the pull when it breaks.
 func (r *receiver) run(ctx context.Context, cons jetstream.Consumer) error {
 	delay := minRetryDelay
 	for ctx.Err() == nil {
-		it, err := cons.Messages(
-			jetstream.PullMaxMessages(r.conc),
-			jetstream.PullExpiry(r.t.opts.PullExpiry))
+		err := r.consume(ctx, cons)
 		if err == nil {
-			err = r.consume(ctx, it)
-			if err == nil {
-				return nil
-			}
+			return nil
 		}
 		if r.t.nc.IsClosed() {
 			return natsio.ErrConnectionClosed
@@ -167,51 +166,58 @@ func (r *receiver) run(ctx context.Context, cons jetstream.Consumer) error {
 	return nil
 }
 
-// consume hands the iterator's messages to handler goroutines. It returns
-// nil when ctx ended and an error when the iterator broke.
-func (r *receiver) consume(ctx context.Context, it jetstream.MessagesContext) error {
-	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			if ctx.Err() != nil {
-				r.drain(it)
-				return nil
-			}
-			if errors.Is(err, jetstream.ErrNoHeartbeat) {
-				r.log.Debug("nats: missed pull heartbeat; waiting for the server", logError, err)
-				continue
-			}
-			it.Stop()
-			return err
+// consume hands the consumer's messages to handler goroutines, at most
+// r.conc at once. The pull callback blocks while every slot is taken, so
+// the client buffers at most Prefetch messages more. consume returns nil
+// when ctx ended and an error when the pull stopped by itself.
+func (r *receiver) consume(ctx context.Context, cons jetstream.Consumer) error {
+	var (
+		mu      sync.Mutex
+		lastErr error
+	)
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		if ctx.Err() != nil {
+			r.giveBack(msg) // buffered when the stop began
+			return
 		}
 		select {
 		case r.sem <- struct{}{}:
 		case <-ctx.Done():
 			r.giveBack(msg)
-			r.drain(it)
-			return nil
+			return
 		}
 		r.wg.Go(func() {
 			defer func() { <-r.sem }()
 			r.handle(msg)
 		})
+	},
+		jetstream.PullMaxMessages(r.prefetch),
+		jetstream.PullExpiry(r.t.opts.PullExpiry),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			r.log.Debug("nats: pull", logConsumer, cons.CachedInfo().Name, logError, err)
+			mu.Lock()
+			lastErr = err
+			mu.Unlock()
+		}))
+	if err != nil {
+		return err
 	}
-}
-
-// drain stops pulling and gives back the messages already buffered, so
-// another consumer gets them at once instead of after AckWait.
-func (r *receiver) drain(it jetstream.MessagesContext) {
-	it.Drain()
-	deadline := time.Now().Add(drainTimeout)
-	for {
-		msg, err := it.Next(jetstream.NextMaxWait(max(time.Until(deadline), time.Millisecond)))
-		if err != nil {
-			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				it.Stop()
-			}
-			return
+	select {
+	case <-ctx.Done():
+		cc.Drain() // buffered messages go back through the callback
+		select {
+		case <-cc.Closed():
+		case <-time.After(drainTimeout):
+			cc.Stop()
 		}
-		r.giveBack(msg)
+		return nil
+	case <-cc.Closed():
+		mu.Lock()
+		defer mu.Unlock()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return cmp.Or(lastErr, errors.New("pull stopped"))
 	}
 }
 
