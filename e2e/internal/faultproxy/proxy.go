@@ -1,0 +1,130 @@
+// Package faultproxy is a TCP relay that the end-to-end tests put between a
+// client and a shared service, so they can take the service away from that
+// one client (a broker outage as the client sees it) without stopping the
+// service other tests use.
+//
+// # Use
+//
+//	p, err := faultproxy.Listen("127.0.0.1:5672")
+//	// connect the client to p.Addr() instead of the service
+//	p.Cut()     // every relayed connection is closed, new ones are refused
+//	p.Restore() // new connections are relayed again
+//	p.Close()
+package faultproxy
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// Proxy relays TCP connections from its listening address to a target until
+// it is cut. It is safe for concurrent use.
+type Proxy struct {
+	ln     net.Listener
+	target string
+
+	mu     sync.Mutex
+	down   bool
+	closed bool
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+// Listen starts a proxy on a free loopback port that relays to target
+// (host:port).
+func Listen(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("faultproxy: listen: %w", err)
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Go(p.accept)
+	return p, nil
+}
+
+// Addr returns the host:port clients should connect to.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Cut closes every relayed connection and refuses new ones until Restore.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	p.down = true
+	conns := p.conns
+	p.conns = map[net.Conn]struct{}{}
+	p.mu.Unlock()
+	for c := range conns {
+		_ = c.Close()
+	}
+}
+
+// Restore relays new connections again.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
+}
+
+// Close stops listening, closes every connection and waits for the relay
+// goroutines to end.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	err := p.ln.Close()
+	p.Cut()
+	p.wg.Wait()
+	return err
+}
+
+func (p *Proxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.wg.Go(func() { p.relay(c) })
+	}
+}
+
+// track registers c, or reports false when the proxy is cut or closed.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down || p.closed {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) relay(client net.Conn) {
+	if !p.track(client) {
+		_ = client.Close()
+		return
+	}
+	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	if err != nil || !p.track(server) {
+		_ = client.Close()
+		if server != nil {
+			_ = server.Close()
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	pipe := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		// One direction ended: end both, so the peer sees the loss.
+		_ = dst.Close()
+		_ = src.Close()
+	}
+	wg.Go(func() { pipe(server, client) })
+	wg.Go(func() { pipe(client, server) })
+	wg.Wait()
+	p.mu.Lock()
+	delete(p.conns, client)
+	delete(p.conns, server)
+	p.mu.Unlock()
+}
