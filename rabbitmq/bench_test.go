@@ -22,7 +22,7 @@ import (
 //	go test -run '^$' -bench SendToHandler -benchtime 20000x
 func BenchmarkSendToHandler(b *testing.B) {
 	for _, qt := range []string{rabbitmq.QueueTypeQuorum, rabbitmq.QueueTypeClassic} {
-		for _, c := range []struct{ senders, prefetch int }{{8, 0}, {32, 0}, {32, 64}} {
+		for _, c := range []struct{ senders, prefetch int }{{8, 0}, {8, 64}, {32, 0}, {32, 64}} {
 			b.Run(fmt.Sprintf("queue=%s/senders=%d/concurrency=8/prefetch=%d", qt, c.senders, cmp.Or(c.prefetch, 8)), func(b *testing.B) {
 				benchSendToHandler(b, qt, c.senders, 8, c.prefetch)
 			})
