@@ -92,7 +92,17 @@ func (p *Persistence) Setup(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, p.names.lockKey); err != nil {
 			return err
 		}
-		for _, stmt := range ddl(p.names) {
+		stmts := ddl(p.names)
+		// CREATE SCHEMA checks the database-level CREATE privilege even
+		// when the schema exists, which application roles often lack.
+		var haveSchema bool
+		if err := tx.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, p.names.schema).Scan(&haveSchema); err != nil {
+			return err
+		}
+		if haveSchema {
+			stmts = stmts[1:]
+		}
+		for _, stmt := range stmts {
 			if _, err := tx.Exec(ctx, stmt); err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbus/bus/postgres"
 )
@@ -128,4 +129,48 @@ func explain(t *testing.T, pool interface {
 		t.Fatalf("EXPLAIN: %v", err)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestSetupWithoutCreateOnDatabase runs Setup as a role that may create
+// tables in an existing schema but not schemas in the database, as
+// application roles often are.
+func TestSetupWithoutCreateOnDatabase(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	schema := freshSchema(t, pool)
+	ctx := ctxTimeout(t, time.Minute)
+	role := schema + "_app"
+	q := func(sql string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	q(`CREATE ROLE ` + role + ` LOGIN`)
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), `DROP OWNED BY `+role+` CASCADE`)
+		_, _ = pool.Exec(context.Background(), `DROP ROLE IF EXISTS `+role)
+	})
+	q(`CREATE SCHEMA ` + schema)
+	q(`GRANT USAGE, CREATE ON SCHEMA ` + schema + ` TO ` + role)
+	cfg, err := pgxpool.ParseConfig(testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.User = role
+	cfg.MaxConns = 2
+	app, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	p, err := postgres.New(app, postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Setup(ctx); err != nil {
+		t.Fatalf("Setup as a role without CREATE on the database: %v", err)
+	}
+	store(t, p, ctx, "x", time.Now())
+	mustClear(t, p, "x")
 }
