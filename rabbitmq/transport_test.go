@@ -144,6 +144,13 @@ func TestSendToMissingQueueIsUnroutable(t *testing.T) {
 	if !errors.Is(err, rabbitmq.ErrUnroutable) {
 		t.Fatalf("got %v, want ErrUnroutable", err)
 	}
+	// Receive cannot consume a missing queue at all: an error, not a wait.
+	err = tr.Receive(ctxT(t, 10*time.Second), e.prefix+"does-not-exist", bus.ReceiveOptions{},
+		func(context.Context, *bus.Envelope) error { return nil })
+	var ae *amqp.Error
+	if !errors.As(err, &ae) || ae.Code != amqp.NotFound {
+		t.Errorf("receive from a missing queue: got %v, want NOT_FOUND", err)
+	}
 	// The channel is still usable afterwards.
 	q := e.queue("q")
 	e.provision(tr, bus.Topology{Queue: q})
