@@ -1,0 +1,359 @@
+package e2e_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbus/bus"
+)
+
+// The TestFault tests break shared services on purpose. None of them calls
+// t.Parallel: Go runs every sequential top-level test of a package before
+// it resumes the parallel ones, so a fault test never overlaps another test
+// of this package. Each waits for the service to be back before it ends.
+
+// needTool skips the test when a command it needs is missing (fails under
+// CI=true).
+func needTool(t testing.TB, name, why string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not on PATH: %s", name, why)
+		}
+		t.Skipf("%s is not on PATH: %s", name, why)
+	}
+}
+
+// restartPostgres restarts the local cluster with pg_ctlcluster and waits
+// until pool can query again. It returns how long the database was away.
+func restartPostgres(t testing.TB, pool *pgxpool.Pool) time.Duration {
+	t.Helper()
+	needTool(t, "pg_ctlcluster", "the PostgreSQL restart test needs it")
+	versions, err := os.ReadDir("/etc/postgresql")
+	if err != nil || len(versions) == 0 {
+		t.Fatalf("no cluster under /etc/postgresql: %v", err)
+	}
+	version := versions[len(versions)-1].Name()
+	start := time.Now()
+	out, err := exec.Command("pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart").CombinedOutput()
+	if err != nil {
+		t.Fatalf("pg_ctlcluster %s main restart: %v: %s", version, err, out)
+	}
+	eventually(t, 60*time.Second, "PostgreSQL back after the restart", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		var one int
+		return pool.QueryRow(ctx, "SELECT 1").Scan(&one) == nil
+	})
+	return time.Since(start)
+}
+
+// rabbitConnections lists, with rabbitmqctl, the broker connections named
+// name. Only this test's connections are ever closed: other tests may
+// share the broker. rabbitmqctl takes a few seconds per call.
+func rabbitConnections(t testing.TB, name string) []string {
+	t.Helper()
+	needTool(t, "rabbitmqctl", "the RabbitMQ fault test needs it")
+	out, err := exec.Command("rabbitmqctl", "-q", "list_connections", "pid", "client_properties").Output()
+	if err != nil {
+		t.Fatalf("rabbitmqctl list_connections: %v", err)
+	}
+	var pids []string
+	for line := range strings.Lines(string(out)) {
+		pid, props, ok := strings.Cut(strings.TrimSpace(line), "\t")
+		if ok && strings.Contains(props, `{"connection_name","`+name+`"}`) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// closeRabbitConnection forcibly closes one broker connection.
+func closeRabbitConnection(t testing.TB, pid string) {
+	t.Helper()
+	out, err := exec.Command("rabbitmqctl", "-q", "close_connection", pid, "fault test").CombinedOutput()
+	if err != nil {
+		t.Fatalf("rabbitmqctl close_connection %s: %v: %s", pid, err, out)
+	}
+}
+
+// TestFaultPostgresRestart restarts PostgreSQL while 5,000 scheduled
+// messages fall due (issue 7 item 5): every message is delivered at least
+// once and none early. Rows whose deletion failed during the restart come
+// back after the lease: duplicates, never losses.
+func TestFaultPostgresRestart(t *testing.T) {
+	const n, spread = 5000, 4 * time.Second
+	pool := newPool(t, 10)
+	store := newStore(t, pool, freshSchema(t, pool))
+	rec := newRecorder()
+	b := startBus(t, bus.Config{
+		Endpoint: "pbe2e-pgrestart-" + suffix(), Persistence: store, Concurrency: 8,
+		Dispatcher: bus.DispatcherConfig{Lease: 3 * time.Second},
+	}, func(b *bus.Bus) {
+		if err := bus.Handle(b, rec.handle); err != nil {
+			t.Fatal(err)
+		}
+	})
+	first := time.Now().Add(6 * time.Second)
+	schedule(t, rec, []*bus.Bus{b}, b.Endpoint(), "pg", n, first, spread)
+	if m := b.Metrics(); m.Scheduled != n {
+		t.Fatalf("%d of %d messages went through the store; the rest were late and sent at once", m.Scheduled, n)
+	}
+	eventually(t, 60*time.Second, "the first messages handled", func() bool { return rec.received() >= n/5 })
+	before := rec.received()
+	away := restartPostgres(t, pool)
+	t.Logf("PostgreSQL restarted after %d of %d messages; back in %v", before, n, away.Round(time.Millisecond))
+	if !time.Now().Before(first.Add(spread)) {
+		t.Logf("note: the restart ended after the last due time")
+	}
+	rec.waitAll(t, 2*time.Minute)
+	eventually(t, 30*time.Second, "an empty table", func() bool {
+		rows, _ := storeStats(t, pool, store.Table())
+		return rows == 0
+	})
+	rec.check(t, false)
+}
+
+// TestFaultRabbitMQConnectionsClosed closes the transport's broker
+// connection twice while a few thousand due messages are being dispatched
+// and handled: every message is delivered at least once, none early.
+func TestFaultRabbitMQConnectionsClosed(t *testing.T) {
+	const n, spread = 3000, 10 * time.Second
+	k := rabbitKit(t)
+	needTool(t, "rabbitmqctl", "the RabbitMQ fault test needs it")
+	pool := newPool(t, 10)
+	store := newStore(t, pool, freshSchema(t, pool))
+	rec := newRecorder()
+	cfg := k.config(k.newTransport(t, ""), store)
+	cfg.Dispatcher.Lease = 5 * time.Second
+	b := startBus(t, cfg, func(b *bus.Bus) {
+		if err := bus.Handle(b, rec.handle); err != nil {
+			t.Fatal(err)
+		}
+	})
+	first := time.Now().Add(5 * time.Second)
+	schedule(t, rec, []*bus.Bus{b}, k.endpoint, "rmq", n, first, spread)
+	// rabbitmqctl needs seconds per call: list the connection before the
+	// messages fall due, so the first close lands early in the dispatch.
+	var pids []string
+	eventually(t, 30*time.Second, "the transport's connection listed", func() bool {
+		pids = rabbitConnections(t, k.connName)
+		return len(pids) > 0
+	})
+	for round := range 2 {
+		if round == 0 {
+			eventually(t, 60*time.Second, "the first messages handled", func() bool { return rec.received() >= n/20 })
+		} else {
+			eventually(t, 30*time.Second, "the transport reconnected", func() bool {
+				pids = rabbitConnections(t, k.connName)
+				return len(pids) > 0
+			})
+		}
+		for _, pid := range pids {
+			closeRabbitConnection(t, pid)
+		}
+		got := rec.received()
+		t.Logf("closed the transport's connection with %d of %d messages handled, %d dispatched", got, n, b.Metrics().Dispatched)
+		if got == n {
+			t.Errorf("connection closed after every message was handled: the fault came too late to test anything")
+		}
+	}
+	rec.waitAll(t, 2*time.Minute)
+	eventually(t, 30*time.Second, "an empty table", func() bool {
+		rows, _ := storeStats(t, pool, store.Table())
+		return rows == 0
+	})
+	rec.check(t, false)
+}
+
+// TestFaultDispatcherKilled kills (SIGKILL) a dispatcher process holding
+// claimed rows: another bus on the same store delivers them once their
+// lease has lapsed, none early.
+func TestFaultDispatcherKilled(t *testing.T) {
+	const n, lease = 200, 2 * time.Second
+	pool := newPool(t, 10)
+	schema := freshSchema(t, pool)
+	store := newStore(t, pool, schema)
+	endpoint := "pbe2e-kill-" + suffix()
+	rec := newRecorder()
+	bin := filepath.Join(t.TempDir(), "worker")
+	if out, err := exec.Command("go", "build", "-o", bin, "./internal/worker").CombinedOutput(); err != nil {
+		t.Fatalf("go build worker: %v\n%s", err, out)
+	}
+	// Schedule from a send-only bus (it never dispatches), and let every
+	// row fall due before the worker starts, so its first claim takes them
+	// all (one batch).
+	sender := startBus(t, bus.Config{Endpoint: endpoint, Persistence: store, SendOnly: true}, nil)
+	last := time.Now().Add(1500 * time.Millisecond)
+	schedule(t, rec, []*bus.Bus{sender}, endpoint, "kill", n, last.Add(-500*time.Millisecond), 500*time.Millisecond)
+	eventually(t, 10*time.Second, "every row due", func() bool { return time.Now().After(last) })
+	cmd := exec.Command(bin, "-schema", schema, "-endpoint", endpoint, "-lease", lease.String())
+	cmd.Env = append(os.Environ(), "POSTBUS_TEST_POSTGRES_URL="+postgresURL())
+	cmd.Stderr = t.Output()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 64)
+		k, _ := stdout.Read(buf)
+		line <- strings.TrimSpace(string(buf[:k]))
+	}()
+	select {
+	case l := <-line:
+		if l != "claimed" {
+			t.Fatalf("worker said %q, want \"claimed\"", l)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("worker claimed nothing within 30s")
+	}
+	// The worker claims a whole batch before its first hand-over; wait
+	// until the claim is visible, then read each row's lease.
+	leases := map[string]time.Time{}
+	eventually(t, 10*time.Second, "every row leased by the worker", func() bool {
+		rows, err := pool.Query(t.Context(), `SELECT id, lease_until FROM `+store.Table()+` WHERE lease_until > now()`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		clear(leases)
+		for rows.Next() {
+			var id string
+			var until time.Time
+			if err := rows.Scan(&id, &until); err != nil {
+				t.Fatal(err)
+			}
+			leases[id] = until
+		}
+		return rows.Err() == nil && len(leases) == n
+	})
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	killedAt := time.Now()
+
+	startBus(t, bus.Config{Endpoint: endpoint, Persistence: store}, func(b *bus.Bus) {
+		if err := bus.Handle(b, rec.handle); err != nil {
+			t.Fatal(err)
+		}
+	})
+	rec.waitAll(t, 30*time.Second)
+	t.Logf("worker killed holding %d leased rows; all delivered %v later", len(leases), time.Since(killedAt).Round(time.Millisecond))
+	rec.mu.Lock()
+	for id, until := range leases {
+		for _, at := range rec.got[id] {
+			if at.Before(until) {
+				t.Errorf("row %s delivered %v before its lease lapsed", id, until.Sub(at))
+			}
+		}
+	}
+	rec.mu.Unlock()
+	eventually(t, 30*time.Second, "an empty table", func() bool {
+		rows, _ := storeStats(t, pool, store.Table())
+		return rows == 0
+	})
+	rec.check(t, true)
+}
+
+// rejecting wraps a transport and refuses the hand-over of one message ID
+// to one queue, counting the refusals.
+type rejecting struct {
+	bus.Transport
+	queue, id string
+	refused   atomic.Int64
+}
+
+func (r *rejecting) Send(ctx context.Context, queue string, env *bus.Envelope) error {
+	if queue == r.queue && env.ID == r.id {
+		r.refused.Add(1)
+		return errors.New("refused by fault injection")
+	}
+	return r.Transport.Send(ctx, queue, env)
+}
+
+// TestFaultRabbitMQRejectOne: a transport that refuses one due message
+// (issue 7 item 5, on RabbitMQ): it reaches the error queue after
+// Dispatcher.NumberOfRetries failed hand-overs, with its ID, body and the
+// dispatch failure headers, while every other message flows.
+func TestFaultRabbitMQRejectOne(t *testing.T) {
+	const n, retries = 50, 3
+	k := rabbitKit(t)
+	pool := newPool(t, 10)
+	store := newStore(t, pool, freshSchema(t, pool))
+	rec := newRecorder()
+	bad := "reject-00007"
+	tr := &rejecting{Transport: k.newTransport(t, ""), queue: k.endpoint, id: bad}
+	cfg := k.config(tr, store)
+	cfg.Dispatcher.NumberOfRetries = retries
+	cfg.Dispatcher.RetryBackoff = 50 * time.Millisecond
+	cfg.Dispatcher.MaximumRecoveryFailuresPerSecond = 1000
+	b := startBus(t, cfg, func(b *bus.Bus) {
+		if err := bus.Handle(b, rec.handle); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// Read the error queue through a transport of its own.
+	errs := make(chan *bus.Envelope, n)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		err := k.newTransport(t, "").Receive(ctx, k.errorQueue, bus.ReceiveOptions{Concurrency: 1},
+			func(_ context.Context, env *bus.Envelope) error { errs <- env; return nil })
+		if err != nil {
+			t.Errorf("receive %s: %v", k.errorQueue, err)
+		}
+	})
+	defer wg.Wait()
+	defer cancel()
+
+	schedule(t, rec, []*bus.Bus{b}, k.endpoint, "reject", n, time.Now().Add(time.Second), 500*time.Millisecond)
+	var failed *bus.Envelope
+	select {
+	case failed = <-errs:
+	case <-time.After(60 * time.Second):
+		t.Fatal("nothing reached the error queue within 60s")
+	}
+	rec.mu.Lock()
+	delete(rec.due, bad) // it never reaches a handler
+	rec.mu.Unlock()
+	rec.waitAll(t, 60*time.Second)
+	eventually(t, 30*time.Second, "an empty table", func() bool {
+		rows, _ := storeStats(t, pool, store.Table())
+		return rows == 0
+	})
+	if failed.ID != bad || failed.Type != bus.MessageName(Tick{}) || string(failed.Body) != `{"N":7}` {
+		t.Errorf("error queue got %s %s %q, want %s with its body", failed.ID, failed.Type, failed.Body, bad)
+	}
+	if kind := failed.Header(bus.HeaderFailureKind); kind != "dispatch" {
+		t.Errorf("failure kind %q, want dispatch", kind)
+	}
+	if got := tr.refused.Load(); got != retries+1 {
+		t.Errorf("transport refused %d hand-overs, want %d (1 + %d retries)", got, retries+1, retries)
+	}
+	if m := b.Metrics(); m.DispatchFails != retries || m.MovedToError != 1 {
+		t.Errorf("metrics %+v, want %d dispatch failures and 1 moved to the error queue", m, retries)
+	}
+	t.Logf("%s reached the error queue after %d refusals: %s", bad, tr.refused.Load(), failed.Header(bus.HeaderFailureReason))
+	rec.check(t, true)
+	select {
+	case extra := <-errs:
+		t.Errorf("unexpected message %s in the error queue", extra.ID)
+	default:
+	}
+}
