@@ -3,13 +3,18 @@
 MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null)
 GOTEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: test test-core lint bench tidy quickstart
+.PHONY: test test-core test-faults lint bench tidy quickstart
 
 test:
 	@set -e; for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		(cd $$m && go test $(GOTEST_FLAGS) ./...); \
 	done
+
+# The fault-injection tests (they restart PostgreSQL and break RabbitMQ
+# connections; see e2e/doc.go). `make test` runs them too.
+test-faults:
+	cd e2e && go test -race -count=1 -run Fault ./...
 
 test-core:
 	go test $(GOTEST_FLAGS) -cover ./...
