@@ -34,8 +34,9 @@
 //
 // # Receiving
 //
-// Receive sets the prefetch to the requested concurrency, acknowledges a
-// message after its handler returned nil and requeues it after an error.
+// Receive sets the prefetch to the requested concurrency (Options.Prefetch
+// overrides it), acknowledges a message after its handler returned nil and
+// requeues it after an error.
 // Stopping (the context ends) cancels the consumer, requeues what was not
 // started and waits for the handlers in flight.
 //
