@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Migrations returns the DDL that Setup runs for the default schema and
@@ -79,16 +81,30 @@ func ddl(n names) []string {
 // When everything already exists it only reads the catalog, so it takes no
 // lock that would stall running dispatchers.
 func (p *Persistence) Setup(ctx context.Context) error {
+	var err error
+	for range 3 {
+		if err = p.setupOnce(ctx); !isDuplicateObject(err) {
+			break
+		}
+		// A concurrent Setup created an object this transaction could not
+		// see: a backend does not refresh its catalog cache after waiting
+		// for an advisory lock. A new transaction does.
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: setup %s: %w", p.names.table, err)
+	}
+	p.log.Debug("postgres: scheduled-message table ready", "table", p.names.table)
+	return nil
+}
+
+func (p *Persistence) setupOnce(ctx context.Context) error {
 	var present bool
 	err := p.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL`,
 		p.names.regTbl, p.names.regIdx).Scan(&present)
-	if err != nil {
-		return fmt.Errorf("postgres: setup: %w", err)
+	if err != nil || present {
+		return err
 	}
-	if present {
-		return nil
-	}
-	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, p.names.lockKey); err != nil {
 			return err
 		}
@@ -109,9 +125,21 @@ func (p *Persistence) Setup(ctx context.Context) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("postgres: setup %s: %w", p.names.table, err)
+}
+
+// isDuplicateObject reports the errors of creating an object that a
+// concurrent transaction has just created.
+func isDuplicateObject(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
 	}
-	p.log.Debug("postgres: scheduled-message table ready", "table", p.names.table)
-	return nil
+	switch pgErr.Code {
+	case "23505", // unique_violation (on a catalog index)
+		"42P06", // duplicate_schema
+		"42P07", // duplicate_table (tables and indexes)
+		"42710": // duplicate_object
+		return true
+	}
+	return false
 }
