@@ -91,3 +91,18 @@ func TestBrokers(t *testing.T) {
 		})
 	}
 }
+
+// TestMongoDB runs only when POSTBUS_TEST_MONGODB_URI names a server: no
+// MongoDB server is packaged for this machine, and the mongodb module's own
+// tests start their FerretDB test server themselves.
+func TestMongoDB(t *testing.T) {
+	t.Parallel()
+	uri := os.Getenv("POSTBUS_TEST_MONGODB_URI")
+	if uri == "" {
+		t.Skip("MongoDB: set POSTBUS_TEST_MONGODB_URI to run the bench against a MongoDB or FerretDB server")
+	}
+	r := runBench(t, "-workload", "burst", "-persistence", "mongodb", "-mongodb-uri", uri, "-n", "500", "-lead", "5s")
+	if r.Failed() {
+		t.Fatalf("run failed: %+v", r)
+	}
+}

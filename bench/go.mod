@@ -28,6 +28,9 @@ require (
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/xdg-go/scram v1.4.0 // indirect
+	github.com/xdg-go/stringprep v1.0.4 // indirect
+	github.com/youmark/pkcs8 v0.0.0-20240726163527-a2c0da244d78 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
@@ -44,3 +47,10 @@ replace (
 	github.com/postbus/bus/rabbitmq => ../rabbitmq
 	github.com/postbus/bus/sqlite => ../sqlite
 )
+
+require (
+	github.com/postbus/bus/mongodb v0.0.0
+	go.mongodb.org/mongo-driver/v2 v2.10.0
+)
+
+replace github.com/postbus/bus/mongodb => ../mongodb

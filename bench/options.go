@@ -34,6 +34,7 @@ type options struct {
 	rabbitmqURL string
 	natsURL     string
 	sqlitePath  string
+	mongodbURI  string
 
 	// logger is the stage's logger, for drivers that take one.
 	logger *slog.Logger
@@ -95,6 +96,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.postgresURL, "postgres-url", "postgres://root@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL connection URL")
 	fs.StringVar(&o.rabbitmqURL, "rabbitmq-url", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ URL")
 	fs.StringVar(&o.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS URL")
+	fs.StringVar(&o.mongodbURI, "mongodb-uri", "mongodb://127.0.0.1:27017/", "MongoDB (or FerretDB) URI")
 	fs.StringVar(&o.sqlitePath, "sqlite-path", "", "SQLite file (default: a new file in a temporary folder)")
 	fs.BoolVar(&o.verbose, "v", false, "log the bus's warnings and errors to stderr")
 	fs.IntVar(&o.dispatch.batch, "dispatch-batch", 0, "override Dispatcher.BatchSize (0: default)")

@@ -16,7 +16,7 @@ import (
 func postgresDriver() persistenceDriver {
 	return persistenceDriver{
 		shared:      true,
-		storeCost:   100 * time.Microsecond,
+		storeCost:   200 * time.Microsecond,
 		serverProcs: []string{"postgres"},
 		open: func(ctx context.Context, o *options, run string, owner bool) (bus.Persistence, func(), error) {
 			pool, err := pgxpool.New(ctx, o.postgresURL)

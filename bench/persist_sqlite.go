@@ -15,7 +15,7 @@ import (
 func sqliteDriver() persistenceDriver {
 	return persistenceDriver{
 		shared:    true,
-		storeCost: 100 * time.Microsecond,
+		storeCost: 200 * time.Microsecond,
 		open: func(_ context.Context, o *options, _ string, owner bool) (bus.Persistence, func(), error) {
 			var tmp string
 			if o.sqlitePath == "" {

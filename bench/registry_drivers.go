@@ -5,6 +5,7 @@ func extraPersistences() map[string]persistenceDriver {
 	return map[string]persistenceDriver{
 		"postgres": postgresDriver(),
 		"sqlite":   sqliteDriver(),
+		"mongodb":  mongodbDriver(),
 	}
 }
 

@@ -92,7 +92,7 @@ func (s *stage) workerArgs() []string {
 		"-worker", "-run", s.run, "-workload", o.workload,
 		"-persistence", o.persistence, "-transport", o.transport,
 		"-postgres-url", o.postgresURL, "-rabbitmq-url", o.rabbitmqURL, "-nats-url", o.natsURL,
-		"-sqlite-path", o.sqlitePath, "-handlers", strconv.Itoa(o.handlers),
+		"-sqlite-path", o.sqlitePath, "-mongodb-uri", o.mongodbURI, "-handlers", strconv.Itoa(o.handlers),
 		"-dispatch-batch", strconv.Itoa(o.dispatch.batch), "-dispatch-concurrency", strconv.Itoa(o.dispatch.concurrency),
 		"-dispatch-poll", o.dispatch.poll.String(), "-v=" + strconv.FormatBool(o.verbose),
 	}
