@@ -172,18 +172,24 @@ func (r *receiver) run(ctx context.Context, cons jetstream.Consumer) error {
 // when ctx ended and an error when the pull stopped by itself.
 func (r *receiver) consume(ctx context.Context, cons jetstream.Consumer) error {
 	var (
-		mu      sync.Mutex
-		lastErr error
+		mu        sync.Mutex
+		lastErr   error
+		unstarted []jetstream.Msg // buffered when the stop began
 	)
+	keep := func(msg jetstream.Msg) {
+		mu.Lock()
+		unstarted = append(unstarted, msg)
+		mu.Unlock()
+	}
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		if ctx.Err() != nil {
-			r.giveBack(msg) // buffered when the stop began
+			keep(msg)
 			return
 		}
 		select {
 		case r.sem <- struct{}{}:
 		case <-ctx.Done():
-			r.giveBack(msg)
+			keep(msg)
 			return
 		}
 		r.wg.Go(func() {
@@ -204,11 +210,18 @@ func (r *receiver) consume(ctx context.Context, cons jetstream.Consumer) error {
 	}
 	select {
 	case <-ctx.Done():
-		cc.Drain() // buffered messages go back through the callback
+		cc.Drain() // buffered messages go through the callback into unstarted
 		select {
 		case <-cc.Closed():
 		case <-time.After(drainTimeout):
 			cc.Stop()
+		}
+		// Hand them back only now: a nak while the pull was still open
+		// could send them straight back into this draining pull.
+		mu.Lock()
+		defer mu.Unlock()
+		for _, msg := range unstarted {
+			r.giveBack(msg)
 		}
 		return nil
 	case <-cc.Closed():

@@ -223,6 +223,7 @@ func TestStopWithMessagesInFlightLosesNone(t *testing.T) {
 	if got := len(acked); got != 4 {
 		t.Fatalf("first receiver finished %d messages, want the 4 in flight", got)
 	}
+	settled := maps.Clone(acked)
 	second := startReceive(t, tr, queue, 4, h)
 	eventually(t, 30*time.Second, "the rest", func() bool {
 		mu.Lock()
@@ -230,11 +231,18 @@ func TestStopWithMessagesInFlightLosesNone(t *testing.T) {
 		return len(acked) == n
 	})
 	second.stop(t)
+	dups := 0
 	for _, id := range ids {
-		if acked[id] != 1 {
-			t.Errorf("message %s finished %d times, want 1", id, acked[id])
+		switch {
+		case acked[id] == 0:
+			t.Errorf("message %s lost", id)
+		case settled[id] > 0 && acked[id] > 1:
+			t.Errorf("message %s settled by the stopped receiver was handled again", id)
+		case acked[id] > 1:
+			dups++ // at least once: a delivery racing the stop may come again
 		}
 	}
+	t.Logf("%d duplicates", dups)
 	if info := consumerInfo(t, nc, opts, queue); info.NumAckPending != 0 || info.NumPending != 0 {
 		t.Errorf("consumer still has %d unacked, %d pending", info.NumAckPending, info.NumPending)
 	}
