@@ -34,8 +34,9 @@
 //
 // # Receiving
 //
-// Receive sets the prefetch to the requested concurrency (Options.Prefetch
-// overrides it), acknowledges a message after its handler returned nil and
+// Receive sets the prefetch to four times the requested concurrency
+// (Options.Prefetch overrides it), runs at most that concurrency of handlers,
+// acknowledges a message after its handler returned nil and
 // requeues it after an error.
 // Stopping (the context ends) cancels the consumer, requeues what was not
 // started and waits for the handlers in flight.
@@ -73,6 +74,8 @@
 // correlation IDs, content types and header keys to 255 bytes; longer values
 // are rejected with a *NameError or *FieldError before anything is sent.
 // Event types may contain dots and slashes, but no dot-separated word may be
-// exactly "*" or "#" (topic wildcards). Envelope.ExpiresAt is not mapped to
-// an AMQP expiration, so the broker never drops a message silently.
+// exactly "*" or "#" (topic wildcards). A message with a time to be received
+// (Envelope.ExpiresAt) gets an AMQP expiration of ExpiresAt plus
+// Options.ExpiryMargin (1 minute) as a safety net: the bus's own check, which
+// dead-letters and acknowledges, sees it first whenever a consumer runs.
 package rabbitmq

@@ -2,6 +2,7 @@ package rabbitmq
 
 import (
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -148,4 +149,24 @@ func FuzzMappingRoundTrip(f *testing.F) {
 			HeaderHeaders: amqp.Table{k: body}, HeaderSource: body,
 		}})
 	})
+}
+
+func TestExpirationSafetyNet(t *testing.T) {
+	tr := &Transport{opts: Options{}.withDefaults()}
+	msg := amqp.Publishing{}
+	tr.setExpiration(&msg, &bus.Envelope{})
+	if msg.Expiration != "" {
+		t.Errorf("message without timers got expiration %q", msg.Expiration)
+	}
+	tr.setExpiration(&msg, &bus.Envelope{ExpiresAt: time.Now().Add(time.Minute)})
+	ms, _ := strconv.Atoi(msg.Expiration)
+	if ms < 119000 || ms > 120000 {
+		t.Errorf("expiration = %q ms, want about two minutes (expiry + 1 min margin)", msg.Expiration)
+	}
+	tr.opts.ExpiryMargin = -1
+	msg = amqp.Publishing{}
+	tr.setExpiration(&msg, &bus.Envelope{ExpiresAt: time.Now().Add(time.Minute)})
+	if msg.Expiration != "" {
+		t.Errorf("negative margin must disable the broker expiration, got %q", msg.Expiration)
+	}
 }

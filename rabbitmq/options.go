@@ -35,13 +35,22 @@ type Options struct {
 	// channel; further sends wait for a slot. Default: 256.
 	MaxInFlight int
 	// Prefetch is the number of unacknowledged messages the broker sends
-	// each consumer ahead of its handlers. Default: the Receive call's
-	// concurrency, so a stopped or crashed consumer holds back no more
-	// messages than it was handling. A larger value (say 4× the
-	// concurrency) raises throughput for short handlers, notably on
-	// quorum queues, at the cost of messages waiting in one consumer's
-	// buffer while another idles.
+	// each consumer ahead of its handlers. Default: 4× the Receive call's
+	// concurrency. With prefetch equal to the concurrency, each handler
+	// waits for its ack to pass through the quorum queue's log before it
+	// gets the next message, which costs about half the throughput on
+	// short handlers. Handlers in flight stay bounded by the concurrency
+	// either way; a consumer that stops requeues what it has not started,
+	// and one that dies has its messages redelivered by the broker. Set it
+	// equal to the concurrency for strict fairness between consumers.
 	Prefetch int
+	// ExpiryMargin is added to Envelope.ExpiresAt (message timers) to give
+	// the broker a per-message expiration as a safety net: a message that
+	// sits in a queue that long past its expiry (no consumer running) is
+	// dropped by the broker. The bus's own check, which dead-letters and
+	// acknowledges, runs first whenever a consumer sees the message.
+	// Default: 1 minute; negative: no broker expiration.
+	ExpiryMargin time.Duration
 	// ConnectionName is the name the connection shows in the RabbitMQ
 	// management UI and `rabbitmqctl list_connections`. Default: "postbus".
 	ConnectionName string
@@ -70,6 +79,7 @@ func (o Options) withDefaults() Options {
 	o.EventsExchange = cmp.Or(o.EventsExchange, DefaultEventsExchange)
 	o.PublisherChannels = cmp.Or(o.PublisherChannels, 4)
 	o.MaxInFlight = cmp.Or(o.MaxInFlight, 256)
+	o.ExpiryMargin = cmp.Or(o.ExpiryMargin, time.Minute)
 	o.ConnectionName = cmp.Or(o.ConnectionName, "postbus")
 	o.Heartbeat = cmp.Or(o.Heartbeat, 10*time.Second)
 	o.DialTimeout = cmp.Or(o.DialTimeout, 10*time.Second)

@@ -102,7 +102,7 @@ func (c *consumer) consume(ctx context.Context, s *session) error {
 		return fmt.Errorf("open channel: %w", err)
 	}
 	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
-	if err := ch.Qos(cmp.Or(c.t.opts.Prefetch, c.conc), 0, false); err != nil {
+	if err := ch.Qos(cmp.Or(c.t.opts.Prefetch, 4*c.conc), 0, false); err != nil {
 		_ = ch.Close()
 		return fmt.Errorf("set prefetch: %w", err)
 	}

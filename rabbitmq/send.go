@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -29,6 +30,7 @@ func (t *Transport) Send(ctx context.Context, queue string, env *bus.Envelope) e
 	if err != nil {
 		return fmt.Errorf("rabbitmq: send to %q: %w", queue, err)
 	}
+	t.setExpiration(&msg, env)
 	if err := t.publish(ctx, "", queue, true, msg); err != nil {
 		return fmt.Errorf("rabbitmq: send to %q: %w", queue, err)
 	}
@@ -47,6 +49,7 @@ func (t *Transport) Publish(ctx context.Context, env *bus.Envelope) error {
 	if err != nil {
 		return fmt.Errorf("rabbitmq: publish %q: %w", env.Type, err)
 	}
+	t.setExpiration(&msg, env)
 	if err := t.publish(ctx, t.opts.EventsExchange, env.Type, false, msg); err != nil {
 		return fmt.Errorf("rabbitmq: publish %q: %w", env.Type, err)
 	}
@@ -104,4 +107,20 @@ func lostConnection(err error) bool {
 		return !isChannelLevel(ae)
 	}
 	return false
+}
+
+// maxExpirationMS is the largest per-message expiration RabbitMQ accepts.
+const maxExpirationMS = 1<<32 - 1
+
+// setExpiration gives a message with a time to be received a broker-side
+// expiration, as a safety net: its ExpiresAt plus Options.ExpiryMargin.
+func (t *Transport) setExpiration(msg *amqp.Publishing, env *bus.Envelope) {
+	if env.ExpiresAt.IsZero() || t.opts.ExpiryMargin < 0 {
+		return
+	}
+	ttl := (time.Until(env.ExpiresAt) + t.opts.ExpiryMargin).Milliseconds()
+	if ttl > maxExpirationMS {
+		return // beyond what AMQP can express: no safety net, never an early drop
+	}
+	msg.Expiration = strconv.FormatInt(max(ttl, 0), 10)
 }
