@@ -92,7 +92,7 @@ func closeRabbitConnection(t testing.TB, pid string) {
 // once and none early. Rows whose deletion failed during the restart come
 // back after the lease: duplicates, never losses.
 func TestFaultPostgresRestart(t *testing.T) {
-	const n, spread = 5000, 4 * time.Second
+	const n, spread = 5000, 5 * time.Second
 	pool := newPool(t, 10)
 	store := newStore(t, pool, freshSchema(t, pool))
 	rec := newRecorder()
@@ -104,7 +104,7 @@ func TestFaultPostgresRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	first := time.Now().Add(6 * time.Second)
+	first := time.Now().Add(4 * time.Second)
 	schedule(t, rec, []*bus.Bus{b}, b.Endpoint(), "pg", n, first, spread)
 	if m := b.Metrics(); m.Scheduled != n {
 		t.Fatalf("%d of %d messages went through the store; the rest were late and sent at once", m.Scheduled, n)

@@ -138,7 +138,7 @@ func (r *recorder) check(t testing.TB, exactlyOnce bool) {
 func schedule(t testing.TB, rec *recorder, buses []*bus.Bus, endpoint, prefix string, n int, first time.Time, spread time.Duration) {
 	t.Helper()
 	first = first.Truncate(time.Millisecond)
-	const senders = 4
+	const senders = 16
 	ctx := ctxT(t, 2*time.Minute)
 	var wg sync.WaitGroup
 	errs := make(chan error, senders*len(buses))

@@ -1,0 +1,129 @@
+package faultproxy_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/postbus/bus/e2e/internal/faultproxy"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// echoServer answers each line with the same line, until the test ends.
+func echoServer(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if _, err := c.Write([]byte(line)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); <-done })
+	return ln.Addr().String()
+}
+
+func roundTrip(addr string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return "", err
+	}
+	return bufio.NewReader(c).ReadString('\n')
+}
+
+func TestCutClosesAndRefusesUntilRestore(t *testing.T) {
+	t.Parallel()
+	p, err := faultproxy.Listen(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	open, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	if got, err := roundTrip(p.Addr()); err != nil || got != "ping\n" {
+		t.Fatalf("before the cut: %q, %v", got, err)
+	}
+	p.Cut()
+	_ = open.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := open.Read(make([]byte, 1)); err == nil {
+		t.Error("a connection open at the cut still reads")
+	}
+	if got, err := roundTrip(p.Addr()); err == nil {
+		t.Errorf("during the cut a new connection got %q", got)
+	}
+	p.Restore()
+	if got, err := roundTrip(p.Addr()); err != nil || got != "ping\n" {
+		t.Fatalf("after restore: %q, %v", got, err)
+	}
+}
+
+func Example() {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0") // stands in for a broker
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("hello\n"))
+			_ = c.Close()
+		}
+	}()
+	p, _ := faultproxy.Listen(ln.Addr().String())
+	defer p.Close()
+	greet := func() string {
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			return "refused"
+		}
+		defer c.Close()
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			return "cut"
+		}
+		return line[:len(line)-1]
+	}
+	fmt.Println(greet())
+	p.Cut()
+	fmt.Println(greet())
+	p.Restore()
+	fmt.Println(greet())
+	// Output:
+	// hello
+	// cut
+	// hello
+}
