@@ -292,3 +292,35 @@ func TestHandlerSendsInheritCorrelationAndSticky(t *testing.T) {
 		t.Errorf("correlation %q sticky %v attributes %v", e.CorrelationID, e.StickyAttributes, e.Attributes)
 	}
 }
+
+func TestHandlerInFlightDuringStopCanStillSend(t *testing.T) {
+	t.Parallel()
+	tr := bus.NewMemoryTransport()
+	entered, release := make(chan struct{}), make(chan struct{})
+	b, err := bus.New(bus.Config{Endpoint: "sales", Transport: tr, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = bus.Handle(b, func(ctx context.Context, m PlaceOrder) error {
+		close(entered)
+		<-release
+		return b.Send(ctx, OrderPlaced{ID: m.ID}, bus.To("billing"))
+	})
+	if err := b.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Send(ctxT(t), PlaceOrder{ID: "1"}, bus.To("sales")); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	stopped := make(chan error)
+	go func() { stopped <- b.Stop(ctxT(t)) }()
+	time.Sleep(20 * time.Millisecond) // Stop is now waiting for the handler
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if tr.Len("billing") != 1 || tr.Len("sales") != 0 {
+		t.Errorf("billing %d, sales %d; want the handler's message sent and its input acknowledged", tr.Len("billing"), tr.Len("sales"))
+	}
+}

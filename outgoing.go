@@ -33,8 +33,12 @@ func Reply(ctx context.Context, msg any, opts ...Option) error {
 }
 
 func (b *Bus) send(ctx context.Context, kind Kind, msg any, opts []Option) error {
-	if err := b.checkOpen(); err != nil {
-		return err
+	// A handler still running while Stop waits for it may send: its
+	// messages are released with its success, as always.
+	if s := scopeFrom(ctx); s == nil || s.bus != b {
+		if err := b.checkOpen(); err != nil {
+			return err
+		}
 	}
 	o, err := parseOptions(opts)
 	if err != nil {
