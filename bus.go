@@ -17,6 +17,7 @@ type Bus struct {
 	transport Transport
 	store     ScheduledStore // nil when the persistence cannot schedule
 	ids       *idGenerator
+	names     typeNames
 	clock     Clock
 
 	mu       sync.Mutex

@@ -11,11 +11,15 @@ import (
 // and fast: a two-byte preamble ('P', version), then the fields in a fixed
 // order, strings and byte slices prefixed by their uvarint length, maps by
 // their pair count, times as varint Unix nanoseconds (0 for the zero time).
+// A correlation ID equal to the message ID (the start of a conversation, the
+// common case) is not written twice: bit 7 of the kind byte says so.
 // FuzzUnmarshalEnvelope keeps the decoder honest against arbitrary input.
 
 const (
 	codecMagic   = 'P'
 	codecVersion = 1
+	kindCorrIsID = 0x80 // the correlation ID equals the ID and is omitted
+	kindMask     = 0x7f
 )
 
 // MarshalEnvelope encodes an envelope for a store or a transport.
@@ -28,8 +32,12 @@ func MarshalEnvelope(e *Envelope) []byte {
 		}
 	}
 	b := make([]byte, 0, n)
-	b = append(b, codecMagic, codecVersion, byte(e.Kind))
-	for _, s := range [...]string{e.ID, e.Type, e.ContentType, e.CorrelationID, e.Source, e.Destination} {
+	kind, corr := byte(e.Kind)&kindMask, e.CorrelationID
+	if corr == e.ID && corr != "" {
+		kind, corr = kind|kindCorrIsID, ""
+	}
+	b = append(b, codecMagic, codecVersion, kind)
+	for _, s := range [...]string{e.ID, e.Type, e.ContentType, corr, e.Source, e.Destination} {
 		b = appendString(b, s)
 	}
 	for _, t := range [...]time.Time{e.SentAt, e.DueAt, e.ExpiresAt} {
@@ -56,7 +64,7 @@ func UnmarshalEnvelope(data []byte) (*Envelope, error) {
 		return nil, fmt.Errorf("%w: unknown version %d", ErrMalformedEnvelope, data[1])
 	}
 	d := decoder{buf: data[3:]}
-	e := &Envelope{Kind: Kind(data[2])}
+	e := &Envelope{Kind: Kind(data[2] & kindMask)}
 	for _, s := range [...]*string{&e.ID, &e.Type, &e.ContentType, &e.CorrelationID, &e.Source, &e.Destination} {
 		*s = d.string()
 	}
@@ -69,6 +77,12 @@ func UnmarshalEnvelope(data []byte) (*Envelope, error) {
 	e.Body = d.bytes()
 	if d.err != nil {
 		return nil, d.err
+	}
+	if data[2]&kindCorrIsID != 0 {
+		if e.CorrelationID != "" {
+			return nil, fmt.Errorf("%w: correlation ID both implied and written", ErrMalformedEnvelope)
+		}
+		e.CorrelationID = e.ID
 	}
 	if len(d.buf) != 0 {
 		return nil, fmt.Errorf("%w: %d trailing bytes", ErrMalformedEnvelope, len(d.buf))

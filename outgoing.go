@@ -66,7 +66,7 @@ func (b *Bus) newEnvelope(ctx context.Context, kind Kind, msg any, o *sendOption
 		return nil, err
 	}
 	env := &Envelope{
-		ID: o.messageID, Type: MessageName(msg), Kind: kind, ContentType: b.cfg.Serializer.ContentType(),
+		ID: o.messageID, Type: b.names.of(msg), Kind: kind, ContentType: b.cfg.Serializer.ContentType(),
 		Headers: o.headers, Attributes: o.attributes, Source: b.cfg.Endpoint,
 		SentAt: now.UTC(), DueAt: due,
 	}

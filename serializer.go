@@ -3,6 +3,7 @@ package bus
 import (
 	"encoding/json"
 	"reflect"
+	"sync"
 )
 
 // Serializer turns messages into envelope bodies and back. JSONSerializer is
@@ -44,6 +45,23 @@ func MessageName(msg any) string {
 		return n.MessageName()
 	}
 	return typeName(reflect.TypeOf(msg))
+}
+
+// typeNames caches MessageName for types without a MessageName method: the
+// reflection and string building cost more than the rest of a Send.
+type typeNames struct{ m sync.Map } // reflect.Type -> string
+
+func (c *typeNames) of(msg any) string {
+	if n, ok := msg.(Named); ok {
+		return n.MessageName()
+	}
+	t := reflect.TypeOf(msg)
+	if name, ok := c.m.Load(t); ok {
+		return name.(string)
+	}
+	name := typeName(t)
+	c.m.Store(t, name)
+	return name
 }
 
 func typeName(t reflect.Type) string {
