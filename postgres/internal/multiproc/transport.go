@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"github.com/postbus/bus"
@@ -57,20 +56,5 @@ func (t *syncTransport) Receive(ctx context.Context, queue string, _ bus.Receive
 	t.mu.Lock()
 	delete(t.handlers, queue)
 	t.mu.Unlock()
-	return nil
-}
-
-// refuseTransport fails every send: the scheduler may only store.
-type refuseTransport struct{}
-
-var errNotScheduled = errors.New("message was due before it could be scheduled: raise the -at margin")
-
-func (refuseTransport) Provision(context.Context, bus.Topology) error { return nil }
-func (refuseTransport) Send(context.Context, string, *bus.Envelope) error {
-	return errNotScheduled
-}
-func (refuseTransport) Publish(context.Context, *bus.Envelope) error { return errNotScheduled }
-func (refuseTransport) Receive(ctx context.Context, _ string, _ bus.ReceiveOptions, _ bus.DeliveryHandler) error {
-	<-ctx.Done()
 	return nil
 }
