@@ -9,6 +9,9 @@
 //     message is handled exactly once, none early.
 //   - TestBrokerOutage: the broker goes away while messages fall due; they
 //     wait in the store, failures counted, and are delivered when it returns.
+//     RabbitMQ is taken away by cutting a TCP proxy (internal/faultproxy)
+//     between the transport and the shared broker; NATS by shutting down and
+//     restarting an embedded nats-server on the same port and store.
 //   - TestFault...: PostgreSQL restarted, RabbitMQ connections closed, a
 //     dispatcher process killed after claiming, a transport rejecting one
 //     message. They restart shared services, so they never run in parallel
@@ -23,5 +26,7 @@
 // POSTBUS_TEST_RABBITMQ_URL and POSTBUS_TEST_NATS_URL (loopback defaults).
 // A missing service skips its tests, naming it, except under CI=true, where
 // it fails them. The PostgreSQL restart needs pg_ctlcluster and the RabbitMQ
-// faults need rabbitmqctl, both run as a user allowed to use them.
+// faults need rabbitmqctl, both run as a user allowed to use them; the
+// RabbitMQ faults close only the test's own connections (by connection
+// name), never other clients of the broker.
 package e2e
