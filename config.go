@@ -118,6 +118,10 @@ type DispatcherConfig struct {
 	// Concurrency is how many due messages are handed to the transport at
 	// once. Default 16.
 	Concurrency int
+	// SendTimeout bounds one hand-over to the transport; past it the
+	// hand-over counts as failed. Default: a third of Lease, at most 10 s,
+	// so a transport waiting out an outage cannot hold a row past its lease.
+	SendTimeout time.Duration
 	// NumberOfRetries is how many failed hand-overs a row gets before it is
 	// moved to the error queue. Default 0: retry forever.
 	NumberOfRetries int
@@ -182,6 +186,7 @@ func (c Config) withDefaults() Config {
 	d.BatchSize = cmp.Or(d.BatchSize, 500)
 	d.Lease = cmp.Or(d.Lease, 30*time.Second)
 	d.Concurrency = cmp.Or(d.Concurrency, 16)
+	d.SendTimeout = cmp.Or(d.SendTimeout, min(10*time.Second, d.Lease/3))
 	d.RetryBackoff = cmp.Or(d.RetryBackoff, time.Second)
 	d.MaximumRecoveryFailuresPerSecond = cmp.Or(d.MaximumRecoveryFailuresPerSecond, 1)
 	if c.Clock == nil {
@@ -206,7 +211,7 @@ func (c Config) validate() error {
 		return &ConfigError{Field: "Concurrency", Reason: "must not be negative"}
 	case c.MaxMessageSize < 0:
 		return &ConfigError{Field: "MaxMessageSize", Reason: "must not be negative"}
-	case d.PollInterval < 0 || d.Lease < 0 || d.RetryBackoff < 0:
+	case d.PollInterval < 0 || d.Lease < 0 || d.RetryBackoff < 0 || d.SendTimeout < 0:
 		return &ConfigError{Field: "Dispatcher", Reason: "durations must not be negative"}
 	case c.HandlerTimeout < 0:
 		return &ConfigError{Field: "HandlerTimeout", Reason: "must not be negative"}

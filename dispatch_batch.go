@@ -11,23 +11,47 @@ import (
 	"time"
 )
 
-// settleTimeout bounds the store calls that settle a batch after Stop.
-const settleTimeout = 5 * time.Second
+const (
+	// settleTimeout bounds the store calls that settle a batch after Stop.
+	settleTimeout = 5 * time.Second
+	// batchFailureLimit is how many failed hand-overs make the dispatcher
+	// stop starting new ones in a batch: the transport is down, and the
+	// rest of the batch is released rather than tried one timeout at a time.
+	batchFailureLimit = 3
+)
+
+// errNotAttempted marks rows of a batch the dispatcher did not hand over
+// (the transport was failing, or the lease was running out): released.
+var errNotAttempted = errors.New("bus: hand-over not attempted")
 
 // dispatchBatch claims one batch of due rows and hands each to the
-// transport. It returns how many rows it claimed.
+// transport, each within SendTimeout. It stops starting hand-overs when the
+// transport keeps failing or two thirds of the lease are gone, so a row is
+// never sent after its lease lapsed and another instance may have claimed
+// it. It returns how many rows it claimed.
 func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
-	rows, err := d.store.ClaimDueOutgoing(ctx, d.clock.Now(), d.cfg.BatchSize, d.cfg.Lease)
+	claimedAt := d.clock.Now()
+	rows, err := d.store.ClaimDueOutgoing(ctx, claimedAt, d.cfg.BatchSize, d.cfg.Lease)
 	if err != nil || len(rows) == 0 {
 		return 0, err
 	}
+	stopBy := claimedAt.Add(d.cfg.Lease * 2 / 3)
 	results := make([]error, len(rows))
-	var next atomic.Int64
+	var next, failures atomic.Int64
 	var wg sync.WaitGroup
 	for range min(d.cfg.Concurrency, len(rows)) {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < len(rows); i = int(next.Add(1)) - 1 {
-				results[i] = d.handOver(ctx, &rows[i])
+				if failures.Load() >= batchFailureLimit || d.clock.Now().After(stopBy) {
+					results[i] = errNotAttempted
+					continue
+				}
+				sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)
+				results[i] = d.handOver(sctx, &rows[i])
+				cancel()
+				if results[i] != nil && ctx.Err() == nil {
+					failures.Add(1)
+				}
 			}
 		})
 	}
@@ -62,7 +86,7 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 		switch {
 		case err == nil:
 			done = append(done, row.ID)
-		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		case errors.Is(err, errNotAttempted), ctx.Err() != nil && errors.Is(err, ctx.Err()):
 			released = append(released, row.ID)
 		case d.cfg.NumberOfRetries > 0 && row.Failures+1 > d.cfg.NumberOfRetries:
 			if d.forwardToError(sctx, row, err) {

@@ -249,3 +249,77 @@ func TestExponentialBackoff(t *testing.T) {
 		}
 	}
 }
+
+// hanging wraps a transport whose sends to one queue block until their ctx
+// ends while down is set: a driver waiting out a broker outage.
+type hanging struct {
+	bus.Transport
+	queue string
+	down  atomic.Bool
+}
+
+func (h *hanging) Send(ctx context.Context, queue string, env *bus.Envelope) error {
+	if queue == h.queue && h.down.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return h.Transport.Send(ctx, queue, env)
+}
+
+func TestDispatchHandOverIsBoundedDuringOutage(t *testing.T) {
+	t.Parallel()
+	mem := bus.NewMemoryTransport()
+	tr := &hanging{Transport: mem, queue: "sales"}
+	tr.down.Store(true)
+	tripped := make(chan struct{}, 1)
+	var handled sync.Map
+	var dups atomic.Int64
+	b := start(t, bus.Config{Endpoint: "sales", Transport: tr,
+		Dispatcher:      bus.DispatcherConfig{Lease: 600 * time.Millisecond, RetryBackoff: 50 * time.Millisecond, MaximumRecoveryFailuresPerSecond: 100},
+		CircuitBreakers: bus.CircuitBreakerConfig{Dispatch: 300 * time.Millisecond},
+		OnCriticalError: func(err error) {
+			var ce *bus.CriticalError
+			if errors.As(err, &ce) && ce.Breaker == "dispatch" {
+				select {
+				case tripped <- struct{}{}:
+				default:
+				}
+			}
+		},
+	}, func(b *bus.Bus) {
+		_ = bus.Handle(b, func(ctx context.Context, m PlaceOrder) error {
+			if _, loaded := handled.LoadOrStore(m.ID, true); loaded {
+				dups.Add(1)
+			}
+			return nil
+		})
+	})
+	const n = 50
+	for i := range n {
+		if err := b.Send(ctxT(t), PlaceOrder{ID: fmt.Sprint(i)}, bus.To("sales"), bus.DeliverAfter(10*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-tripped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("dispatch breaker never tripped while every hand-over hung")
+	}
+	if b.Metrics().DispatchFails == 0 {
+		t.Error("no dispatch failure counted during the outage")
+	}
+	tr.down.Store(false)
+	deadline := time.Now().Add(20 * time.Second)
+	for count(&handled) < n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := count(&handled); got != n || dups.Load() != 0 {
+		t.Errorf("handled %d of %d, %d duplicates", got, n, dups.Load())
+	}
+}
+
+func count(m *sync.Map) int {
+	n := 0
+	m.Range(func(any, any) bool { n++; return true })
+	return n
+}
