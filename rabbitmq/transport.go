@@ -79,11 +79,15 @@ func (t *Transport) Close(ctx context.Context) error {
 	}
 }
 
+// logInterval rate-limits repeated connection-failure logs during an outage.
+const logInterval = 10 * time.Second
+
 // run keeps a connection open until Close.
 func (t *Transport) run() {
 	defer close(t.done)
 	delay := t.opts.ReconnectMin
 	recovering := false // a dial failed or a connection was lost
+	var lastWarn time.Time // connect failures are logged once per logInterval
 	for attempt := 1; ; attempt++ {
 		s, err := t.connect()
 		if err != nil {
@@ -91,7 +95,10 @@ func (t *Transport) run() {
 			t.report(err)
 			recovering = true
 			wait := delay/2 + rand.N(delay/2+1)
-			t.log.Warn("rabbitmq: connect failed", logKeyErr, err, logKeyAttempt, attempt, logKeyDelay, wait)
+			if time.Since(lastWarn) >= logInterval {
+				lastWarn = time.Now()
+				t.log.Warn("rabbitmq: connect failed; retrying", logKeyErr, err, logKeyAttempt, attempt, logKeyDelay, wait)
+			}
 			select {
 			case <-time.After(wait):
 			case <-t.stop:
