@@ -37,6 +37,12 @@ SELECT pg_notify($5, (extract(epoch FROM min(due_at)) * 1000000)::bigint::text) 
 	// now() is stable within the statement, so "available_at <= now()" is
 	// an index condition; clock_timestamp() is volatile and would turn it
 	// into a filter over the whole table.
+	// The redundant "o.id = ANY(ARRAY(...))" makes the primary key the way
+	// to the rows being leased under any plan: pgx prepares the statement,
+	// and PostgreSQL's generic plan for it estimates "LIMIT $1" at a tenth
+	// of the table, and then hash-joins the CTE against a sequential scan of
+	// the whole table (536 ms a claim behind a backlog of 1,000,000 rows,
+	// against 1.4 ms with this condition).
 	claim := fmt.Sprintf(`WITH due AS (
 	SELECT id, available_at FROM %[1]s
 	WHERE available_at <= now()
@@ -48,7 +54,7 @@ UPDATE %[1]s AS o
 SET available_at = now() + $2::bigint * interval '1 microsecond',
     lease_until  = now() + $2::bigint * interval '1 microsecond'
 FROM due
-WHERE o.id = due.id
+WHERE o.id = due.id AND o.id = ANY(ARRAY(SELECT id FROM due))
 RETURNING o.id, o.kind, o.envelope, o.due_at, o.lease_until, o.failures, o.last_error, due.available_at`, t)
 	return statements{
 		insert: insert,
