@@ -1,0 +1,43 @@
+package mongodb
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors; the typed errors below wrap them.
+var (
+	// ErrInvalidOptions is wrapped by every *OptionsError.
+	ErrInvalidOptions = errors.New("mongodb: invalid options")
+	// ErrInvalidArgument is wrapped by every *ArgumentError.
+	ErrInvalidArgument = errors.New("mongodb: invalid argument")
+)
+
+// OptionsError reports a bad argument to New: a nil database or an invalid
+// Options field.
+type OptionsError struct {
+	Field  string // "db", "Collection" or "ClaimsCollection"
+	Reason string
+}
+
+func (e *OptionsError) Error() string {
+	return fmt.Sprintf("mongodb: invalid options: %s %s", e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalidOptions.
+func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
+
+// ArgumentError reports a bad argument to a store method, such as a lease
+// that is not positive. Nothing was read or written.
+type ArgumentError struct {
+	Method   string // e.g. "ClaimDueOutgoing"
+	Argument string // e.g. "lease"
+	Reason   string
+}
+
+func (e *ArgumentError) Error() string {
+	return fmt.Sprintf("mongodb: %s: %s %s", e.Method, e.Argument, e.Reason)
+}
+
+// Unwrap returns ErrInvalidArgument.
+func (e *ArgumentError) Unwrap() error { return ErrInvalidArgument }
