@@ -3,7 +3,7 @@ module github.com/postbus/bus/mongodb
 go 1.26
 
 require (
-	github.com/postbus/bus v0.0.0-00010101000000-000000000000
+	github.com/postbus/bus v0.0.0
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 	go.uber.org/goleak v1.3.0
 )

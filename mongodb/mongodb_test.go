@@ -206,3 +206,46 @@ func outgoing(id string, due time.Time) bus.OutgoingMessage {
 	env := &bus.Envelope{ID: id, Type: "test.Msg", Kind: bus.KindCommand, Body: []byte(`{}`), DueAt: due}
 	return bus.OutgoingMessage{ID: id, Kind: bus.KindCommand, Envelope: bus.MarshalEnvelope(env), DueAt: due}
 }
+
+// A claimer that dies after winning its tickets and before leasing leaves
+// the messages claimable-looking but ticketed: they must come back once the
+// tickets' lease passes, exactly once, and not before.
+func TestCrashedClaimerDelaysByOneLease(t *testing.T) {
+	t.Parallel()
+	p := newStore(t, testEnv.client)
+	ctx := testCtx(t)
+	due := time.Now().Add(-time.Second)
+	msgs := []bus.OutgoingMessage{outgoing("x1", due), outgoing("x2", due), outgoing("x3", due)}
+	if err := p.StoreOutgoing(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	const lease = 600 * time.Millisecond
+	crashed := time.Now()
+	if n, err := p.CrashAfterTickets(ctx, 10, lease); err != nil || n != 3 {
+		t.Fatalf("crashed claimer won %d tickets, %v; want 3", n, err)
+	}
+	if got, err := p.ClaimDueOutgoing(ctx, time.Now(), 10, time.Hour); err != nil || len(got) != 0 {
+		t.Fatalf("claim while the dead claimer's tickets hold = %d, %v; want none", len(got), err)
+	}
+	var got []bus.OutgoingMessage
+	for len(got) < 3 && time.Since(crashed) < 30*time.Second {
+		time.Sleep(20 * time.Millisecond)
+		more, err := p.ClaimDueOutgoing(ctx, time.Now(), 10, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, more...)
+	}
+	if len(got) != 3 {
+		t.Fatalf("recovered %d messages, want 3", len(got))
+	}
+	if el := time.Since(crashed); el < lease-20*time.Millisecond {
+		t.Errorf("messages reclaimed after %v, before the dead claimer's %v lease passed", el, lease)
+	}
+	if again, err := p.ClaimDueOutgoing(ctx, time.Now(), 10, time.Hour); err != nil || len(again) != 0 {
+		t.Fatalf("claim after recovery = %d, %v; want none (leased)", len(again), err)
+	}
+	if err := p.DeleteOutgoing(ctx, []string{"x1", "x2", "x3"}); err != nil {
+		t.Fatal(err)
+	}
+}
