@@ -52,11 +52,10 @@
 // it inserts {_id: "<message ID>#<generation>"} into Options.ClaimsCollection
 // ("outgoingmessages_claims" by default), where the generation is the
 // document's claims counter. Exactly one claimer wins each generation; the
-// winners then set available_at and lease_until to now + lease and claims to
-// generation + 1, in one bulk write whose filters require the claims value
-// they read. A claim costs four round trips however many messages it takes
-// (hello, find, insert tickets, bulk update), fewer than one findOneAndUpdate
-// per message.
+// winners then set available_at and lease_until to now + lease and increment
+// claims, in one UpdateMany filtered by _id. A claim costs four round trips
+// however many messages it takes (hello, find, insert tickets, update), fewer
+// than one findOneAndUpdate per message.
 //
 // A claimer that crashes between winning a ticket and leasing the document
 // leaves a ticket whose lease passes; the next claimer sees it is stale and
@@ -67,14 +66,18 @@
 //
 // StoreOutgoing is one unordered insert that ignores duplicate keys;
 // DeleteOutgoing is two DeleteMany calls (messages, then tickets);
-// RecordOutgoingFailures is one bulk write; ReleaseOutgoing reads the leased
-// documents and writes them back in one bulk write (no update pipelines to
-// copy due_at into available_at on FerretDB).
+// RecordOutgoingFailures is one UpdateMany per distinct error text and retry
+// time; ReleaseOutgoing reads the leased documents' due times and issues one
+// UpdateMany per distinct due time (no update pipelines to copy due_at into
+// available_at on FerretDB). Updates are never bulk writes of many update
+// statements: FerretDB v1 keeps each statement's cursor open until the
+// command ends and stalls on large ones.
 //
 // # Testing
 //
-// The tests run against MONGODB when POSTBUS_TEST_MONGODB_URI is set, and
+// The tests run against MongoDB when POSTBUS_TEST_MONGODB_URI is set, and
 // otherwise build and start an embedded FerretDB v1.24.2 (the testserver
-// folder, its own module) on loopback with its SQLite handler in a temporary
-// folder.
+// folder, its own module) on loopback, on the local PostgreSQL in a database
+// of its own (or its SQLite handler). docs/persistence/mongodb.md has the
+// details.
 package mongodb
