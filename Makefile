@@ -20,7 +20,7 @@ test-core:
 	go test $(GOTEST_FLAGS) -cover ./...
 
 lint:
-	@set -e; out=$$(gofmt -l $(MODULES)); \
+	@set -e; out=$$(gofmt -l .); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@set -e; for m in $(MODULES); do echo "== go vet $$m"; (cd $$m && go vet ./...); done
 

@@ -86,7 +86,7 @@ const logInterval = 10 * time.Second
 func (t *Transport) run() {
 	defer close(t.done)
 	delay := t.opts.ReconnectMin
-	recovering := false // a dial failed or a connection was lost
+	recovering := false    // a dial failed or a connection was lost
 	var lastWarn time.Time // connect failures are logged once per logInterval
 	for attempt := 1; ; attempt++ {
 		s, err := t.connect()
