@@ -24,7 +24,11 @@ const (
 
 // MarshalEnvelope encodes an envelope for a store or a transport.
 func MarshalEnvelope(e *Envelope) []byte {
-	n := 2 + 1 + 9*3 + len(e.ID) + len(e.Type) + len(e.ContentType) + len(e.CorrelationID) +
+	kind, corr := byte(e.Kind)&kindMask, e.CorrelationID
+	if corr == e.ID && corr != "" {
+		kind, corr = kind|kindCorrIsID, ""
+	}
+	n := 2 + 1 + 9*3 + len(e.ID) + len(e.Type) + len(e.ContentType) + len(corr) +
 		len(e.Source) + len(e.Destination) + len(e.Body) + 6*2 + 3*2
 	for _, m := range [...]map[string]string{e.Headers, e.Attributes, e.StickyAttributes} {
 		for k, v := range m {
@@ -32,10 +36,6 @@ func MarshalEnvelope(e *Envelope) []byte {
 		}
 	}
 	b := make([]byte, 0, n)
-	kind, corr := byte(e.Kind)&kindMask, e.CorrelationID
-	if corr == e.ID && corr != "" {
-		kind, corr = kind|kindCorrIsID, ""
-	}
 	b = append(b, codecMagic, codecVersion, kind)
 	for _, s := range [...]string{e.ID, e.Type, e.ContentType, corr, e.Source, e.Destination} {
 		b = appendString(b, s)
