@@ -11,3 +11,7 @@ func TestMemoryPersistenceConformance(t *testing.T) {
 	t.Parallel()
 	bustest.ScheduledMessageTests(t, func(*testing.T) bus.ScheduledStore { return bus.NewMemoryPersistence() })
 }
+
+func BenchmarkMemoryPersistence(b *testing.B) {
+	bustest.BenchmarkScheduledStore(b, func(*testing.B) bus.ScheduledStore { return bus.NewMemoryPersistence() })
+}

@@ -48,3 +48,10 @@ func TestScheduledMessageConformanceBehindPgBouncer(t *testing.T) {
 		return newStore(t, pool, postgres.Options{DisableNotify: true})
 	})
 }
+
+// BenchmarkConformance runs the shared store benchmark against PostgreSQL.
+func BenchmarkConformance(b *testing.B) {
+	bustest.BenchmarkScheduledStore(b, func(b *testing.B) bus.ScheduledStore {
+		return newStore(b, testPool(b), postgres.Options{})
+	})
+}

@@ -160,3 +160,8 @@ func TestCanceledContext(t *testing.T) {
 		t.Errorf("store with a canceled ctx = %v, want context.Canceled", err)
 	}
 }
+
+// BenchmarkConformance runs the shared store benchmark against SQLite.
+func BenchmarkConformance(b *testing.B) {
+	bustest.BenchmarkScheduledStore(b, func(b *testing.B) bus.ScheduledStore { return openTemp(b) })
+}
