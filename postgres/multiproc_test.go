@@ -62,8 +62,19 @@ func multiProcess(t *testing.T, pool *pgxpool.Pool, bin string, kill bool) {
 		}
 	}
 	procs := map[string]*exec.Cmd{}
+	var hung <-chan string
 	for _, name := range []string{"p1", "p2", "p3"} {
-		procs[name] = startWorker(t, bin, "run", "-schema", schema, "-name", name, "-lease", "3s")
+		args := []string{"run", "-schema", schema, "-name", name, "-lease", "3s"}
+		if kill && name == "p2" {
+			// p2 blocks its handler after 300 messages, mid-batch: the
+			// SIGKILL below then always lands with claimed rows unsettled.
+			args = append(args, "-hang-after", "300")
+		}
+		var lines <-chan string
+		procs[name], lines = startWorker(t, bin, args...)
+		if name == "p2" {
+			hung = lines
+		}
 	}
 	// Due within one second, starting on the second after next. The rows
 	// are stored in one call, as the bus would store them, so the start
@@ -87,7 +98,15 @@ func multiProcess(t *testing.T, pool *pgxpool.Pool, bin string, kill bool) {
 
 	var victim string
 	if kill {
-		victim = waitForVictim(t, ctx, pool, p.Table(), receipts, claims)
+		victim = "p2"
+		select {
+		case line := <-hung:
+			if line != "hung" {
+				t.Fatalf("p2 printed %q, want hung", line)
+			}
+		case <-time.After(2 * time.Minute):
+			t.Fatal("p2 never reached its hang point")
+		}
 		if err := procs[victim].Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -170,32 +189,10 @@ func checkReceipts(t *testing.T, ctx context.Context, pool *pgxpool.Pool, receip
 	}
 }
 
-// waitForVictim waits until some worker holds a claimed batch of which it
-// has handed over at least 50 rows, not yet deleted, and names it: killing
-// it then is killing it mid-dispatch.
-func waitForVictim(t *testing.T, ctx context.Context, pool *pgxpool.Pool, table, receipts, claims string) string {
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		var name string
-		err := pool.QueryRow(ctx, `SELECT c.proc FROM `+claims+` c
-			JOIN `+table+` o ON o.id = c.msg_id
-			JOIN `+receipts+` r ON r.msg_id = c.msg_id AND r.proc = c.proc
-			GROUP BY c.proc HAVING count(*) >= 50 ORDER BY count(*) DESC LIMIT 1`).Scan(&name)
-		if err == nil {
-			return name
-		}
-		if err != pgx.ErrNoRows {
-			t.Logf("polling: %v", err) // the shared server may be restarted by another suite
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("no worker was seen mid-dispatch within 2 minutes")
-	return ""
-}
-
-// startWorker starts bin and waits for it to print "ready". It is killed at
-// cleanup if still running.
-func startWorker(t *testing.T, bin string, args ...string) *exec.Cmd {
+// startWorker starts bin and waits for it to print "ready"; the lines it
+// prints after that arrive on the returned channel. It is killed at cleanup
+// if still running.
+func startWorker(t *testing.T, bin string, args ...string) (*exec.Cmd, <-chan string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "POSTBUS_TEST_POSTGRES_URL="+testURL())
@@ -214,11 +211,16 @@ func startWorker(t *testing.T, bin string, args ...string) *exec.Cmd {
 		}
 	})
 	ready := make(chan bool, 1)
+	lines := make(chan string, 16)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		ok := sc.Scan() && sc.Text() == "ready"
 		ready <- ok
 		for sc.Scan() { // drain until the process exits
+			select {
+			case lines <- sc.Text():
+			default:
+			}
 		}
 	}()
 	select {
@@ -229,7 +231,7 @@ func startWorker(t *testing.T, bin string, args ...string) *exec.Cmd {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("worker %v not ready within 30s", args)
 	}
-	return cmd
+	return cmd, lines
 }
 
 func must[T any](v T, err error) T {

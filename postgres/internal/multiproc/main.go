@@ -15,6 +15,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -47,6 +49,7 @@ func main() {
 	schema := fs.String("schema", "", "schema of the outgoing, receipts and claims tables")
 	name := fs.String("name", "p", "process name recorded with receipts and claims")
 	lease := fs.Duration("lease", 3*time.Second, "dispatcher lease")
+	hangAfter := fs.Int64("hang-after", 0, `after handling this many messages, print "hung" and block every further handler call (0: never), so a kill lands mid-dispatch`)
 	_ = fs.Parse(os.Args[2:])
 	url := os.Getenv("POSTBUS_TEST_POSTGRES_URL")
 	if url == "" {
@@ -57,7 +60,7 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "run":
-		err = run(ctx, url, *schema, *name, *lease)
+		err = run(ctx, url, *schema, *name, *lease, *hangAfter)
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -81,7 +84,7 @@ func openPool(ctx context.Context, url string, maxConns int32, asyncCommit bool)
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-func run(ctx context.Context, url, schema, name string, lease time.Duration) error {
+func run(ctx context.Context, url, schema, name string, lease time.Duration, hangAfter int64) error {
 	storePool, err := openPool(ctx, url, 6, false)
 	if err != nil {
 		return err
@@ -108,7 +111,13 @@ func run(ctx context.Context, url, schema, name string, lease time.Duration) err
 	if err != nil {
 		return err
 	}
+	var handled atomic.Int64
+	var hung sync.Once
 	err = bus.Handle(b, func(ctx context.Context, m Tick) error {
+		if hangAfter > 0 && handled.Add(1) > hangAfter {
+			hung.Do(func() { fmt.Println("hung") })
+			select {} // until SIGKILL: the claimed batch stays unsettled
+		}
 		env := bus.IncomingMessage(ctx)
 		_, err := recPool.Exec(ctx, `INSERT INTO `+receipts+` (msg_id, n, proc, due_at, received_at)
 			VALUES ($1, $2, $3, $4, clock_timestamp())`, env.ID, m.N, name, env.DueAt)
