@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"cmp"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -92,17 +97,80 @@ func TestBrokers(t *testing.T) {
 	}
 }
 
-// TestMongoDB runs only when POSTBUS_TEST_MONGODB_URI names a server: no
-// MongoDB server is packaged for this machine, and the mongodb module's own
-// tests start their FerretDB test server themselves.
+// TestMongoDB runs a small burst on MongoDB: the server that
+// POSTBUS_TEST_MONGODB_URI names, or else the mongodb module's FerretDB test
+// server, built and started here on the local PostgreSQL (no MongoDB server
+// is packaged for this machine).
 func TestMongoDB(t *testing.T) {
 	t.Parallel()
 	uri := os.Getenv("POSTBUS_TEST_MONGODB_URI")
 	if uri == "" {
-		t.Skip("MongoDB: set POSTBUS_TEST_MONGODB_URI to run the bench against a MongoDB or FerretDB server")
+		postgresURL(t) // FerretDB keeps its data there
+		uri = startFerretDB(t)
 	}
 	r := runBench(t, "-workload", "burst", "-persistence", "mongodb", "-mongodb-uri", uri, "-n", "500", "-lead", "5s")
 	if r.Failed() {
 		t.Fatalf("run failed: %+v", r)
 	}
+}
+
+// startFerretDB builds ../mongodb/testserver (its own module, outside the
+// workspace) and runs it on a free loopback port with a database of its own,
+// dropped when the server exits at the end of the test. It returns the
+// server's MongoDB URI.
+func startFerretDB(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ferretdb-testserver")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".")
+	build.Dir = filepath.Join("..", "mongodb", "testserver")
+	build.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the FerretDB test server: %v\n%s", err, out)
+	}
+	db := fmt.Sprintf("postbus_bench_ferretdb_%d", os.Getpid())
+	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-handler", "postgresql",
+		"-postgresql-url", "postgres://root@127.0.0.1:5432/"+db, "-own-database")
+	stdin, err := cmd.StdinPipe() // the server exits when its stdin closes
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	first := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			first <- sc.Text()
+		}
+		close(first)
+		for sc.Scan() {
+		}
+	}()
+	select {
+	case uri, ok := <-first:
+		if !ok || !strings.HasPrefix(uri, "mongodb://") {
+			t.Fatalf("FerretDB test server printed %q, want its URI", uri)
+		}
+		return uri
+	case <-time.After(2 * time.Minute):
+		t.Fatal("FerretDB test server did not start within 2 minutes")
+	}
+	return ""
 }
