@@ -43,7 +43,9 @@ func (b *Bus) process(ctx context.Context, env *Envelope) error {
 	if b.handlerSet(env.Type) == nil {
 		return b.moveToError(ctx, env, "poison", 0, fmt.Errorf("%w %q at endpoint %s", ErrUnknownMessageType, env.Type, b.cfg.Endpoint))
 	}
-	b.acknowledge(ctx, env, AckPositive, AckReachedQueue)
+	if delayedRetries(env) == 0 { // a delayed retry reached the queue before
+		b.acknowledge(ctx, env, AckPositive, AckReachedQueue)
+	}
 	maxAttempts := 1 + b.cfg.Retries.Immediate
 	for attempt := 1; ; attempt++ {
 		if class, ok := expired(env, b.clock.Now(), false); ok {
