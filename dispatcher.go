@@ -30,12 +30,15 @@ type dispatcher struct {
 	fetch    *breaker     // claiming due rows
 	dispatch *breaker     // handing rows to the transport
 	lastRec  atomic.Int64 // Unix nanoseconds of the last failure recording
+	misses   int          // consecutive looks that found due rows but claimed none
 }
 
 const (
-	// dueRetryDelay is the short wait when the store reports a due row that
+	// dueRetryDelay is the first wait when the store reports a due row that
 	// the claim did not return (another instance holds it, or the store's
-	// clock is a little behind ours).
+	// clock is a little behind ours); it doubles while that goes on, up to
+	// the poll interval, so a row held for a whole lease is not polled for
+	// hundreds of times a second.
 	dueRetryDelay = 5 * time.Millisecond
 	logInterval   = 10 * time.Second
 )
@@ -106,13 +109,16 @@ func (d *dispatcher) nextWait(ctx context.Context, dispatched int) time.Duration
 		return d.cfg.PollInterval
 	}
 	wait := next.Sub(d.clock.Now())
-	if wait <= 0 {
-		if dispatched > 0 {
-			return 0
-		}
-		return dueRetryDelay
+	switch {
+	case wait > 0:
+		d.misses = 0
+		return min(wait, d.cfg.PollInterval)
+	case dispatched > 0:
+		d.misses = 0
+		return 0
 	}
-	return min(wait, d.cfg.PollInterval)
+	d.misses++
+	return min(dueRetryDelay<<min(d.misses-1, 16), d.cfg.PollInterval)
 }
 
 func (d *dispatcher) sleep(ctx context.Context, wait time.Duration) {
