@@ -86,9 +86,3 @@ func (b *breaker) wait() time.Duration {
 	}
 	return min(w, time.Minute)
 }
-
-func (b *breaker) isOpen() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.open
-}

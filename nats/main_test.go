@@ -168,16 +168,6 @@ func (r *receiver) distinct() int {
 	return len(r.got)
 }
 
-func (r *receiver) snapshot() map[string]int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m := make(map[string]int, len(r.got))
-	for k, v := range r.got {
-		m[k] = v
-	}
-	return m
-}
-
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
