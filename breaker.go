@@ -14,6 +14,7 @@ type CriticalError struct {
 	Err     error     // the latest failure
 }
 
+// Error describes the failure.
 func (e *CriticalError) Error() string {
 	return fmt.Sprintf("bus: %s circuit breaker tripped: failing since %s: %v", e.Breaker, e.Since.Format(time.RFC3339), e.Err)
 }

@@ -47,6 +47,7 @@ type ConfigError struct {
 	Reason string
 }
 
+// Error describes the failure.
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("bus: invalid config: %s: %s", e.Field, e.Reason)
 }
@@ -60,6 +61,7 @@ type OptionError struct {
 	Reason string
 }
 
+// Error describes the failure.
 func (e *OptionError) Error() string {
 	return fmt.Sprintf("bus: invalid option %s: %s", e.Option, e.Reason)
 }
@@ -73,6 +75,7 @@ type DelayedDeliveryNotSupportedError struct {
 	Persistence string // the persistence's Go type
 }
 
+// Error describes the failure.
 func (e *DelayedDeliveryNotSupportedError) Error() string {
 	return fmt.Sprintf("bus: delayed delivery is not supported by persistence %s: "+
 		"it must implement bus.ScheduledStore; use bus.NewMemoryPersistence() for tests, "+
@@ -106,6 +109,7 @@ type RetryAfterError struct {
 	Delay time.Duration
 }
 
+// Error describes the failure.
 func (e *RetryAfterError) Error() string {
 	return fmt.Sprintf("retry after %s: %v", e.Delay, e.Err)
 }

@@ -20,6 +20,7 @@ type OptionsError struct {
 	Reason string
 }
 
+// Error describes the failure.
 func (e *OptionsError) Error() string {
 	return fmt.Sprintf("mongodb: invalid options: %s %s", e.Field, e.Reason)
 }
@@ -35,6 +36,7 @@ type ArgumentError struct {
 	Reason   string
 }
 
+// Error describes the failure.
 func (e *ArgumentError) Error() string {
 	return fmt.Sprintf("mongodb: %s: %s %s", e.Method, e.Argument, e.Reason)
 }

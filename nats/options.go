@@ -157,6 +157,7 @@ type OptionsError struct {
 	Reason string
 }
 
+// Error describes the failure.
 func (e *OptionsError) Error() string {
 	return fmt.Sprintf("nats: invalid options: %s: %s", e.Field, e.Reason)
 }
@@ -172,6 +173,7 @@ type NameError struct {
 	Reason string
 }
 
+// Error describes the failure.
 func (e *NameError) Error() string {
 	return fmt.Sprintf("nats: invalid %s %q: %s", e.What, e.Name, e.Reason)
 }

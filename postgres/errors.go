@@ -25,6 +25,7 @@ type InvalidNameError struct {
 	Reason string
 }
 
+// Error describes the failure.
 func (e *InvalidNameError) Error() string {
 	return fmt.Sprintf("postgres: invalid %s name %q: %s", e.Field, e.Name, e.Reason)
 }
@@ -38,6 +39,7 @@ type OptionError struct {
 	Reason string
 }
 
+// Error describes the failure.
 func (e *OptionError) Error() string {
 	return fmt.Sprintf("postgres: invalid option %s: %s", e.Field, e.Reason)
 }
@@ -52,6 +54,7 @@ type InvalidRowError struct {
 	Reason string
 }
 
+// Error describes the failure.
 func (e *InvalidRowError) Error() string {
 	return fmt.Sprintf("postgres: invalid row %q: %s", e.ID, e.Reason)
 }

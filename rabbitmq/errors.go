@@ -33,6 +33,7 @@ type OptionsError struct {
 	Reason string
 }
 
+// Error describes the failure.
 func (e *OptionsError) Error() string {
 	return fmt.Sprintf("rabbitmq: invalid options: %s: %s", e.Field, e.Reason)
 }
@@ -48,6 +49,7 @@ type NameError struct {
 	Reason string
 }
 
+// Error describes the failure.
 func (e *NameError) Error() string {
 	return fmt.Sprintf("rabbitmq: invalid %s name %.60q: %s", e.What, e.Name, e.Reason)
 }
@@ -63,6 +65,7 @@ type FieldError struct {
 	Reason string
 }
 
+// Error describes the failure.
 func (e *FieldError) Error() string {
 	return fmt.Sprintf("rabbitmq: envelope field %s: %s", e.Field, e.Reason)
 }
@@ -79,6 +82,7 @@ type NotConnectedError struct {
 	LastErr error // why the last connection attempt failed, or was lost; may be nil
 }
 
+// Error describes the failure.
 func (e *NotConnectedError) Error() string {
 	if e.LastErr == nil {
 		return fmt.Sprintf("rabbitmq: not connected to the broker: %v", e.Err)

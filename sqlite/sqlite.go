@@ -40,6 +40,7 @@ type OptionsError struct {
 	Reason string
 }
 
+// Error describes the failure.
 func (e *OptionsError) Error() string {
 	return fmt.Sprintf("sqlite: invalid options: %s: %s", e.Field, e.Reason)
 }
