@@ -117,10 +117,7 @@ func TestFaultPostgresRestart(t *testing.T) {
 		t.Logf("note: the restart ended after the last due time")
 	}
 	rec.waitAll(t, 2*time.Minute)
-	eventually(t, 30*time.Second, "an empty table", func() bool {
-		rows, _ := storeStats(t, pool, store.Table())
-		return rows == 0
-	})
+	waitStoreEmpty(t, pool, store.Table())
 	rec.check(t, false)
 }
 
@@ -169,10 +166,7 @@ func TestFaultRabbitMQConnectionsClosed(t *testing.T) {
 		}
 	}
 	rec.waitAll(t, 2*time.Minute)
-	eventually(t, 30*time.Second, "an empty table", func() bool {
-		rows, _ := storeStats(t, pool, store.Table())
-		return rows == 0
-	})
+	waitStoreEmpty(t, pool, store.Table())
 	rec.check(t, false)
 }
 
@@ -264,10 +258,7 @@ func TestFaultDispatcherKilled(t *testing.T) {
 		}
 	}
 	rec.mu.Unlock()
-	eventually(t, 30*time.Second, "an empty table", func() bool {
-		rows, _ := storeStats(t, pool, store.Table())
-		return rows == 0
-	})
+	waitStoreEmpty(t, pool, store.Table())
 	rec.check(t, true)
 }
 
@@ -333,10 +324,7 @@ func TestFaultRabbitMQRejectOne(t *testing.T) {
 	delete(rec.due, bad) // it never reaches a handler
 	rec.mu.Unlock()
 	rec.waitAll(t, 60*time.Second)
-	eventually(t, 30*time.Second, "an empty table", func() bool {
-		rows, _ := storeStats(t, pool, store.Table())
-		return rows == 0
-	})
+	waitStoreEmpty(t, pool, store.Table())
 	if failed.ID != bad || failed.Type != bus.MessageName(Tick{}) || string(failed.Body) != `{"N":7}` {
 		t.Errorf("error queue got %s %s %q, want %s with its body", failed.ID, failed.Type, failed.Body, bad)
 	}

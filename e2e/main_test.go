@@ -192,6 +192,15 @@ func quietLogger(t testing.TB) *slog.Logger {
 
 // storeStats reads the rows left in a scheduled-message table and the
 // dispatch failures recorded on them.
+// waitStoreEmpty waits until every scheduled row was dispatched and deleted.
+func waitStoreEmpty(t testing.TB, pool *pgxpool.Pool, table string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "an empty table", func() bool {
+		rows, _ := storeStats(t, pool, table)
+		return rows == 0
+	})
+}
+
 func storeStats(t testing.TB, pool *pgxpool.Pool, table string) (rows, failures int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -142,9 +142,6 @@ func brokerOutage(t *testing.T, k *kit, o outage) {
 	restoredAt := time.Now()
 	rec.waitAll(t, 90*time.Second)
 	t.Logf("all delivered %v after the broker returned", time.Since(restoredAt).Round(time.Millisecond))
-	eventually(t, 30*time.Second, "an empty table", func() bool {
-		rows, _ := storeStats(t, pool, store.Table())
-		return rows == 0
-	})
+	waitStoreEmpty(t, pool, store.Table())
 	rec.check(t, false)
 }
