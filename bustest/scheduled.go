@@ -179,14 +179,24 @@ func testLease(t *testing.T, s bus.ScheduledStore) {
 }
 
 func testConcurrentClaims(t *testing.T, s bus.ScheduledStore) {
-	const n, claimers = 2000, 6
+	ClaimConcurrently(t, 2000, s, s, s, s, s, s)
+}
+
+// ClaimConcurrently stores n due rows through stores[0], then runs one
+// claimer per element of stores at once (name one store value several times
+// for several claimers on it, or different values, such as two clients, for
+// claimers in different "processes"), each claiming batches and deleting
+// them until nothing is due. It fails the test unless every row was claimed
+// exactly once.
+func ClaimConcurrently(t *testing.T, n int, stores ...bus.ScheduledStore) {
+	t.Helper()
 	now := time.Now()
-	mustStore(t, s, rows("cc", n, func(i int) time.Time { return now.Add(-time.Duration(i%50) * time.Millisecond) })...)
+	mustStore(t, stores[0], rows("cc", n, func(i int) time.Time { return now.Add(-time.Duration(i%50) * time.Millisecond) })...)
 	var mu sync.Mutex
 	seen := map[string]int{}
 	var wg sync.WaitGroup
-	errs := make(chan error, claimers)
-	for range claimers {
+	errs := make(chan error, len(stores))
+	for _, s := range stores {
 		wg.Go(func() {
 			for {
 				got, err := s.ClaimDueOutgoing(ctxT(t), time.Now(), 37, time.Hour)

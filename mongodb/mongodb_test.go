@@ -2,8 +2,6 @@ package mongodb_test
 
 import (
 	"errors"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -141,63 +139,10 @@ func TestStoreKeepsLeasedDocument(t *testing.T) {
 // once claim every message exactly once.
 func TestConcurrentClaimsAcrossClients(t *testing.T) {
 	t.Parallel()
-	const n, perClient = 1000, 3
 	a := newStore(t, newClient(t))
 	b := storeOn(t, newClient(t), a.Collection().Name())
-	ctx := testCtx(t)
-	now := time.Now()
-	msgs := make([]bus.OutgoingMessage, n)
-	for i := range msgs {
-		msgs[i] = outgoing(fmt.Sprintf("m-%05d", i), now.Add(-time.Duration(i%20)*time.Millisecond))
-	}
-	if err := a.StoreOutgoing(ctx, msgs); err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu   sync.Mutex
-		seen = map[string]int{}
-		wg   sync.WaitGroup
-	)
-	errs := make(chan error, 2*perClient)
-	for _, s := range []*mongodb.Persistence{a, b, a, b, a, b} {
-		wg.Go(func() {
-			for {
-				got, err := s.ClaimDueOutgoing(ctx, time.Now(), 25, time.Hour)
-				if err != nil {
-					errs <- err
-					return
-				}
-				if len(got) == 0 {
-					return
-				}
-				ids := make([]string, len(got))
-				mu.Lock()
-				for i, m := range got {
-					seen[m.ID]++
-					ids[i] = m.ID
-				}
-				mu.Unlock()
-				if err := s.DeleteOutgoing(ctx, ids); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("claimer: %v", err)
-	}
-	if len(seen) != n {
-		t.Errorf("claimed %d distinct messages, want %d", len(seen), n)
-	}
-	for id, c := range seen {
-		if c != 1 {
-			t.Errorf("message %s claimed %d times", id, c)
-		}
-	}
-	if _, ok, err := a.NextDueOutgoing(ctx); ok || err != nil {
+	bustest.ClaimConcurrently(t, 1000, a, b, a, b, a, b)
+	if _, ok, err := a.NextDueOutgoing(testCtx(t)); ok || err != nil {
 		t.Errorf("store not empty: %v, %v", ok, err)
 	}
 }
