@@ -1,0 +1,111 @@
+package rabbitmq_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// BenchmarkRawClientCeiling measures what amqp091-go alone reaches on this
+// broker with the guarantees the transport gives: `senders` goroutines each
+// publish a persistent 1 KiB message and wait for its confirm before the
+// next, one consumer (prefetch 32) acknowledges each message. No Postbus
+// code runs, so the figure is the ceiling BenchmarkSendToHandler is
+// compared with in docs/transports/rabbitmq.md.
+//
+//	go test -run '^$' -bench RawClientCeiling -benchtime 20000x
+func BenchmarkRawClientCeiling(b *testing.B) {
+	for _, queueType := range []string{amqp.QueueTypeQuorum, amqp.QueueTypeClassic} {
+		for _, senders := range []int{8, 32} {
+			b.Run(fmt.Sprintf("queue=%s/senders=%d", queueType, senders), func(b *testing.B) {
+				benchRawClient(b, queueType, senders)
+			})
+		}
+	}
+}
+
+func benchRawClient(b *testing.B, queueType string, senders int) {
+	e := newEnv(b)
+	q := e.queue("raw")
+	conn, err := amqp.Dial(brokerURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	setup, err := conn.Channel()
+	if err != nil {
+		b.Fatal(err)
+	}
+	args := amqp.Table{}
+	if queueType == amqp.QueueTypeQuorum {
+		args[amqp.QueueTypeArg] = amqp.QueueTypeQuorum
+	}
+	if _, err := setup.QueueDeclare(q, true, false, false, false, args); err != nil {
+		b.Fatal(err)
+	}
+
+	n := int64(b.N)
+	var handled atomic.Int64
+	all := make(chan struct{})
+	cons, err := conn.Channel()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cons.Qos(32, 0, false); err != nil {
+		b.Fatal(err)
+	}
+	deliveries, err := cons.Consume(q, "", false, false, false, false, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		for d := range deliveries {
+			_ = d.Ack(false)
+			if handled.Add(1) == n {
+				close(all)
+			}
+		}
+	}()
+
+	body := make([]byte, 1024)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range senders {
+		ch, err := conn.Channel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := ch.Confirm(false); err != nil {
+			b.Fatal(err)
+		}
+		wg.Go(func() {
+			for next.Add(1) <= n {
+				dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", q, true, false,
+					amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if ok, err := dc.WaitContext(context.Background()); !ok || err != nil {
+					b.Errorf("not confirmed: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case <-all:
+	case <-time.After(2 * time.Minute):
+		b.Fatalf("handled %d of %d", handled.Load(), n)
+	}
+	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "msgs/s")
+	b.StopTimer()
+}
