@@ -15,23 +15,32 @@ import (
 // reaches on this server with the guarantees the transport gives:
 // `senders` goroutines each publish a 1 KiB message with a Nats-Msg-Id and
 // wait for its PubAck before the next; one pull consumer (64 messages per
-// pull) acknowledges each message. No Postbus code runs, so the figure is
-// the ceiling BenchmarkSendToHandler is compared with in
-// docs/transports/nats.md.
+// pull) acknowledges each message. With conns=2 the publishers use a
+// connection of their own (the server reads each connection on one
+// goroutine). No Postbus code runs, so the figure is the ceiling
+// BenchmarkSendToHandler is compared with in docs/transports/nats.md.
 //
 //	go test -run '^$' -bench RawClientCeiling -benchtime 30000x
 func BenchmarkRawClientCeiling(b *testing.B) {
 	for _, senders := range []int{8, 32} {
-		b.Run(fmt.Sprintf("senders=%d", senders), func(b *testing.B) { benchRawClient(b, senders) })
+		for _, conns := range []int{1, 2} {
+			b.Run(fmt.Sprintf("senders=%d/conns=%d", senders, conns), func(b *testing.B) { benchRawClient(b, senders, conns) })
+		}
 	}
 }
 
-func benchRawClient(b *testing.B, senders int) {
+func benchRawClient(b *testing.B, senders, conns int) {
 	nc := connect(b, serverURL())
 	opts := namespace(b, nc)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		b.Fatal(err)
+	}
+	pubJS := js
+	if conns == 2 {
+		if pubJS, err = jetstream.New(connect(b, serverURL())); err != nil {
+			b.Fatal(err)
+		}
 	}
 	ctx := testCtx(b)
 	subject := opts.SubjectPrefix + ".q.raw"
@@ -68,7 +77,7 @@ func benchRawClient(b *testing.B, senders int) {
 	for range senders {
 		wg.Go(func() {
 			for i := next.Add(1); i <= n; i = next.Add(1) {
-				if _, err := js.Publish(context.Background(), subject, body, jetstream.WithMsgID(fmt.Sprint(i))); err != nil {
+				if _, err := pubJS.Publish(context.Background(), subject, body, jetstream.WithMsgID(fmt.Sprint(i))); err != nil {
 					b.Error(err)
 					return
 				}
