@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
 )
 
 // BenchmarkSendToHandler measures send→handler throughput: 8 or 64
@@ -28,43 +29,23 @@ func benchSendToHandler(b *testing.B, senders int) {
 	if err := tr.Provision(testCtx(b), bus.Topology{Queue: queue}); err != nil {
 		b.Fatal(err)
 	}
-	var handled atomic.Int64
-	all := make(chan struct{})
 	target := int64(b.N)
+	handled := bustest.NewCountdown(target)
 	r := startReceive(b, tr, queue, 8, func(context.Context, *bus.Envelope) error {
-		if handled.Add(1) == target {
-			close(all)
-		}
+		handled.Done()
 		return nil
 	})
 	body := make([]byte, 1024)
 	b.SetBytes(1024)
-	b.ResetTimer()
-	start := time.Now()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range senders {
-		wg.Go(func() {
-			for i := next.Add(1); i <= target; i = next.Add(1) {
-				env := command(queue, int(i))
-				env.Body = body
-				if err := tr.Send(context.Background(), queue, env); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
 	go func() { // diagnostic
-		last := handled.Load()
+		last := handled.Handled()
 		for {
 			select {
-			case <-all:
+			case <-handled.All():
 				return
 			case <-time.After(3 * time.Second):
 			}
-			if h := handled.Load(); h == last {
+			if h := handled.Handled(); h == last {
 				info := consumerInfo(b, nc, opts, queue)
 				b.Logf("stall at %d: pending %d ackpending %d waiting %d redelivered %d", h, info.NumPending, info.NumAckPending, info.NumWaiting, info.NumRedelivered)
 			} else {
@@ -72,13 +53,11 @@ func benchSendToHandler(b *testing.B, senders int) {
 			}
 		}
 	}()
-	select {
-	case <-all:
-	case <-time.After(2 * time.Minute):
-		b.Fatalf("handled %d of %d", handled.Load(), target)
-	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
-	b.StopTimer()
+	bustest.MeasureThroughput(b, senders, handled, func(i int64) error {
+		env := command(queue, int(i))
+		env.Body = body
+		return tr.Send(context.Background(), queue, env)
+	})
 	r.stop(b)
 }
 

@@ -3,12 +3,11 @@ package nats_test
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/postbus/bus/bustest"
 )
 
 // BenchmarkRawClientCeiling measures what nats.go's jetstream package alone
@@ -56,13 +55,10 @@ func benchRawClient(b *testing.B, senders, conns int) {
 		b.Fatal(err)
 	}
 	n := int64(b.N)
-	var handled atomic.Int64
-	all := make(chan struct{})
+	handled := bustest.NewCountdown(n)
 	cc, err := c.Consume(func(m jetstream.Msg) {
 		_ = m.Ack()
-		if handled.Add(1) == n {
-			close(all)
-		}
+		handled.Done()
 	}, jetstream.PullMaxMessages(64))
 	if err != nil {
 		b.Fatal(err)
@@ -70,26 +66,8 @@ func benchRawClient(b *testing.B, senders, conns int) {
 	defer cc.Stop()
 
 	body := make([]byte, 1024)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for range senders {
-		wg.Go(func() {
-			for i := next.Add(1); i <= n; i = next.Add(1) {
-				if _, err := pubJS.Publish(context.Background(), subject, body, jetstream.WithMsgID(fmt.Sprint(i))); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	select {
-	case <-all:
-	case <-time.After(2 * time.Minute):
-		b.Fatalf("handled %d of %d", handled.Load(), n)
-	}
-	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "msgs/s")
-	b.StopTimer()
+	bustest.MeasureThroughput(b, senders, handled, func(i int64) error {
+		_, err := pubJS.Publish(context.Background(), subject, body, jetstream.WithMsgID(fmt.Sprint(i)))
+		return err
+	})
 }

@@ -5,12 +5,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
 	"github.com/postbus/bus/rabbitmq"
 )
 
@@ -46,48 +45,21 @@ func benchSendToHandler(b *testing.B, queueType string, senders, concurrency, pr
 
 	n := b.N
 	latencies := make([]time.Duration, n)
-	var handled atomic.Int64
-	allDone := make(chan struct{})
+	handled := bustest.NewCountdown(int64(n))
 	receive(b, tr, q, concurrency, func(_ context.Context, env *bus.Envelope) error {
 		var i int
 		fmt.Sscan(env.Header("i"), &i)
 		latencies[i] = time.Since(env.SentAt)
-		if handled.Add(1) == int64(n) {
-			close(allDone)
-		}
+		handled.Done()
 		return nil
 	})
 
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for range senders {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) {
-					return
-				}
-				env := newEnvelope("bench.Msg", body)
-				env.Headers = map[string]string{"i": fmt.Sprint(i)}
-				if err := tr.Send(context.Background(), q, env); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	select {
-	case <-allDone:
-	case <-time.After(2 * time.Minute):
-		b.Fatalf("handled %d of %d", handled.Load(), n)
-	}
-	elapsed := time.Since(start)
-	b.StopTimer()
+	bustest.MeasureThroughput(b, senders, handled, func(i int64) error {
+		env := newEnvelope("bench.Msg", body)
+		env.Headers = map[string]string{"i": fmt.Sprint(i)}
+		return tr.Send(context.Background(), q, env)
+	})
 	slices.Sort(latencies)
-	b.ReportMetric(float64(n)/elapsed.Seconds(), "msgs/s")
 	b.ReportMetric(float64(latencies[n/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(latencies[n*99/100].Microseconds())/1000, "p99-ms")
 }

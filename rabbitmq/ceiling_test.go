@@ -3,12 +3,11 @@ package rabbitmq_test
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/postbus/bus/bustest"
 )
 
 // BenchmarkRawClientCeiling measures what amqp091-go alone reaches on this
@@ -50,8 +49,7 @@ func benchRawClient(b *testing.B, queueType string, senders int) {
 	}
 
 	n := int64(b.N)
-	var handled atomic.Int64
-	all := make(chan struct{})
+	handled := bustest.NewCountdown(n)
 	cons, err := conn.Channel()
 	if err != nil {
 		b.Fatal(err)
@@ -66,17 +64,12 @@ func benchRawClient(b *testing.B, queueType string, senders int) {
 	go func() {
 		for d := range deliveries {
 			_ = d.Ack(false)
-			if handled.Add(1) == n {
-				close(all)
-			}
+			handled.Done()
 		}
 	}()
 
 	body := make([]byte, 1024)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
+	channels := make(chan *amqp.Channel, senders) // one per sender
 	for range senders {
 		ch, err := conn.Channel()
 		if err != nil {
@@ -85,27 +78,19 @@ func benchRawClient(b *testing.B, queueType string, senders int) {
 		if err := ch.Confirm(false); err != nil {
 			b.Fatal(err)
 		}
-		wg.Go(func() {
-			for next.Add(1) <= n {
-				dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", q, true, false,
-					amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body})
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if ok, err := dc.WaitContext(context.Background()); !ok || err != nil {
-					b.Errorf("not confirmed: %v", err)
-					return
-				}
-			}
-		})
+		channels <- ch
 	}
-	wg.Wait()
-	select {
-	case <-all:
-	case <-time.After(2 * time.Minute):
-		b.Fatalf("handled %d of %d", handled.Load(), n)
-	}
-	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "msgs/s")
-	b.StopTimer()
+	bustest.MeasureThroughput(b, senders, handled, func(int64) error {
+		ch := <-channels
+		defer func() { channels <- ch }()
+		dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", q, true, false,
+			amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body})
+		if err != nil {
+			return err
+		}
+		if ok, err := dc.WaitContext(context.Background()); !ok || err != nil {
+			return fmt.Errorf("not confirmed: %v", err)
+		}
+		return nil
+	})
 }
