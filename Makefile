@@ -1,6 +1,7 @@
 # Every target loops over the modules of go.work: the root `./...` pattern
 # does not reach nested modules.
 MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null)
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTEST_FLAGS ?= -race -count=1 -timeout 12m
 
 .PHONY: test test-core test-faults lint bench tidy quickstart
@@ -23,6 +24,8 @@ lint:
 	@set -e; out=$$(gofmt -l .); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@set -e; for m in $(MODULES); do echo "== go vet $$m"; (cd $$m && go vet ./...); done
+	@go install $(STATICCHECK)
+	@set -e; for m in $(MODULES); do echo "== staticcheck $$m"; (cd $$m && "$$(go env GOPATH)/bin/staticcheck" ./...); done
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...
