@@ -26,7 +26,8 @@
 //     process's CPU use over -idle seconds with nothing due, before and after
 //     the backlog was stored.
 //   - throughput: immediate Send→handler round trips with -body byte bodies
-//     (default 1 KiB) from -concurrency senders (default 8), with at most
+//     (default 1 KiB) from -concurrency senders (default 8; -senders, when
+//     given, sets them apart from the handlers' -concurrency), with at most
 //     -inflight messages sent but not yet handled. Reports messages/s and
 //     latency (handled time − SentAt) percentiles.
 //

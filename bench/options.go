@@ -15,20 +15,23 @@ type options struct {
 	transport   string
 	n           int
 	senders     int
-	over        time.Duration
-	lead        time.Duration
-	backlog     int
-	idle        time.Duration
-	concurrency int
-	handlers    int
-	inflight    int
-	body        int
-	instances   int
-	timeout     time.Duration
-	markdown    bool
-	mdHeader    bool
-	cpuprofile  string
-	memprofile  string
+	// sendersGiven: -senders was on the command line; throughput then
+	// uses it instead of -concurrency for its senders.
+	sendersGiven bool
+	over         time.Duration
+	lead         time.Duration
+	backlog      int
+	idle         time.Duration
+	concurrency  int
+	handlers     int
+	inflight     int
+	body         int
+	instances    int
+	timeout      time.Duration
+	markdown     bool
+	mdHeader     bool
+	cpuprofile   string
+	memprofile   string
 
 	postgresURL string
 	rabbitmqURL string
@@ -78,12 +81,12 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.persistence, "persistence", "memory", "scheduled-message store: "+fmt.Sprint(names(persistences())))
 	fs.StringVar(&o.transport, "transport", "memory", "transport: "+fmt.Sprint(names(transports())))
 	fs.IntVar(&o.n, "n", 0, "messages per run (0: 200000 schedule, 100000 burst, 5000 spread and backlog, 50000 throughput)")
-	fs.IntVar(&o.senders, "senders", 64, "concurrent goroutines calling Send while scheduling")
+	fs.IntVar(&o.senders, "senders", 64, "concurrent goroutines calling Send while scheduling (throughput: only when given; else -concurrency)")
 	fs.DurationVar(&o.over, "over", 10*time.Second, "spread: the window the due times are spread over")
 	fs.DurationVar(&o.lead, "lead", 0, "burst/spread: time from the start of scheduling to the first due time (0: sized from n and the store)")
 	fs.IntVar(&o.backlog, "backlog", 1_000_000, "backlog: rows scheduled an hour ahead")
 	fs.DurationVar(&o.idle, "idle", 5*time.Second, "backlog: how long idle CPU is measured")
-	fs.IntVar(&o.concurrency, "concurrency", 8, "throughput: concurrent senders and handler concurrency")
+	fs.IntVar(&o.concurrency, "concurrency", 8, "throughput: handler concurrency, and concurrent senders unless -senders is given")
 	fs.IntVar(&o.handlers, "handlers", 0, "handler concurrency of delayed workloads (0: the bus default, runtime.NumCPU())")
 	fs.IntVar(&o.inflight, "inflight", 1024, "throughput: most messages sent but not yet handled")
 	fs.IntVar(&o.body, "body", -1, "approximate body size in bytes (-1: 1024 for throughput, minimal otherwise)")
@@ -107,6 +110,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	fs.Visit(func(f *flag.Flag) { o.sendersGiven = o.sendersGiven || f.Name == "senders" })
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}

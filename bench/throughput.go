@@ -8,14 +8,18 @@ import (
 )
 
 // runThroughput measures immediate Send→handler round trips: -concurrency
-// senders (and as many concurrent handlers), at most -inflight messages sent
-// but not yet handled, -body byte bodies. Send returns once the transport
+// concurrent handlers and as many senders (-senders if given), at most
+// -inflight messages sent but not yet handled, -body byte bodies. Send returns once the transport
 // accepted the message (a broker's confirm), so the rate is what a sender
 // gets with delivery guarantees on; latency is the handler's time minus the
 // envelope's SentAt.
 func runThroughput(ctx context.Context, s *stage, r *Result) error {
 	n := s.o.n
-	r.Senders = s.o.concurrency
+	senders := s.o.concurrency
+	if s.o.sendersGiven {
+		senders = s.o.senders
+	}
+	r.Senders = senders
 	r.BodyBytes = s.bodyBytes(int64(n / 2))
 	tr := newTracker(0, n)
 	s.current.Store(tr)
@@ -37,7 +41,6 @@ func runThroughput(ctx context.Context, s *stage, r *Result) error {
 
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	senders := s.o.concurrency
 	start, cpu0 := time.Now(), selfCPU()
 	var wg sync.WaitGroup
 	for w := range senders {

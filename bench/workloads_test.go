@@ -32,8 +32,13 @@ func TestWorkloadsMemory(t *testing.T) {
 			}
 		}},
 		{"throughput", []string{"-workload", "throughput", "-n", "3000"}, func(t *testing.T, r Result) {
-			if r.Latency == nil || r.BodyBytes < 1016 || r.BodyBytes > 1032 {
-				t.Errorf("throughput figures missing: %+v", r)
+			if r.Latency == nil || r.BodyBytes < 1016 || r.BodyBytes > 1032 || r.Senders != 8 {
+				t.Errorf("throughput figures missing, or not 8 senders: %+v", r)
+			}
+		}},
+		{"throughput-senders", []string{"-workload", "throughput", "-n", "3000", "-senders", "32"}, func(t *testing.T, r Result) {
+			if r.Latency == nil || r.Senders != 32 {
+				t.Errorf("throughput with -senders 32 reported %d senders: %+v", r.Senders, r)
 			}
 		}},
 	}
