@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
 )
 
 // The TestFault tests break shared services on purpose. None of them calls
@@ -27,10 +28,7 @@ import (
 func needTool(t testing.TB, name, why string) {
 	t.Helper()
 	if _, err := exec.LookPath(name); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not on PATH: %s", name, why)
-		}
-		t.Skipf("%s is not on PATH: %s", name, why)
+		bustest.SkipOutsideCI(t, "%s is not on PATH: %s", name, why)
 	}
 }
 

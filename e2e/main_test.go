@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"os"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
 	"github.com/postbus/bus/postgres"
 )
 
@@ -44,11 +44,7 @@ func natsURL() string { return env("POSTBUS_TEST_NATS_URL", "nats://127.0.0.1:42
 // CI=true: CI must run every end-to-end test.
 func unavailable(t testing.TB, service, url string, err error) {
 	t.Helper()
-	msg := fmt.Sprintf("%s not reachable at %s: %v", service, url, err)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg + " (set POSTBUS_TEST_" + envSuffix(service) + "_URL)")
+	bustest.SkipOutsideCI(t, "%s not reachable at %s (set POSTBUS_TEST_%s_URL): %v", service, url, envSuffix(service), err)
 }
 
 func envSuffix(service string) string {

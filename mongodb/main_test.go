@@ -20,6 +20,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/goleak"
+
+	"github.com/postbus/bus/bustest"
 )
 
 // uriEnv names a real MongoDB to test against instead of FerretDB.
@@ -83,7 +85,7 @@ func runTests(m *testing.M) int {
 
 // unavailable skips the package loudly, or fails it under CI=true.
 func unavailable(err error) int {
-	if os.Getenv("CI") == "true" {
+	if bustest.InCI() {
 		fmt.Fprintln(os.Stderr, "FAIL: no MongoDB for the tests:", err)
 		return 1
 	}

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
 	"github.com/postbus/bus/nats"
 )
 
@@ -42,10 +43,7 @@ func connect(t testing.TB, url string) *natsio.Conn {
 		natsio.ReconnectWait(50*time.Millisecond),
 		natsio.Timeout(2*time.Second))
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("NATS JetStream server at %s unreachable: %v", url, err)
-		}
-		t.Skipf("NATS JetStream server at %s unreachable (set POSTBUS_TEST_NATS_URL): %v", url, err)
+		bustest.SkipOutsideCI(t, "NATS JetStream server at %s unreachable (set POSTBUS_TEST_NATS_URL): %v", url, err)
 	}
 	t.Cleanup(nc.Close)
 	return nc

@@ -15,6 +15,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/postbus/bus/postgres"
+
+	"github.com/postbus/bus/bustest"
 )
 
 const defaultURL = "postgres://root@127.0.0.1:5432/test?sslmode=disable"
@@ -51,11 +53,7 @@ func TestMain(m *testing.M) {
 // serverUnavailable skips the test, or fails it under CI=true.
 func serverUnavailable(t testing.TB, err error) {
 	t.Helper()
-	msg := fmt.Sprintf("PostgreSQL not reachable at %s (set POSTBUS_TEST_POSTGRES_URL): %v", testURL(), err)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	bustest.SkipOutsideCI(t, "PostgreSQL not reachable at %s (set POSTBUS_TEST_POSTGRES_URL): %v", testURL(), err)
 }
 
 // testPool returns the shared pool, skipping the test when the server is

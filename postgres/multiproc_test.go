@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
 	"github.com/postbus/bus/postgres"
 )
 
@@ -25,7 +26,7 @@ import (
 // each receipt in a table without a unique key, so duplicates would show.
 func TestMultiProcess(t *testing.T) {
 	if testing.Short() {
-		t.Skip("multi-process proof skipped in -short mode")
+		bustest.SkipOutsideCI(t, "multi-process proof skipped in -short mode")
 	}
 	t.Parallel()
 	pool := testPool(t)

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
 	"github.com/postbus/bus/rabbitmq"
 )
 
@@ -45,10 +46,7 @@ var probe = sync.OnceValue(func() error {
 func requireBroker(t testing.TB) {
 	t.Helper()
 	if err := probe(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("RabbitMQ at %s is unreachable: %v", brokerURL(), err)
-		}
-		t.Skipf("RabbitMQ at %s is unreachable (set POSTBUS_TEST_RABBITMQ_URL): %v", brokerURL(), err)
+		bustest.SkipOutsideCI(t, "RabbitMQ at %s is unreachable (set POSTBUS_TEST_RABBITMQ_URL): %v", brokerURL(), err)
 	}
 }
 
@@ -176,10 +174,7 @@ func (e *testEnv) cleanup() {
 func closeConnections(t testing.TB, name string) int {
 	t.Helper()
 	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("rabbitmqctl is not on PATH; the reconnection tests need it")
-		}
-		t.Skip("rabbitmqctl is not on PATH; the reconnection tests need it")
+		bustest.SkipOutsideCI(t, "rabbitmqctl is not on PATH; the reconnection tests need it")
 	}
 	out, err := exec.Command("rabbitmqctl", "-q", "list_connections", "pid", "client_properties").Output()
 	if err != nil {
