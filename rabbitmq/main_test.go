@@ -115,6 +115,17 @@ func (e *testEnv) transport(opts rabbitmq.Options) *rabbitmq.Transport {
 	return tr
 }
 
+// provisionedQueue returns a new namespace, a transport on it with the
+// default options, and a provisioned queue of the given name.
+func provisionedQueue(t testing.TB, name string) (*testEnv, *rabbitmq.Transport, string) {
+	t.Helper()
+	e := newEnv(t)
+	tr := e.transport(e.options())
+	q := e.queue(name)
+	e.provision(tr, bus.Topology{Queue: q})
+	return e, tr, q
+}
+
 // provision provisions top and fails the test on error.
 func (e *testEnv) provision(tr *rabbitmq.Transport, top bus.Topology) {
 	e.t.Helper()

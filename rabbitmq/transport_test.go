@@ -87,10 +87,7 @@ func next(t *testing.T, ch <-chan *bus.Envelope) *bus.Envelope {
 
 func TestSendReceiveRoundTripsEveryField(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tr := e.transport(e.options())
-	q := e.queue("sales")
-	e.provision(tr, bus.Topology{Queue: q})
+	_, tr, q := provisionedQueue(t, "sales")
 	got, _ := collect(t, tr, q)
 
 	for _, want := range []*bus.Envelope{fullEnvelope(), {ID: "minimal"}, {Kind: 7, Body: []byte{}}} {
@@ -204,10 +201,7 @@ func TestUnroutableSendsAreToldApartUnderLoad(t *testing.T) {
 
 func TestCompetingConsumersGetEachMessageOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tr := e.transport(e.options())
-	q := e.queue("work")
-	e.provision(tr, bus.Topology{Queue: q})
+	e, tr, q := provisionedQueue(t, "work")
 	const n = 300
 	var mu sync.Mutex
 	seen := map[string]int{}
@@ -271,10 +265,7 @@ func sendN(t testing.TB, tr *rabbitmq.Transport, q string, n int) []string {
 
 func TestHandlerErrorRedelivers(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tr := e.transport(e.options())
-	q := e.queue("retry")
-	e.provision(tr, bus.Topology{Queue: q})
+	_, tr, q := provisionedQueue(t, "retry")
 	var calls atomic.Int64
 	done := make(chan *bus.Envelope, 1)
 	receive(t, tr, q, 1, func(_ context.Context, env *bus.Envelope) error {
@@ -296,10 +287,7 @@ func TestHandlerErrorRedelivers(t *testing.T) {
 
 func TestConcurrencyIsBounded(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tr := e.transport(e.options())
-	q := e.queue("bounded")
-	e.provision(tr, bus.Topology{Queue: q})
+	_, tr, q := provisionedQueue(t, "bounded")
 	const conc, n = 3, 60
 	var cur, peak, total atomic.Int64
 	receive(t, tr, q, conc, func(context.Context, *bus.Envelope) error {
@@ -320,10 +308,7 @@ func TestConcurrencyIsBounded(t *testing.T) {
 
 func TestStopWithMessagesInFlightLosesNone(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tr := e.transport(e.options())
-	q := e.queue("stop")
-	e.provision(tr, bus.Topology{Queue: q})
+	e, tr, q := provisionedQueue(t, "stop")
 	const n, conc = 40, 4
 	ids := sendN(t, tr, q, n)
 
@@ -379,10 +364,7 @@ func TestStopWithMessagesInFlightLosesNone(t *testing.T) {
 
 func TestForeignMessageReachesHandlerWithDecodeError(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tr := e.transport(e.options())
-	q := e.queue("foreign")
-	e.provision(tr, bus.Topology{Queue: q})
+	e, tr, q := provisionedQueue(t, "foreign")
 	got, _ := collect(t, tr, q)
 	err := e.admin(func(ch *amqp.Channel) error {
 		return ch.Publish("", q, false, false, amqp.Publishing{
