@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
 )
 
 func TestConfigValidation(t *testing.T) {
@@ -72,7 +73,7 @@ func TestClosedBusReturnsErrClosed(t *testing.T) {
 func TestSendWithoutRouteFails(t *testing.T) {
 	t.Parallel()
 	tr := bus.NewMemoryTransport()
-	b := start(t, bus.Config{Endpoint: "shop", Transport: tr, SendOnly: true}, nil)
+	b := bustest.StartBus(t, bus.Config{Endpoint: "shop", Transport: tr, SendOnly: true}, nil)
 	if err := b.Send(ctxT(t), PlaceOrder{}); !errors.Is(err, bus.ErrNoRoute) {
 		t.Fatalf("err = %v, want ErrNoRoute", err)
 	}
@@ -86,7 +87,7 @@ func TestSendWithoutRouteFails(t *testing.T) {
 
 func TestBadMessages(t *testing.T) {
 	t.Parallel()
-	b := start(t, bus.Config{Endpoint: "shop", MaxMessageSize: 100, SendOnly: true}, nil)
+	b := bustest.StartBus(t, bus.Config{Endpoint: "shop", MaxMessageSize: 100, SendOnly: true}, nil)
 	for name, msg := range map[string]any{
 		"nil":            nil,
 		"oversize":       PlaceOrder{ID: strings.Repeat("x", 200)},
@@ -120,10 +121,10 @@ func TestMessageName(t *testing.T) {
 func TestHandlerForNamedAndPointerTypes(t *testing.T) {
 	t.Parallel()
 	tr := bus.NewMemoryTransport()
-	named, ptr := newInbox[Renamed](), newInbox[*PlaceOrder]()
-	b := start(t, bus.Config{Endpoint: "sales", Transport: tr}, func(b *bus.Bus) {
-		_ = bus.Handle(b, named.handle)
-		_ = bus.Handle(b, ptr.handle)
+	named, ptr := bustest.NewRecorder[Renamed](), bustest.NewRecorder[*PlaceOrder]()
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr}, func(b *bus.Bus) {
+		_ = bus.Handle(b, named.Handler)
+		_ = bus.Handle(b, ptr.Handler)
 	})
 	if err := b.Send(ctxT(t), Renamed{}, bus.To("sales")); err != nil {
 		t.Fatal(err)
@@ -131,17 +132,17 @@ func TestHandlerForNamedAndPointerTypes(t *testing.T) {
 	if err := b.Send(ctxT(t), &PlaceOrder{ID: "p"}, bus.To("sales")); err != nil {
 		t.Fatal(err)
 	}
-	named.wait(t, 1)
-	ptr.wait(t, 1)
-	if named.envs[0].Type != "sales.renamed.v1" || ptr.msgs[0].ID != "p" {
-		t.Errorf("got type %q and %+v", named.envs[0].Type, ptr.msgs[0])
+	named.WaitFor(t, 1)
+	ptr.WaitFor(t, 1)
+	if named.Envelopes()[0].Type != "sales.renamed.v1" || ptr.Messages()[0].ID != "p" {
+		t.Errorf("got type %q and %+v", named.Envelopes()[0].Type, ptr.Messages()[0])
 	}
 }
 
 func TestPanickingHandlerGoesToErrorQueue(t *testing.T) {
 	t.Parallel()
 	tr := bus.NewMemoryTransport()
-	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Retries: bus.RetryConfig{Immediate: 1, Delayed: -1}}, func(b *bus.Bus) {
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Retries: bus.RetryConfig{Immediate: 1, Delayed: -1}}, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(context.Context, PlaceOrder) error { panic("boom") })
 	})
 	if err := b.Send(ctxT(t), PlaceOrder{}, bus.To("sales")); err != nil {
@@ -155,7 +156,7 @@ func TestUnrecoverableSkipsRetries(t *testing.T) {
 	tr := bus.NewMemoryTransport()
 	var mu sync.Mutex
 	calls := 0
-	b := start(t, bus.Config{Endpoint: "sales", Transport: tr}, func(b *bus.Bus) {
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr}, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(context.Context, PlaceOrder) error {
 			mu.Lock()
 			calls++
@@ -188,7 +189,7 @@ func waitLen(t *testing.T, tr *bus.MemoryTransport, queue string, n int) {
 func TestSendOnlyBusNeverReceives(t *testing.T) {
 	t.Parallel()
 	tr := bus.NewMemoryTransport()
-	b := start(t, bus.Config{Endpoint: "client", Transport: tr, SendOnly: true}, nil)
+	b := bustest.StartBus(t, bus.Config{Endpoint: "client", Transport: tr, SendOnly: true}, nil)
 	if err := bus.Handle(b, func(context.Context, PlaceOrder) error { return nil }); !errors.Is(err, bus.ErrInvalidConfig) {
 		t.Errorf("Handle on a send-only bus = %v", err)
 	}
@@ -208,20 +209,20 @@ func TestReceiveWithoutStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := newInbox[PlaceOrder]()
+	in := bustest.NewRecorder[PlaceOrder]()
 	_ = bus.Handle(b, func(ctx context.Context, m PlaceOrder) error {
 		if err := b.Send(ctx, OrderPlaced{ID: m.ID}, bus.To("billing"), bus.DeliverAfter(time.Hour)); err != nil {
 			return err
 		}
-		return in.handle(ctx, m)
+		return in.Handler(ctx, m)
 	})
 	env := &bus.Envelope{ID: "e1", Type: bus.MessageName(PlaceOrder{}), Kind: bus.KindCommand, Body: []byte(`{"ID":"42"}`),
 		CorrelationID: "c1", StickyAttributes: map[string]string{"tenant": "t"}}
 	if err := b.Receive(ctxT(t), env); err != nil {
 		t.Fatal(err)
 	}
-	if in.count() != 1 || in.msgs[0].ID != "42" || store.Len() != 1 {
-		t.Fatalf("handled %v, stored %d", in.msgs, store.Len())
+	if in.Len() != 1 || in.Messages()[0].ID != "42" || store.Len() != 1 {
+		t.Fatalf("handled %v, stored %d", in.Messages(), store.Len())
 	}
 	if err := b.Receive(ctxT(t), &bus.Envelope{ID: "e2", Type: "unknown"}); err != nil {
 		t.Fatalf("unknown message: %v", err)
@@ -251,23 +252,23 @@ func TestMiddlewareOrderAndOutgoingOnce(t *testing.T) {
 			}
 		}
 	}
-	in := newInbox[OrderPlaced]()
-	b := start(t, bus.Config{
+	in := bustest.NewRecorder[OrderPlaced]()
+	b := bustest.StartBus(t, bus.Config{
 		Endpoint: "sales",
 		Incoming: []bus.Middleware{mark("in1"), mark("in2")},
 		Outgoing: []bus.Middleware{mark("out1"), mark("out2")},
-	}, func(b *bus.Bus) { _ = bus.Handle(b, in.handle) })
+	}, func(b *bus.Bus) { _ = bus.Handle(b, in.Handler) })
 	if err := b.Publish(ctxT(t), OrderPlaced{}, bus.DeliverAfter(50*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	in.wait(t, 1)
+	in.WaitFor(t, 1)
 	mu.Lock()
 	defer mu.Unlock()
 	want := "out1:OrderPlaced out2:OrderPlaced in1:OrderPlaced in2:OrderPlaced"
 	if got := strings.Join(trace, " "); got != want {
 		t.Errorf("trace = %q, want %q", got, want)
 	}
-	if in.envs[0].Header("stamped") != "yes" {
+	if in.Envelopes()[0].Header("stamped") != "yes" {
 		t.Error("outgoing middleware change lost across the delay")
 	}
 }
@@ -275,9 +276,9 @@ func TestMiddlewareOrderAndOutgoingOnce(t *testing.T) {
 func TestHandlerSendsInheritCorrelationAndSticky(t *testing.T) {
 	t.Parallel()
 	tr := bus.NewMemoryTransport()
-	out := newInbox[OrderPlaced]()
-	start(t, bus.Config{Endpoint: "billing", Transport: tr}, func(b *bus.Bus) { _ = bus.Handle(b, out.handle) })
-	b := start(t, bus.Config{Endpoint: "sales", Transport: tr}, func(b *bus.Bus) {
+	out := bustest.NewRecorder[OrderPlaced]()
+	bustest.StartBus(t, bus.Config{Endpoint: "billing", Transport: tr}, func(b *bus.Bus) { _ = bus.Handle(b, out.Handler) })
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr}, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(ctx context.Context, m PlaceOrder) error {
 			return b.Publish(ctx, OrderPlaced{ID: m.ID}, bus.WithStickyAttribute("step", "2"))
 		})
@@ -286,8 +287,8 @@ func TestHandlerSendsInheritCorrelationAndSticky(t *testing.T) {
 		bus.WithStickyAttribute("tenant", "acme"), bus.WithAttribute("local", "x")); err != nil {
 		t.Fatal(err)
 	}
-	out.wait(t, 1)
-	e := out.envs[0]
+	out.WaitFor(t, 1)
+	e := out.Envelopes()[0]
 	if e.CorrelationID != "conv" || e.StickyAttributes["tenant"] != "acme" || e.StickyAttributes["step"] != "2" || e.Attributes["local"] != "" {
 		t.Errorf("correlation %q sticky %v attributes %v", e.CorrelationID, e.StickyAttributes, e.Attributes)
 	}

@@ -15,9 +15,9 @@ func TestDelayedNotBeforeDueWithFakeClock(t *testing.T) {
 	t.Parallel()
 	clock := bustest.NewFakeClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
 	tr, store := bus.NewMemoryTransport(), bus.NewMemoryPersistence()
-	in := newInbox[PlaceOrder]()
-	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store, Clock: clock},
-		func(b *bus.Bus) { _ = bus.Handle(b, in.handle) })
+	in := bustest.NewRecorder[PlaceOrder]()
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store, Clock: clock},
+		func(b *bus.Bus) { _ = bus.Handle(b, in.Handler) })
 	if err := b.Send(ctxT(t), PlaceOrder{ID: "1"}, bus.To("sales"), bus.DeliverAfter(10*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
@@ -32,26 +32,26 @@ func TestDelayedNotBeforeDueWithFakeClock(t *testing.T) {
 	clock.WaitForTimers(ctxT(t), 1)
 	clock.Advance(time.Second - time.Millisecond)
 	clock.WaitForTimers(ctxT(t), 1)
-	if n := in.count(); n != 0 || store.Len() != 1 {
+	if n := in.Len(); n != 0 || store.Len() != 1 {
 		t.Fatalf("at due-1ms: %d delivered, %d stored; want 0 and 1", n, store.Len())
 	}
 	clock.Advance(time.Millisecond)
-	in.wait(t, 1)
-	if due := in.envs[0].DueAt; !due.Equal(time.Date(2030, 1, 1, 12, 10, 0, 0, time.UTC)) {
+	in.WaitFor(t, 1)
+	if due := in.Envelopes()[0].DueAt; !due.Equal(time.Date(2030, 1, 1, 12, 10, 0, 0, time.UTC)) {
 		t.Errorf("DueAt = %v", due)
 	}
 }
 
 func TestDelayedDeliveredWithin100msOfDue(t *testing.T) {
 	t.Parallel()
-	in := newInbox[PlaceOrder]()
-	b := start(t, bus.Config{Endpoint: "sales"}, func(b *bus.Bus) { _ = bus.Handle(b, in.handle) })
+	in := bustest.NewRecorder[PlaceOrder]()
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales"}, func(b *bus.Bus) { _ = bus.Handle(b, in.Handler) })
 	due := time.Now().Add(300 * time.Millisecond)
 	if err := b.Send(ctxT(t), PlaceOrder{ID: "1"}, bus.To("sales"), bus.DeliverAt(due)); err != nil {
 		t.Fatal(err)
 	}
-	in.wait(t, 1)
-	late := in.at[0].Sub(due)
+	in.WaitFor(t, 1)
+	late := in.Times()[0].Sub(due)
 	if late < 0 || late > 100*time.Millisecond {
 		t.Errorf("delivered %v after due, want within [0, 100ms]", late)
 	}
@@ -60,7 +60,7 @@ func TestDelayedDeliveredWithin100msOfDue(t *testing.T) {
 func TestConflictingDeliveryStoresAndSendsNothing(t *testing.T) {
 	t.Parallel()
 	tr, store := bus.NewMemoryTransport(), bus.NewMemoryPersistence()
-	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store, SendOnly: true}, nil)
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store, SendOnly: true}, nil)
 	err := b.Send(ctxT(t), PlaceOrder{}, bus.To("billing"), bus.DeliverAfter(time.Minute), bus.DeliverAt(time.Now().Add(time.Hour)))
 	if !errors.Is(err, bus.ErrConflictingDelivery) {
 		t.Fatalf("err = %v, want ErrConflictingDelivery", err)
@@ -76,7 +76,7 @@ func TestConflictingDeliveryStoresAndSendsNothing(t *testing.T) {
 
 func TestInvalidDelays(t *testing.T) {
 	t.Parallel()
-	b := start(t, bus.Config{Endpoint: "sales", SendOnly: true}, nil)
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", SendOnly: true}, nil)
 	for name, opt := range map[string]bus.Option{
 		"negative":      bus.DeliverAfter(-time.Second),
 		"beyond max":    bus.DeliverAfter(bus.MaxDelay + time.Hour),
@@ -94,7 +94,7 @@ func TestInvalidDelays(t *testing.T) {
 func TestDueTimeInThePastSendsAtOnce(t *testing.T) {
 	t.Parallel()
 	tr, store := bus.NewMemoryTransport(), bus.NewMemoryPersistence()
-	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store, SendOnly: true}, nil)
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store, SendOnly: true}, nil)
 	for _, opt := range []bus.Option{bus.DeliverAt(time.Now().Add(-time.Hour)), bus.DeliverAfter(0)} {
 		if err := b.Send(ctxT(t), PlaceOrder{}, bus.To("billing"), opt); err != nil {
 			t.Fatal(err)
@@ -113,7 +113,7 @@ func (plainPersistence) Durable() bool { return true }
 func TestDelayedDeliveryNotSupported(t *testing.T) {
 	t.Parallel()
 	tr := bus.NewMemoryTransport()
-	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: plainPersistence{}, SendOnly: true}, nil)
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: plainPersistence{}, SendOnly: true}, nil)
 	err := b.Send(ctxT(t), PlaceOrder{}, bus.To("billing"), bus.DeliverAfter(time.Minute))
 	var nse *bus.DelayedDeliveryNotSupportedError
 	if !errors.As(err, &nse) || !errors.Is(err, bus.ErrDelayedDeliveryNotSupported) {
@@ -147,7 +147,7 @@ func TestNonDurableWarningOncePerBus(t *testing.T) {
 		{"durable", durableMemory{bus.NewMemoryPersistence()}, 0},
 	} {
 		var logs logBuffer
-		b := start(t, bus.Config{Endpoint: "sales", Persistence: tc.p, Logger: logs.logger(), SendOnly: true}, nil)
+		b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Persistence: tc.p, Logger: logs.logger(), SendOnly: true}, nil)
 		for range 2 {
 			if err := b.Send(ctxT(t), PlaceOrder{}, bus.To("x"), bus.DeliverAfter(time.Hour)); err != nil {
 				t.Fatal(err)
@@ -167,7 +167,7 @@ func TestFailingHandlerSchedulesNothing(t *testing.T) {
 	store := bus.NewMemoryPersistence()
 	tr := bus.NewMemoryTransport()
 	handled := make(chan struct{}, 10)
-	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store, Retries: bus.RetryConfig{Immediate: 2, Delayed: -1}},
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store, Retries: bus.RetryConfig{Immediate: 2, Delayed: -1}},
 		func(b *bus.Bus) {
 			_ = bus.Handle(b, func(ctx context.Context, m PlaceOrder) error {
 				defer func() { handled <- struct{}{} }()
@@ -214,10 +214,10 @@ func TestStopThenNewBusOnSamePersistenceDeliversPending(t *testing.T) {
 	if err := first.Send(ctxT(t), PlaceOrder{}, bus.To("sales")); !errors.Is(err, bus.ErrClosed) {
 		t.Fatalf("Send after Stop = %v, want ErrClosed", err)
 	}
-	in := newInbox[PlaceOrder]()
-	start(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store}, func(b *bus.Bus) { _ = bus.Handle(b, in.handle) })
-	in.wait(t, 5)
-	for _, at := range in.at {
+	in := bustest.NewRecorder[PlaceOrder]()
+	bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store}, func(b *bus.Bus) { _ = bus.Handle(b, in.Handler) })
+	in.WaitFor(t, 5)
+	for _, at := range in.Times() {
 		if at.Before(due) {
 			t.Errorf("delivered %v early", due.Sub(at))
 		}
@@ -227,7 +227,7 @@ func TestStopThenNewBusOnSamePersistenceDeliversPending(t *testing.T) {
 func TestCancelScheduled(t *testing.T) {
 	t.Parallel()
 	store := bus.NewMemoryPersistence()
-	b := start(t, bus.Config{Endpoint: "sales", Persistence: store, SendOnly: true}, nil)
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Persistence: store, SendOnly: true}, nil)
 	if err := b.Send(ctxT(t), PlaceOrder{}, bus.To("x"), bus.DeliverAfter(time.Hour), bus.WithMessageID("m-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -245,16 +245,16 @@ func TestCancelScheduled(t *testing.T) {
 func TestSendOnlyBusSchedulesAndAnotherBusDispatches(t *testing.T) {
 	t.Parallel()
 	tr, store := bus.NewMemoryTransport(), bus.NewMemoryPersistence()
-	in := newInbox[PlaceOrder]()
-	start(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store}, func(b *bus.Bus) { _ = bus.Handle(b, in.handle) })
-	client := start(t, bus.Config{Endpoint: "client", Transport: tr, Persistence: store, SendOnly: true}, nil)
+	in := bustest.NewRecorder[PlaceOrder]()
+	bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store}, func(b *bus.Bus) { _ = bus.Handle(b, in.Handler) })
+	client := bustest.StartBus(t, bus.Config{Endpoint: "client", Transport: tr, Persistence: store, SendOnly: true}, nil)
 	due := time.Now().Add(150 * time.Millisecond)
 	if err := client.Send(ctxT(t), PlaceOrder{ID: "x"}, bus.To("sales"), bus.DeliverAt(due)); err != nil {
 		t.Fatal(err)
 	}
-	in.wait(t, 1)
+	in.WaitFor(t, 1)
 	// Woken through the store's DueNotifier, not the 1 s poll.
-	if late := in.at[0].Sub(due); late < 0 || late > 100*time.Millisecond {
+	if late := in.Times()[0].Sub(due); late < 0 || late > 100*time.Millisecond {
 		t.Errorf("delivered %v after due, want within [0, 100ms]", late)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
 )
 
 func TestReplayMovesErrorQueueBack(t *testing.T) {
@@ -15,13 +16,13 @@ func TestReplayMovesErrorQueueBack(t *testing.T) {
 	tr := bus.NewMemoryTransport()
 	var broken atomic.Bool
 	broken.Store(true)
-	in := newInbox[PlaceOrder]()
-	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Retries: bus.RetryConfig{Immediate: -1, Delayed: -1}}, func(b *bus.Bus) {
+	in := bustest.NewRecorder[PlaceOrder]()
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Retries: bus.RetryConfig{Immediate: -1, Delayed: -1}}, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(ctx context.Context, m PlaceOrder) error {
 			if broken.Load() {
 				return errors.New("bug")
 			}
-			return in.handle(ctx, m)
+			return in.Handler(ctx, m)
 		})
 	})
 	for _, id := range []string{"a", "b", "skip"} {
@@ -36,8 +37,8 @@ func TestReplayMovesErrorQueueBack(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("Replay = %d, %v; want 2", n, err)
 	}
-	in.wait(t, 2)
-	for _, e := range in.envs {
+	in.WaitFor(t, 2)
+	for _, e := range in.Envelopes() {
 		if e.Header(bus.HeaderFailureReason) != "" {
 			t.Errorf("replayed message kept failure headers: %v", e.Headers)
 		}
@@ -48,5 +49,5 @@ func TestReplayMovesErrorQueueBack(t *testing.T) {
 	if n, err := b.Replay(ctxT(t), bus.ReplayOptions{Max: 1, IdleTimeout: 200 * time.Millisecond}); err != nil || n != 1 {
 		t.Errorf("second Replay = %d, %v; want 1", n, err)
 	}
-	in.wait(t, 3)
+	in.WaitFor(t, 3)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
 )
 
 func TestDelayedRetriesThenErrorQueue(t *testing.T) {
@@ -18,7 +19,7 @@ func TestDelayedRetriesThenErrorQueue(t *testing.T) {
 	tr := bus.NewMemoryTransport()
 	var mu sync.Mutex
 	var seen []string
-	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Retries: bus.RetryConfig{
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Retries: bus.RetryConfig{
 		Immediate: 1, Delayed: 2, DelayedBackoff: func(n int) time.Duration { return time.Duration(n) * 50 * time.Millisecond },
 	}}, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(ctx context.Context, m OrderPlaced) error {
@@ -52,7 +53,7 @@ func TestRetryAfterAndPolicy(t *testing.T) {
 	var times []time.Time
 	var mu sync.Mutex
 	done := make(chan struct{})
-	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Retries: bus.RetryConfig{
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Retries: bus.RetryConfig{
 		Policy: func(_ *bus.Envelope, err error) error {
 			if errors.Is(err, errRateLimited) {
 				return bus.RetryAfter(err, 300*time.Millisecond)
@@ -93,7 +94,7 @@ func TestPolicyUnrecoverable(t *testing.T) {
 	t.Parallel()
 	tr := bus.NewMemoryTransport()
 	var calls atomic.Int64
-	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Retries: bus.RetryConfig{
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Retries: bus.RetryConfig{
 		Policy: func(_ *bus.Envelope, err error) error { return bus.Unrecoverable(err) },
 	}}, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(context.Context, PlaceOrder) error { calls.Add(1); return errors.New("bad input") })
@@ -113,7 +114,7 @@ func TestHandlerTimeout(t *testing.T) {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	var calls atomic.Int64
-	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, HandlerTimeout: 50 * time.Millisecond,
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, HandlerTimeout: 50 * time.Millisecond,
 		Retries: bus.RetryConfig{Immediate: 1, Delayed: -1}}, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(ctx context.Context, m PlaceOrder) error {
 			calls.Add(1)
@@ -150,10 +151,10 @@ func TestDispatchRetriesThenErrorQueueOthersFlow(t *testing.T) {
 	t.Parallel()
 	mem := bus.NewMemoryTransport()
 	tr := &rejecting{Transport: mem, reject: func(q string, e *bus.Envelope) bool { return q == "sales" && e.ID == "bad" }}
-	in := newInbox[PlaceOrder]()
-	b := start(t, bus.Config{Endpoint: "sales", Transport: tr, Dispatcher: bus.DispatcherConfig{
+	in := bustest.NewRecorder[PlaceOrder]()
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Dispatcher: bus.DispatcherConfig{
 		NumberOfRetries: 3, RetryBackoff: 20 * time.Millisecond, MaximumRecoveryFailuresPerSecond: 1000,
-	}}, func(b *bus.Bus) { _ = bus.Handle(b, in.handle) })
+	}}, func(b *bus.Bus) { _ = bus.Handle(b, in.Handler) })
 	for i := range 20 {
 		id := fmt.Sprint(i)
 		if i == 7 {
@@ -163,7 +164,7 @@ func TestDispatchRetriesThenErrorQueueOthersFlow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	in.wait(t, 19)
+	in.WaitFor(t, 19)
 	waitLen(t, mem, "error", 1)
 	if n := tr.count.Load(); n != 4 {
 		t.Errorf("transport rejected %d hand-overs, want 4 (1 + 3 retries)", n)
@@ -199,8 +200,8 @@ func TestCircuitBreakersCallOnCriticalErrorAndRecover(t *testing.T) {
 	t.Parallel()
 	store := &failingStore{MemoryPersistence: bus.NewMemoryPersistence()}
 	critical := make(chan *bus.CriticalError, 10)
-	in := newInbox[PlaceOrder]()
-	b := start(t, bus.Config{Endpoint: "sales", Persistence: store,
+	in := bustest.NewRecorder[PlaceOrder]()
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Persistence: store,
 		CircuitBreakers: bus.CircuitBreakerConfig{Store: 100 * time.Millisecond, Fetch: 100 * time.Millisecond},
 		OnCriticalError: func(err error) {
 			var ce *bus.CriticalError
@@ -208,7 +209,7 @@ func TestCircuitBreakersCallOnCriticalErrorAndRecover(t *testing.T) {
 				critical <- ce
 			}
 		},
-	}, func(b *bus.Bus) { _ = bus.Handle(b, in.handle) })
+	}, func(b *bus.Bus) { _ = bus.Handle(b, in.Handler) })
 	if err := b.Send(ctxT(t), PlaceOrder{ID: "before"}, bus.To("sales"), bus.DeliverAfter(200*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
@@ -232,9 +233,9 @@ func TestCircuitBreakersCallOnCriticalErrorAndRecover(t *testing.T) {
 		}
 	}
 	store.down.Store(false)
-	in.wait(t, 1) // the dispatcher probes, recovers and delivers what was due
-	if in.msgs[0].ID != "before" {
-		t.Errorf("delivered %+v", in.msgs[0])
+	in.WaitFor(t, 1) // the dispatcher probes, recovers and delivers what was due
+	if in.Messages()[0].ID != "before" {
+		t.Errorf("delivered %+v", in.Messages()[0])
 	}
 }
 
@@ -274,7 +275,7 @@ func TestDispatchHandOverIsBoundedDuringOutage(t *testing.T) {
 	tripped := make(chan struct{}, 1)
 	var handled sync.Map
 	var dups atomic.Int64
-	b := start(t, bus.Config{Endpoint: "sales", Transport: tr,
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr,
 		Dispatcher:      bus.DispatcherConfig{Lease: 600 * time.Millisecond, RetryBackoff: 50 * time.Millisecond, MaximumRecoveryFailuresPerSecond: 100},
 		CircuitBreakers: bus.CircuitBreakerConfig{Dispatch: 300 * time.Millisecond},
 		OnCriticalError: func(err error) {

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
 )
 
 func TestTimerOptionsValidate(t *testing.T) {
 	t.Parallel()
-	b := start(t, bus.Config{Endpoint: "shop", SendOnly: true}, nil)
+	b := bustest.StartBus(t, bus.Config{Endpoint: "shop", SendOnly: true}, nil)
 	for name, opt := range map[string]bus.Option{
 		"ttbr zero":      bus.TimeToBeReceived(0),
 		"ttbr negative":  bus.TimeToBeReceived(-time.Second),
@@ -32,7 +33,7 @@ func TestTimerOptionsValidate(t *testing.T) {
 func TestTimersOnTheWireAreAbsoluteUTC(t *testing.T) {
 	t.Parallel()
 	tr := bus.NewMemoryTransport()
-	b := start(t, bus.Config{Endpoint: "shop", Transport: tr}, nil)
+	b := bustest.StartBus(t, bus.Config{Endpoint: "shop", Transport: tr}, nil)
 	local := time.FixedZone("UTC+5", 5*3600)
 	due := time.Now().In(local).Add(time.Hour)
 	if err := b.Send(ctxT(t), PlaceOrder{}, bus.To("x"), bus.DeliverAt(due), bus.WithMessageID("m"),
@@ -56,7 +57,7 @@ func TestTimersOnTheWireAreAbsoluteUTC(t *testing.T) {
 	}
 	// The delayed one: both clocks start at the due time.
 	store := bus.NewMemoryPersistence()
-	b2 := start(t, bus.Config{Endpoint: "shop2", Transport: tr, Persistence: store, SendOnly: true}, nil)
+	b2 := bustest.StartBus(t, bus.Config{Endpoint: "shop2", Transport: tr, Persistence: store, SendOnly: true}, nil)
 	if err := b2.Send(ctxT(t), PlaceOrder{}, bus.To("x"), bus.DeliverAt(due), bus.TimeToBeReceived(time.Minute), bus.TimeToReachQueue(10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -82,11 +83,11 @@ func TestTimersOnTheWireAreAbsoluteUTC(t *testing.T) {
 func TestTimeToBeReceivedLapsesBehindSlowHandler(t *testing.T) {
 	t.Parallel()
 	tr := bus.NewMemoryTransport()
-	acks := newInbox[bus.Acknowledgement]()
-	start(t, bus.Config{Endpoint: "admin", Transport: tr}, func(b *bus.Bus) { _ = bus.Handle(b, acks.handle) })
+	acks := bustest.NewRecorder[bus.Acknowledgement]()
+	bustest.StartBus(t, bus.Config{Endpoint: "admin", Transport: tr}, func(b *bus.Bus) { _ = bus.Handle(b, acks.Handler) })
 	var handled atomic.Int64
 	slow := make(chan struct{})
-	b := start(t, bus.Config{Endpoint: "worker", Transport: tr, Concurrency: 1}, func(b *bus.Bus) {
+	b := bustest.StartBus(t, bus.Config{Endpoint: "worker", Transport: tr, Concurrency: 1}, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(ctx context.Context, m PlaceOrder) error {
 			handled.Add(1)
 			if m.ID == "slow" {
@@ -105,8 +106,8 @@ func TestTimeToBeReceivedLapsesBehindSlowHandler(t *testing.T) {
 	time.Sleep(250 * time.Millisecond)
 	close(slow)
 	waitLen(t, tr, "deadletter", 1)
-	acks.wait(t, 1)
-	a := acks.msgs[0]
+	acks.WaitFor(t, 1)
+	a := acks.Messages()[0]
 	if a.MessageID != "urgent" || a.Class != bus.AckReceiveTimeout || a.CorrelationID != "c-1" || a.Endpoint != "worker" {
 		t.Errorf("acknowledgement = %+v", a)
 	}
@@ -129,12 +130,12 @@ func TestTimeToReachQueueLapsesDuringOutage(t *testing.T) {
 	var down atomic.Bool
 	down.Store(true)
 	tr := &rejecting{Transport: mem, reject: func(q string, _ *bus.Envelope) bool { return down.Load() && q == "worker" }}
-	acks := newInbox[bus.Acknowledgement]()
-	start(t, bus.Config{Endpoint: "admin", Transport: mem}, func(b *bus.Bus) { _ = bus.Handle(b, acks.handle) })
-	in := newInbox[PlaceOrder]()
-	b := start(t, bus.Config{Endpoint: "worker", Transport: tr,
+	acks := bustest.NewRecorder[bus.Acknowledgement]()
+	bustest.StartBus(t, bus.Config{Endpoint: "admin", Transport: mem}, func(b *bus.Bus) { _ = bus.Handle(b, acks.Handler) })
+	in := bustest.NewRecorder[PlaceOrder]()
+	b := bustest.StartBus(t, bus.Config{Endpoint: "worker", Transport: tr,
 		Dispatcher: bus.DispatcherConfig{RetryBackoff: 20 * time.Millisecond, MaximumRecoveryFailuresPerSecond: 1000}},
-		func(b *bus.Bus) { _ = bus.Handle(b, in.handle) })
+		func(b *bus.Bus) { _ = bus.Handle(b, in.Handler) })
 	opts := []bus.Option{bus.To("worker"), bus.DeliverAfter(50 * time.Millisecond), bus.DeadLetterOnExpiry(), bus.Acknowledge(bus.AckFull, "admin")}
 	if err := b.Send(ctxT(t), PlaceOrder{ID: "short"}, append(opts, bus.TimeToReachQueue(200*time.Millisecond), bus.WithMessageID("short"))...); err != nil {
 		t.Fatal(err)
@@ -144,13 +145,13 @@ func TestTimeToReachQueueLapsesDuringOutage(t *testing.T) {
 	}
 	waitLen(t, mem, "deadletter", 1)
 	down.Store(false)
-	in.wait(t, 1)
-	acks.wait(t, 3) // short: ReachQueueTimeout; long: ReachedQueue and Received
-	if in.msgs[0].ID != "long" {
-		t.Errorf("delivered %q, want only long", in.msgs[0].ID)
+	in.WaitFor(t, 1)
+	acks.WaitFor(t, 3) // short: ReachQueueTimeout; long: ReachedQueue and Received
+	if in.Messages()[0].ID != "long" {
+		t.Errorf("delivered %q, want only long", in.Messages()[0].ID)
 	}
 	classes := map[string]bus.AckClass{}
-	for _, a := range acks.msgs {
+	for _, a := range acks.Messages() {
 		classes[a.MessageID+"/"+string(a.Class)] = a.Class
 	}
 	for _, want := range []string{"short/ReachQueueTimeout", "long/ReachedQueue", "long/Received"} {
@@ -168,9 +169,9 @@ func TestSmallerTimerWins(t *testing.T) {
 	var down atomic.Bool
 	down.Store(true)
 	tr := &rejecting{Transport: mem, reject: func(q string, _ *bus.Envelope) bool { return down.Load() && q == "worker" }}
-	acks := newInbox[bus.Acknowledgement]()
-	start(t, bus.Config{Endpoint: "admin", Transport: mem}, func(b *bus.Bus) { _ = bus.Handle(b, acks.handle) })
-	b := start(t, bus.Config{Endpoint: "worker", Transport: tr,
+	acks := bustest.NewRecorder[bus.Acknowledgement]()
+	bustest.StartBus(t, bus.Config{Endpoint: "admin", Transport: mem}, func(b *bus.Bus) { _ = bus.Handle(b, acks.Handler) })
+	b := bustest.StartBus(t, bus.Config{Endpoint: "worker", Transport: tr,
 		Dispatcher: bus.DispatcherConfig{RetryBackoff: 20 * time.Millisecond, MaximumRecoveryFailuresPerSecond: 1000}},
 		func(b *bus.Bus) { _ = bus.Handle(b, func(context.Context, PlaceOrder) error { return nil }) })
 	start := time.Now()
@@ -178,8 +179,8 @@ func TestSmallerTimerWins(t *testing.T) {
 		bus.TimeToReachQueue(time.Hour), bus.TimeToBeReceived(150*time.Millisecond), bus.Acknowledge(bus.AckNegative, "admin")); err != nil {
 		t.Fatal(err)
 	}
-	acks.wait(t, 1)
-	if c := acks.msgs[0].Class; c != bus.AckReceiveTimeout {
+	acks.WaitFor(t, 1)
+	if c := acks.Messages()[0].Class; c != bus.AckReceiveTimeout {
 		t.Errorf("class %s, want ReceiveTimeout (the smaller timer)", c)
 	}
 	if el := time.Since(start); el > 10*time.Second {
@@ -190,14 +191,14 @@ func TestSmallerTimerWins(t *testing.T) {
 func TestMessageWithoutTimersUnaffected(t *testing.T) {
 	t.Parallel()
 	clockStart := time.Now()
-	in := newInbox[PlaceOrder]()
-	b := start(t, bus.Config{Endpoint: "worker"}, func(b *bus.Bus) { _ = bus.Handle(b, in.handle) })
+	in := bustest.NewRecorder[PlaceOrder]()
+	b := bustest.StartBus(t, bus.Config{Endpoint: "worker"}, func(b *bus.Bus) { _ = bus.Handle(b, in.Handler) })
 	if err := b.Send(ctxT(t), PlaceOrder{}, bus.To("worker"), bus.DeliverAfter(100*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	in.wait(t, 1)
-	e := in.envs[0]
-	if !e.ExpiresAt.IsZero() || e.Header(bus.HeaderReachQueueBy) != "" || b.Metrics().Expired != 0 || in.at[0].Before(clockStart) {
+	in.WaitFor(t, 1)
+	e := in.Envelopes()[0]
+	if !e.ExpiresAt.IsZero() || e.Header(bus.HeaderReachQueueBy) != "" || b.Metrics().Expired != 0 || in.Times()[0].Before(clockStart) {
 		t.Errorf("untimed message got timers: %+v", e)
 	}
 }

@@ -29,8 +29,10 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// newBus builds and registers cleanup for a bus; configure runs before Start.
-func newBus(t *testing.T, cfg bus.Config, configure func(b *bus.Bus)) *bus.Bus {
+// StartBus builds a bus from cfg (with a quiet logger if it has none), lets
+// configure register handlers and routes, starts it, and stops it when the
+// test ends.
+func StartBus(t testing.TB, cfg bus.Config, configure func(b *bus.Bus)) *bus.Bus {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quietLogger()
@@ -55,8 +57,9 @@ func newBus(t *testing.T, cfg bus.Config, configure func(b *bus.Bus)) *bus.Bus {
 	return b
 }
 
-// recorder collects what handlers received, for assertions.
-type recorder[T any] struct {
+// Recorder collects what a handler received, for assertions: each
+// message, its envelope and the time it arrived. Use Handler as the handler.
+type Recorder[T any] struct {
 	mu     sync.Mutex
 	items  []T
 	envs   []*bus.Envelope
@@ -64,14 +67,16 @@ type recorder[T any] struct {
 	signal chan struct{}
 }
 
-func newRecorder[T any]() *recorder[T] { return &recorder[T]{signal: make(chan struct{}, 1)} }
+// NewRecorder returns an empty Recorder.
+func NewRecorder[T any]() *Recorder[T] { return &Recorder[T]{signal: make(chan struct{}, 1)} }
 
-func (r *recorder[T]) handler(ctx context.Context, m T) error {
+// Handler records m with its envelope and arrival time, and succeeds.
+func (r *Recorder[T]) Handler(ctx context.Context, m T) error {
 	r.add(m, bus.IncomingMessage(ctx))
 	return nil
 }
 
-func (r *recorder[T]) add(m T, env *bus.Envelope) {
+func (r *Recorder[T]) add(m T, env *bus.Envelope) {
 	r.mu.Lock()
 	r.items = append(r.items, m)
 	r.envs = append(r.envs, env)
@@ -83,38 +88,58 @@ func (r *recorder[T]) add(m T, env *bus.Envelope) {
 	}
 }
 
-func (r *recorder[T]) len() int {
+// Len returns how many messages were recorded.
+func (r *Recorder[T]) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.items)
 }
 
-// waitFor waits until at least n items arrived, failing the test after waitTimeout.
-func (r *recorder[T]) waitFor(t *testing.T, n int) {
+// WaitFor waits until at least n messages arrived, failing the test after
+// 30 seconds.
+func (r *Recorder[T]) WaitFor(t testing.TB, n int) {
 	t.Helper()
 	deadline := time.NewTimer(waitTimeout)
 	defer deadline.Stop()
-	for r.len() < n {
+	for r.Len() < n {
 		select {
 		case <-r.signal:
 		case <-deadline.C:
-			t.Fatalf("received %d messages, want %d within %v", r.len(), n, waitTimeout)
+			t.Fatalf("received %d messages, want %d within %v", r.Len(), n, waitTimeout)
 		}
 	}
 }
 
-// settle waits a moment and asserts no more than n items arrived: used after
-// waitFor to catch duplicates.
-func (r *recorder[T]) expectExactly(t *testing.T, n int, quiet time.Duration) {
+// expectExactly waits for n messages, waits a moment more and asserts no
+// more arrived: it catches duplicates.
+func (r *Recorder[T]) expectExactly(t *testing.T, n int, quiet time.Duration) {
 	t.Helper()
-	r.waitFor(t, n)
+	r.WaitFor(t, n)
 	time.Sleep(quiet)
-	if got := r.len(); got != n {
+	if got := r.Len(); got != n {
 		t.Errorf("received %d messages, want exactly %d", got, n)
 	}
 }
 
-func (r *recorder[T]) snapshot() ([]T, []*bus.Envelope, []time.Time) {
+// Messages returns a copy of the recorded messages, in arrival order.
+func (r *Recorder[T]) Messages() []T {
+	m, _, _ := r.snapshot()
+	return m
+}
+
+// Envelopes returns a copy of the recorded envelopes, in arrival order.
+func (r *Recorder[T]) Envelopes() []*bus.Envelope {
+	_, e, _ := r.snapshot()
+	return e
+}
+
+// Times returns a copy of the arrival times, in arrival order.
+func (r *Recorder[T]) Times() []time.Time {
+	_, _, at := r.snapshot()
+	return at
+}
+
+func (r *Recorder[T]) snapshot() ([]T, []*bus.Envelope, []time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]T(nil), r.items...), append([]*bus.Envelope(nil), r.envs...), append([]time.Time(nil), r.at...)
@@ -122,9 +147,9 @@ func (r *recorder[T]) snapshot() ([]T, []*bus.Envelope, []time.Time) {
 
 // drainQueue receives every envelope that reaches queue on tr until the
 // test ends, into a recorder.
-func drainQueue(t *testing.T, tr bus.Transport, queue string) *recorder[*bus.Envelope] {
+func drainQueue(t *testing.T, tr bus.Transport, queue string) *Recorder[*bus.Envelope] {
 	t.Helper()
-	rec := newRecorder[*bus.Envelope]()
+	rec := NewRecorder[*bus.Envelope]()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

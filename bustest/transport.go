@@ -76,9 +76,9 @@ func ctxFor(t *testing.T) context.Context {
 }
 
 func testSendReceive(t *testing.T, tr bus.Transport, ns string) {
-	rec := newRecorder[Ping]()
-	newBus(t, cfg(tr, ns, "receiver"), func(b *bus.Bus) { _ = bus.Handle(b, rec.handler) })
-	sender := newBus(t, cfg(tr, ns, "sender"), func(b *bus.Bus) { _ = bus.Route[Ping](b, ns+"-receiver") })
+	rec := NewRecorder[Ping]()
+	StartBus(t, cfg(tr, ns, "receiver"), func(b *bus.Bus) { _ = bus.Handle(b, rec.Handler) })
+	sender := StartBus(t, cfg(tr, ns, "sender"), func(b *bus.Bus) { _ = bus.Route[Ping](b, ns+"-receiver") })
 	for i := range 10 {
 		if err := sender.Send(ctxFor(t), Ping{N: i}); err != nil {
 			t.Fatalf("Send: %v", err)
@@ -96,10 +96,10 @@ func testSendReceive(t *testing.T, tr bus.Transport, ns string) {
 }
 
 func testPublish(t *testing.T, tr bus.Transport, ns string) {
-	a, b := newRecorder[Published](), newRecorder[Published]()
-	newBus(t, cfg(tr, ns, "sub-a"), func(x *bus.Bus) { _ = bus.Handle(x, a.handler) })
-	newBus(t, cfg(tr, ns, "sub-b"), func(x *bus.Bus) { _ = bus.Handle(x, b.handler) })
-	pub := newBus(t, cfg(tr, ns, "publisher"), nil)
+	a, b := NewRecorder[Published](), NewRecorder[Published]()
+	StartBus(t, cfg(tr, ns, "sub-a"), func(x *bus.Bus) { _ = bus.Handle(x, a.Handler) })
+	StartBus(t, cfg(tr, ns, "sub-b"), func(x *bus.Bus) { _ = bus.Handle(x, b.Handler) })
+	pub := StartBus(t, cfg(tr, ns, "publisher"), nil)
 	for i := range 5 {
 		if err := pub.Publish(ctxFor(t), Published{N: i}); err != nil {
 			t.Fatalf("Publish: %v", err)
@@ -107,8 +107,8 @@ func testPublish(t *testing.T, tr bus.Transport, ns string) {
 	}
 	a.expectExactly(t, 5, 0)
 	b.expectExactly(t, 5, 200*time.Millisecond)
-	if a.len() != 5 {
-		t.Errorf("subscriber a received %d events, want 5", a.len())
+	if a.Len() != 5 {
+		t.Errorf("subscriber a received %d events, want 5", a.Len())
 	}
 }
 
@@ -120,7 +120,7 @@ func testCompeting(t *testing.T, tr bus.Transport, ns string) {
 	for i := range 2 {
 		c := cfg(tr, ns, "worker")
 		c.Concurrency = 2
-		newBus(t, c, func(b *bus.Bus) {
+		StartBus(t, c, func(b *bus.Bus) {
 			_ = bus.Handle(b, func(_ context.Context, m Ping) error {
 				time.Sleep(time.Millisecond)
 				mu.Lock()
@@ -131,7 +131,7 @@ func testCompeting(t *testing.T, tr bus.Transport, ns string) {
 			})
 		})
 	}
-	sender := newBus(t, cfg(tr, ns, "sender"), func(b *bus.Bus) { _ = bus.Route[Ping](b, ns+"-worker") })
+	sender := StartBus(t, cfg(tr, ns, "sender"), func(b *bus.Bus) { _ = bus.Route[Ping](b, ns+"-worker") })
 	for i := range n {
 		if err := sender.Send(ctxFor(t), Ping{N: i}); err != nil {
 			t.Fatalf("Send: %v", err)
@@ -158,9 +158,9 @@ func testCompeting(t *testing.T, tr bus.Transport, ns string) {
 }
 
 func testEnvelopeRoundTrip(t *testing.T, tr bus.Transport, ns string) {
-	rec := newRecorder[Ping]()
-	newBus(t, cfg(tr, ns, "receiver"), func(b *bus.Bus) { _ = bus.Handle(b, rec.handler) })
-	sender := newBus(t, cfg(tr, ns, "sender"), nil)
+	rec := NewRecorder[Ping]()
+	StartBus(t, cfg(tr, ns, "receiver"), func(b *bus.Bus) { _ = bus.Handle(b, rec.Handler) })
+	sender := StartBus(t, cfg(tr, ns, "sender"), nil)
 	before := time.Now()
 	err := sender.Send(ctxFor(t), Ping{N: 7}, bus.To(ns+"-receiver"),
 		bus.WithMessageID("id-"+ns), bus.WithCorrelationID("corr-"+ns),
@@ -169,7 +169,7 @@ func testEnvelopeRoundTrip(t *testing.T, tr bus.Transport, ns string) {
 	if err != nil {
 		t.Fatalf("Send: %v", err)
 	}
-	rec.waitFor(t, 1)
+	rec.WaitFor(t, 1)
 	_, envs, _ := rec.snapshot()
 	e := envs[0]
 	checks := []struct{ name, got, want string }{
@@ -202,13 +202,13 @@ func testEnvelopeRoundTrip(t *testing.T, tr bus.Transport, ns string) {
 }
 
 func testReply(t *testing.T, tr bus.Transport, ns string) {
-	replies := newRecorder[Pong]()
-	newBus(t, cfg(tr, ns, "server"), func(b *bus.Bus) {
+	replies := NewRecorder[Pong]()
+	StartBus(t, cfg(tr, ns, "server"), func(b *bus.Bus) {
 		_ = bus.Handle(b, func(ctx context.Context, m Ping) error { return bus.Reply(ctx, Pong(m)) })
 	})
-	client := newBus(t, cfg(tr, ns, "client"), func(b *bus.Bus) {
+	client := StartBus(t, cfg(tr, ns, "client"), func(b *bus.Bus) {
 		_ = bus.Route[Ping](b, ns+"-server")
-		_ = bus.Handle(b, replies.handler)
+		_ = bus.Handle(b, replies.Handler)
 	})
 	if err := client.Send(ctxFor(t), Ping{N: 3}, bus.WithCorrelationID("conv-1"), bus.WithStickyAttribute("s", "1")); err != nil {
 		t.Fatalf("Send: %v", err)
@@ -223,17 +223,17 @@ func testReply(t *testing.T, tr bus.Transport, ns string) {
 func testConcurrencyBound(t *testing.T, tr bus.Transport, ns string) {
 	const limit, n = 3, 30
 	var running, peak atomic.Int64
-	done := newRecorder[Ping]()
+	done := NewRecorder[Ping]()
 	c := cfg(tr, ns, "bounded")
 	c.Concurrency = limit
-	b := newBus(t, c, func(b *bus.Bus) {
+	b := StartBus(t, c, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(ctx context.Context, m Ping) error {
 			now := running.Add(1)
 			for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
 			}
 			time.Sleep(20 * time.Millisecond)
 			running.Add(-1)
-			return done.handler(ctx, m)
+			return done.Handler(ctx, m)
 		})
 	})
 	for i := range n {
@@ -241,7 +241,7 @@ func testConcurrencyBound(t *testing.T, tr bus.Transport, ns string) {
 			t.Fatalf("Send: %v", err)
 		}
 	}
-	done.waitFor(t, n)
+	done.WaitFor(t, n)
 	if p := peak.Load(); p > limit {
 		t.Errorf("%d handlers ran at once, Concurrency is %d", p, limit)
 	}
@@ -282,7 +282,7 @@ func testStopInFlight(t *testing.T, tr bus.Transport, ns string) {
 	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 	_ = first.Stop(stopCtx) // cuts handlers short: their messages must come back
 	cancel()
-	newBus(t, c, func(b *bus.Bus) { _ = bus.Handle(b, handler) })
+	StartBus(t, c, func(b *bus.Bus) { _ = bus.Handle(b, handler) })
 	deadline := time.Now().Add(waitTimeout)
 	for time.Now().Before(deadline) {
 		mu.Lock()
@@ -302,9 +302,9 @@ func withLogger(c bus.Config) bus.Config {
 }
 
 func testDelayedOverTransport(t *testing.T, tr bus.Transport, ns string) {
-	rec := newRecorder[Ping]()
-	newBus(t, cfg(tr, ns, "receiver"), func(b *bus.Bus) { _ = bus.Handle(b, rec.handler) })
-	sender := newBus(t, cfg(tr, ns, "sender"), func(b *bus.Bus) { _ = bus.Route[Ping](b, ns+"-receiver") })
+	rec := NewRecorder[Ping]()
+	StartBus(t, cfg(tr, ns, "receiver"), func(b *bus.Bus) { _ = bus.Handle(b, rec.Handler) })
+	sender := StartBus(t, cfg(tr, ns, "sender"), func(b *bus.Bus) { _ = bus.Route[Ping](b, ns+"-receiver") })
 	const n = 20
 	start := time.Now()
 	due := make(map[string]time.Time, n)

@@ -15,7 +15,7 @@ func testErrorQueue(t *testing.T, tr bus.Transport, ns string) {
 	c := cfg(tr, ns, "failing")
 	c.Retries.Immediate = 2
 	c.Retries.Delayed = -1
-	b := newBus(t, c, func(b *bus.Bus) {
+	b := StartBus(t, c, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(context.Context, Failing) error { calls.Add(1); return errors.New("always fails") })
 	})
 	errQ := drainQueue(t, tr, c.ErrorQueue)
@@ -47,14 +47,14 @@ func testErrorQueue(t *testing.T, tr bus.Transport, ns string) {
 
 func testRetrySucceeds(t *testing.T, tr bus.Transport, ns string) {
 	var calls atomic.Int64
-	done := newRecorder[Failing]()
+	done := NewRecorder[Failing]()
 	c := cfg(tr, ns, "flaky")
-	b := newBus(t, c, func(b *bus.Bus) {
+	b := StartBus(t, c, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(ctx context.Context, m Failing) error {
 			if calls.Add(1) <= 2 {
 				return errors.New("transient")
 			}
-			return done.handler(ctx, m)
+			return done.Handler(ctx, m)
 		})
 	})
 	errQ := drainQueue(t, tr, c.ErrorQueue)
@@ -62,15 +62,15 @@ func testRetrySucceeds(t *testing.T, tr bus.Transport, ns string) {
 		t.Fatalf("Send: %v", err)
 	}
 	done.expectExactly(t, 1, 200*time.Millisecond)
-	if errQ.len() != 0 || calls.Load() != 3 {
-		t.Errorf("error queue has %d, handler calls %d; want 0 and 3", errQ.len(), calls.Load())
+	if errQ.Len() != 0 || calls.Load() != 3 {
+		t.Errorf("error queue has %d, handler calls %d; want 0 and 3", errQ.Len(), calls.Load())
 	}
 }
 
 func testPoison(t *testing.T, tr bus.Transport, ns string) {
-	good := newRecorder[Ping]()
+	good := NewRecorder[Ping]()
 	c := cfg(tr, ns, "target")
-	newBus(t, c, func(b *bus.Bus) { _ = bus.Handle(b, good.handler) })
+	StartBus(t, c, func(b *bus.Bus) { _ = bus.Handle(b, good.Handler) })
 	errQ := drainQueue(t, tr, c.ErrorQueue)
 	poison := []*bus.Envelope{
 		{ID: "unknown-" + ns, Type: "bustest.NobodyHandlesThis", Kind: bus.KindCommand, Body: []byte(`{}`), ContentType: "application/json", Destination: c.Endpoint},
@@ -81,7 +81,7 @@ func testPoison(t *testing.T, tr bus.Transport, ns string) {
 			t.Fatalf("transport Send: %v", err)
 		}
 	}
-	sender := newBus(t, cfg(tr, ns, "sender"), nil)
+	sender := StartBus(t, cfg(tr, ns, "sender"), nil)
 	if err := sender.Send(ctxFor(t), Ping{N: 1}, bus.To(c.Endpoint)); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
@@ -96,11 +96,11 @@ func testPoison(t *testing.T, tr bus.Transport, ns string) {
 }
 
 func testFailedHandlerSendsNothing(t *testing.T, tr bus.Transport, ns string) {
-	out := newRecorder[Pong]()
-	newBus(t, cfg(tr, ns, "downstream"), func(b *bus.Bus) { _ = bus.Handle(b, out.handler) })
+	out := NewRecorder[Pong]()
+	StartBus(t, cfg(tr, ns, "downstream"), func(b *bus.Bus) { _ = bus.Handle(b, out.Handler) })
 	c := cfg(tr, ns, "upstream")
 	c.Retries.Immediate = -1
-	b := newBus(t, c, func(b *bus.Bus) {
+	b := StartBus(t, c, func(b *bus.Bus) {
 		_ = bus.Route[Pong](b, ns+"-downstream")
 		_ = bus.Handle(b, func(ctx context.Context, m Ping) error {
 			if err := b.Send(ctx, Pong{N: m.N}); err != nil {
@@ -134,7 +134,7 @@ func testDelayedRetries(t *testing.T, tr bus.Transport, ns string) {
 	var calls atomic.Int64
 	c := cfg(tr, ns, "failing")
 	c.Retries = bus.RetryConfig{Immediate: -1, Delayed: 2, DelayedBackoff: func(int) time.Duration { return 50 * time.Millisecond }}
-	b := newBus(t, c, func(b *bus.Bus) {
+	b := StartBus(t, c, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(context.Context, Failing) error { calls.Add(1); return errors.New("still failing") })
 	})
 	errQ := drainQueue(t, tr, c.ErrorQueue)

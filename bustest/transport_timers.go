@@ -10,10 +10,10 @@ import (
 )
 
 // adminBus starts an endpoint that records acknowledgements.
-func adminBus(t *testing.T, tr bus.Transport, ns string) (*recorder[bus.Acknowledgement], string) {
-	acks := newRecorder[bus.Acknowledgement]()
+func adminBus(t *testing.T, tr bus.Transport, ns string) (*Recorder[bus.Acknowledgement], string) {
+	acks := NewRecorder[bus.Acknowledgement]()
 	c := cfg(tr, ns, "admin")
-	newBus(t, c, func(b *bus.Bus) { _ = bus.Handle(b, acks.handler) })
+	StartBus(t, c, func(b *bus.Bus) { _ = bus.Handle(b, acks.Handler) })
 	return acks, c.Endpoint
 }
 
@@ -23,7 +23,7 @@ func testTimeToBeReceived(t *testing.T, tr bus.Transport, ns string) {
 	release := make(chan struct{})
 	c := cfg(tr, ns, "worker")
 	c.Concurrency = 1
-	b := newBus(t, c, func(b *bus.Bus) {
+	b := StartBus(t, c, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(_ context.Context, m Ping) error {
 			handled.Add(1)
 			if m.N == 0 {
@@ -71,8 +71,8 @@ func testTimeToReachQueue(t *testing.T, tr bus.Transport, ns string) {
 	out.down.Store(true)
 	c.Transport = out
 	c.Dispatcher = bus.DispatcherConfig{RetryBackoff: 20 * time.Millisecond, MaximumRecoveryFailuresPerSecond: 1000}
-	handled := newRecorder[Ping]()
-	b := newBus(t, c, func(b *bus.Bus) { _ = bus.Handle(b, handled.handler) })
+	handled := NewRecorder[Ping]()
+	b := StartBus(t, c, func(b *bus.Bus) { _ = bus.Handle(b, handled.Handler) })
 	dlq := drainQueue(t, tr, c.DeadLetterQueue)
 	if err := b.Send(ctxFor(t), Ping{N: 1}, bus.To(c.Endpoint), bus.WithMessageID("ttrq-"+ns), bus.DeliverAfter(50*time.Millisecond),
 		bus.TimeToReachQueue(300*time.Millisecond), bus.DeadLetterOnExpiry(), bus.Acknowledge(bus.AckNegative, admin)); err != nil {
@@ -85,16 +85,16 @@ func testTimeToReachQueue(t *testing.T, tr bus.Transport, ns string) {
 	if got[0].MessageID != "ttrq-"+ns || got[0].Class != bus.AckReachQueueTimeout {
 		t.Errorf("acknowledgement %+v", got[0])
 	}
-	if handled.len() != 0 {
+	if handled.Len() != 0 {
 		t.Error("a message past its time to reach queue was delivered")
 	}
 }
 
 func testPositiveAcks(t *testing.T, tr bus.Transport, ns string) {
 	acks, admin := adminBus(t, tr, ns)
-	handled := newRecorder[Ping]()
+	handled := NewRecorder[Ping]()
 	c := cfg(tr, ns, "worker")
-	b := newBus(t, c, func(b *bus.Bus) { _ = bus.Handle(b, handled.handler) })
+	b := StartBus(t, c, func(b *bus.Bus) { _ = bus.Handle(b, handled.Handler) })
 	if err := b.Send(ctxFor(t), Ping{N: 1}, bus.To(c.Endpoint), bus.WithMessageID("pos-"+ns),
 		bus.TimeToBeReceived(time.Minute), bus.Acknowledge(bus.AckFull, admin)); err != nil {
 		t.Fatal(err)
