@@ -122,20 +122,30 @@ func TestTimeToBeReceivedLapsesBehindSlowHandler(t *testing.T) {
 	}
 }
 
+// workerBehindOutage starts an "admin" bus recording acknowledgements and a
+// "worker" bus handling PlaceOrder with handle, whose dispatcher retries
+// every 20 ms and cannot send to the worker queue while down is true (it
+// starts true). Both share mem.
+func workerBehindOutage(t *testing.T, handle func(context.Context, PlaceOrder) error) (b *bus.Bus, mem *bus.MemoryTransport, down *atomic.Bool, acks *bustest.Recorder[bus.Acknowledgement]) {
+	t.Helper()
+	mem = bus.NewMemoryTransport()
+	down = new(atomic.Bool)
+	down.Store(true)
+	tr := &rejecting{Transport: mem, reject: func(q string, _ *bus.Envelope) bool { return down.Load() && q == "worker" }}
+	acks = bustest.NewRecorder[bus.Acknowledgement]()
+	bustest.StartBus(t, bus.Config{Endpoint: "admin", Transport: mem}, func(b *bus.Bus) { _ = bus.Handle(b, acks.Handler) })
+	b = bustest.StartBus(t, bus.Config{Endpoint: "worker", Transport: tr,
+		Dispatcher: bus.DispatcherConfig{RetryBackoff: 20 * time.Millisecond, MaximumRecoveryFailuresPerSecond: 1000}},
+		func(b *bus.Bus) { _ = bus.Handle(b, handle) })
+	return b, mem, down, acks
+}
+
 // A delayed message whose time to reach queue lapses while the transport is
 // down is discarded by the dispatcher, with the ReachQueueTimeout class.
 func TestTimeToReachQueueLapsesDuringOutage(t *testing.T) {
 	t.Parallel()
-	mem := bus.NewMemoryTransport()
-	var down atomic.Bool
-	down.Store(true)
-	tr := &rejecting{Transport: mem, reject: func(q string, _ *bus.Envelope) bool { return down.Load() && q == "worker" }}
-	acks := bustest.NewRecorder[bus.Acknowledgement]()
-	bustest.StartBus(t, bus.Config{Endpoint: "admin", Transport: mem}, func(b *bus.Bus) { _ = bus.Handle(b, acks.Handler) })
 	in := bustest.NewRecorder[PlaceOrder]()
-	b := bustest.StartBus(t, bus.Config{Endpoint: "worker", Transport: tr,
-		Dispatcher: bus.DispatcherConfig{RetryBackoff: 20 * time.Millisecond, MaximumRecoveryFailuresPerSecond: 1000}},
-		func(b *bus.Bus) { _ = bus.Handle(b, in.Handler) })
+	b, mem, down, acks := workerBehindOutage(t, in.Handler)
 	opts := []bus.Option{bus.To("worker"), bus.DeliverAfter(50 * time.Millisecond), bus.DeadLetterOnExpiry(), bus.Acknowledge(bus.AckFull, "admin")}
 	if err := b.Send(ctxT(t), PlaceOrder{ID: "short"}, append(opts, bus.TimeToReachQueue(200*time.Millisecond), bus.WithMessageID("short"))...); err != nil {
 		t.Fatal(err)
@@ -165,15 +175,7 @@ func TestTimeToReachQueueLapsesDuringOutage(t *testing.T) {
 // reach queue discards the message at the dispatcher too.
 func TestSmallerTimerWins(t *testing.T) {
 	t.Parallel()
-	mem := bus.NewMemoryTransport()
-	var down atomic.Bool
-	down.Store(true)
-	tr := &rejecting{Transport: mem, reject: func(q string, _ *bus.Envelope) bool { return down.Load() && q == "worker" }}
-	acks := bustest.NewRecorder[bus.Acknowledgement]()
-	bustest.StartBus(t, bus.Config{Endpoint: "admin", Transport: mem}, func(b *bus.Bus) { _ = bus.Handle(b, acks.Handler) })
-	b := bustest.StartBus(t, bus.Config{Endpoint: "worker", Transport: tr,
-		Dispatcher: bus.DispatcherConfig{RetryBackoff: 20 * time.Millisecond, MaximumRecoveryFailuresPerSecond: 1000}},
-		func(b *bus.Bus) { _ = bus.Handle(b, func(context.Context, PlaceOrder) error { return nil }) })
+	b, _, _, acks := workerBehindOutage(t, func(context.Context, PlaceOrder) error { return nil })
 	start := time.Now()
 	if err := b.Send(ctxT(t), PlaceOrder{}, bus.To("worker"), bus.DeliverAfter(20*time.Millisecond),
 		bus.TimeToReachQueue(time.Hour), bus.TimeToBeReceived(150*time.Millisecond), bus.Acknowledge(bus.AckNegative, "admin")); err != nil {
