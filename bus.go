@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,7 +35,9 @@ type Bus struct {
 	stopHandlers  context.CancelFunc // cancels handlers still running when Stop's ctx ends
 	handlerCtx    context.Context
 	running       sync.WaitGroup // receive loop and dispatcher
-	dispatcher    *dispatcher
+	dispatcher    atomic.Pointer[dispatcher]
+	retryStore    ScheduledStore // store for delayed retries; nil when they are skipped
+	unconcluded   atomic.Int64   // deliveries in a row that could not be concluded
 	metrics       metrics
 }
 
@@ -62,6 +65,10 @@ func New(cfg Config) (*Bus, error) {
 		routes:    map[string]string{},
 	}
 	b.store, _ = cfg.Persistence.(ScheduledStore)
+	if m, ok := cfg.Persistence.(*MemoryPersistence); ok {
+		m.adoptClock(cfg.Clock)
+	}
+	b.retryStore = b.delayedRetryStore()
 	b.storeBreaker = newBreaker("store", cfg.CircuitBreakers.Store, cfg.Clock, cfg.OnCriticalError)
 	b.outgoing = chain(cfg.Outgoing, b.deliverOutgoing)
 	b.incoming = chain(cfg.Incoming, b.invokeHandlers)
@@ -101,9 +108,11 @@ func (b *Bus) Start(ctx context.Context) error {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b.stopReceiving = cancel
 	b.running.Go(func() { b.receiveLoop(rctx) })
+	b.warnNonDurableRetries()
 	if b.store != nil && !b.cfg.Dispatcher.Disabled {
-		b.dispatcher = newDispatcher(b)
-		b.running.Go(func() { b.dispatcher.run(rctx) })
+		d := newDispatcher(b)
+		b.dispatcher.Store(d)
+		b.running.Go(func() { d.run(rctx) })
 	}
 	return nil
 }
@@ -137,13 +146,15 @@ func (b *Bus) receiveLoop(ctx context.Context) {
 
 // Stop stops receiving and dispatching, waits for the handlers in flight
 // until ctx ends (then cancels their contexts), and closes the bus: every
-// later call returns ErrClosed. Messages not yet handled stay in the
-// transport; scheduled rows claimed but not sent are released.
+// later call returns ErrClosed, except Stop, which returns nil, so a
+// deferred Stop after an explicit one reports nothing. Messages not yet
+// handled stay in the transport; scheduled rows claimed but not sent are
+// released.
 func (b *Bus) Stop(ctx context.Context) error {
 	b.mu.Lock()
 	if b.state == stateClosed {
 		b.mu.Unlock()
-		return ErrClosed
+		return nil
 	}
 	wasStarted := b.state == stateStarted
 	b.state = stateClosed
@@ -187,4 +198,12 @@ func sleepCtx(ctx context.Context, clock Clock, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// detach returns a ctx that keeps ctx's values but not its cancellation,
+// bounded by d: for work that must finish although the caller's ctx ended
+// (moving a message to the error queue, settling a batch), yet must not
+// wait for ever on a broker or database that waits out an outage.
+func detach(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
 }

@@ -55,7 +55,6 @@ func TestClosedBusReturnsErrClosed(t *testing.T) {
 		"Send":     b.Send(ctxT(t), PlaceOrder{}, bus.To("x")),
 		"Publish":  b.Publish(ctxT(t), OrderPlaced{}),
 		"Start":    b.Start(ctxT(t)),
-		"Stop":     b.Stop(ctxT(t)),
 		"Handle":   bus.Handle(b, func(context.Context, PlaceOrder) error { return nil }),
 		"Route":    bus.Route[PlaceOrder](b, "x"),
 		"Receive":  b.Receive(ctxT(t), &bus.Envelope{}),

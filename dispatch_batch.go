@@ -12,8 +12,11 @@ import (
 )
 
 const (
-	// settleTimeout bounds the store calls that settle a batch after Stop.
+	// settleTimeout bounds one store call that settles a batch.
 	settleTimeout = 5 * time.Second
+	// settleRetryDelay is the first wait before a failed settling call is
+	// tried again; it doubles up to a second.
+	settleRetryDelay = 50 * time.Millisecond
 	// batchFailureLimit is how many failed hand-overs make the dispatcher
 	// stop starting new ones in a batch: the transport is down, and the
 	// rest of the batch is released rather than tried one timeout at a time.
@@ -31,7 +34,7 @@ var errNotAttempted = errors.New("bus: hand-over not attempted")
 // it. It returns how many rows it claimed.
 func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
 	claimedAt := d.clock.Now()
-	rows, err := d.store.ClaimDueOutgoing(ctx, claimedAt, d.cfg.BatchSize, d.cfg.Lease)
+	rows, err := d.store.ClaimDueOutgoing(ctx, d.transport, claimedAt, d.cfg.BatchSize, d.cfg.Lease)
 	if err != nil || len(rows) == 0 {
 		return 0, err
 	}
@@ -56,7 +59,9 @@ func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
 		})
 	}
 	wg.Wait()
-	d.settle(ctx, rows, results)
+	// Settling must be over before the lease lapses; keep a margin for the
+	// store's clock and the call itself.
+	d.settle(ctx, rows, results, claimedAt.Add(d.cfg.Lease*9/10))
 	return len(rows), nil
 }
 
@@ -74,30 +79,34 @@ func (d *dispatcher) handOver(ctx context.Context, row *OutgoingMessage) error {
 
 // settle deletes the rows the transport accepted, and records a failure on
 // the others (or, past NumberOfRetries, moves them to the error queue).
-// Rows not attempted because the dispatcher is stopping are released.
-func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results []error) {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
-	var done, released []string
+// Rows not attempted because the dispatcher is stopping are released. Every
+// call names the rows with their lease tokens, so a row this dispatcher no
+// longer holds is left alone; store errors are retried while the lease runs.
+func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results []error, leaseEnd time.Time) {
+	var done, released []Claim
 	var failed []OutgoingFailure
 	now := d.clock.Now()
+	fail := func(row *OutgoingMessage, err error) {
+		wait := d.backoff(row.Failures)
+		failed = append(failed, OutgoingFailure{ID: row.ID, Token: row.Token, Error: err.Error(), RetryAfter: wait, RetryAt: now.Add(wait)})
+	}
 	for i, err := range results {
 		row := &rows[i]
 		switch {
 		case err == nil:
-			done = append(done, row.ID)
+			done = append(done, row.Claim())
 		case errors.Is(err, errNotAttempted), ctx.Err() != nil && errors.Is(err, ctx.Err()):
-			released = append(released, row.ID)
+			released = append(released, row.Claim())
 		case d.cfg.NumberOfRetries > 0 && row.Failures+1 > d.cfg.NumberOfRetries:
-			if d.forwardToError(sctx, row, err) {
-				done = append(done, row.ID)
+			if d.forwardToError(ctx, row, err) {
+				done = append(done, row.Claim())
 			} else {
-				failed = append(failed, OutgoingFailure{ID: row.ID, Error: err.Error(), RetryAt: now.Add(d.backoff(row.Failures))})
+				fail(row, err)
 			}
 		default:
 			d.b.metrics.dispatchFails.Add(1)
 			d.logError("dispatch", "cannot hand a due message to the transport; it stays in the store", err)
-			failed = append(failed, OutgoingFailure{ID: row.ID, Error: err.Error(), RetryAt: now.Add(d.backoff(row.Failures))})
+			fail(row, err)
 		}
 	}
 	d.b.metrics.dispatched.Add(uint64(len(done)))
@@ -107,11 +116,11 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 	case len(failed) > 0:
 		d.dispatch.failure(errors.New(failed[0].Error))
 	}
-	d.storeCall(sctx, "delete", len(done), func() error { return d.store.DeleteOutgoing(sctx, done) })
+	d.storeCall(ctx, "delete", len(done), leaseEnd, func(c context.Context) (int, error) { return d.store.DeleteOutgoing(c, done) })
 	if len(failed) > 0 && d.mayRecordFailures(now) {
-		d.storeCall(sctx, "record-failure", len(failed), func() error { return d.store.RecordOutgoingFailures(sctx, failed) })
+		d.storeCall(ctx, "record-failure", len(failed), leaseEnd, func(c context.Context) (int, error) { return d.store.RecordOutgoingFailures(c, failed) })
 	}
-	d.storeCall(sctx, "release", len(released), func() error { return d.store.ReleaseOutgoing(sctx, released) })
+	d.storeCall(ctx, "release", len(released), leaseEnd, func(c context.Context) (int, error) { return d.store.ReleaseOutgoing(c, released) })
 }
 
 // mayRecordFailures applies MaximumRecoveryFailuresPerSecond. Failures not
@@ -122,18 +131,39 @@ func (d *dispatcher) mayRecordFailures(now time.Time) bool {
 	return now.UnixNano()-last >= gap && d.lastRec.CompareAndSwap(last, now.UnixNano())
 }
 
-func (d *dispatcher) storeCall(ctx context.Context, what string, n int, fn func() error) {
+// storeCall runs one settling call, detached from the dispatcher's ctx (a
+// stopping dispatcher still settles what it sent), and retries it with
+// backoff while the lease runs: a row whose delete is lost comes back after
+// its lease and is sent again, so a short database blip must not cost a
+// duplicate.
+func (d *dispatcher) storeCall(ctx context.Context, what string, n int, leaseEnd time.Time, fn func(context.Context) (int, error)) {
 	if n == 0 {
 		return
 	}
-	if err := fn(); err != nil {
-		// The rows stay leased and are dispatched again when the lease
-		// lapses: a duplicate, never a loss.
+	wait := settleRetryDelay
+	for {
+		cctx, cancel := detach(ctx, settleTimeout)
+		got, err := fn(cctx)
+		cancel()
+		if err == nil {
+			d.b.storeBreaker.success()
+			if got < n {
+				d.log.Warn("some claimed rows were no longer held by this dispatcher: their lease lapsed and another claim took them, or they were cancelled",
+					slog.String("settle", what), slog.Int("claimed", n), slog.Int("settled", got))
+			}
+			return
+		}
 		d.b.storeBreaker.failure(err)
-		d.logError(what, "cannot settle dispatched rows; they will be dispatched again after their lease", err)
-		return
+		if d.clock.Now().Add(wait).After(leaseEnd) {
+			d.logError(what, "cannot settle dispatched rows; they will be dispatched again after their lease", err)
+			return
+		}
+		d.logError(what, "cannot settle dispatched rows yet; retrying within the lease", err)
+		if !sleepCtx(context.WithoutCancel(ctx), d.clock, wait) {
+			return
+		}
+		wait = min(wait*2, time.Second)
 	}
-	d.b.storeBreaker.success()
 }
 
 // backoff is the wait after a row's failures-th failure: RetryBackoff

@@ -19,18 +19,19 @@ import (
 // due sooner. A row is deleted only after the transport accepted it, so a
 // crash in between sends it again after the lease: at least once, same ID.
 type dispatcher struct {
-	b        *Bus
-	store    ScheduledStore
-	cfg      DispatcherConfig
-	clock    Clock
-	log      *slog.Logger
-	limiter  *rateLimiter
-	wake     chan struct{}
-	plan     atomic.Int64 // Unix nanoseconds of the next planned look; 0 while busy
-	fetch    *breaker     // claiming due rows
-	dispatch *breaker     // handing rows to the transport
-	lastRec  atomic.Int64 // Unix nanoseconds of the last failure recording
-	misses   int          // consecutive looks that found due rows but claimed none
+	b         *Bus
+	store     ScheduledStore
+	transport string // identity of the transport: the rows this dispatcher claims
+	cfg       DispatcherConfig
+	clock     Clock
+	log       *slog.Logger
+	limiter   *rateLimiter
+	wake      chan struct{}
+	plan      atomic.Int64 // Unix nanoseconds of the next planned look; 0 while busy
+	fetch     *breaker     // claiming due rows
+	dispatch  *breaker     // handing rows to the transport
+	lastRec   atomic.Int64 // Unix nanoseconds of the last failure recording
+	misses    int          // consecutive looks that found due rows but claimed none
 }
 
 const (
@@ -45,7 +46,7 @@ const (
 
 func newDispatcher(b *Bus) *dispatcher {
 	return &dispatcher{
-		b: b, store: b.store, cfg: b.cfg.Dispatcher, clock: b.clock,
+		b: b, store: b.store, transport: identityOf(b.transport), cfg: b.cfg.Dispatcher, clock: b.clock,
 		log: b.log.With(slog.String("component", "dispatcher")), limiter: newRateLimiter(logInterval),
 		wake:     make(chan struct{}, 1),
 		fetch:    newBreaker("fetch", b.cfg.CircuitBreakers.Fetch, b.clock, b.cfg.OnCriticalError),
@@ -97,7 +98,7 @@ func (d *dispatcher) run(ctx context.Context) {
 // nextWait is how long to sleep: until the next row becomes claimable, at
 // most the poll interval.
 func (d *dispatcher) nextWait(ctx context.Context, dispatched int) time.Duration {
-	next, ok, err := d.store.NextDueOutgoing(ctx)
+	next, ok, err := d.store.NextDueOutgoing(ctx, d.transport)
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0 // stopping

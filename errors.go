@@ -11,8 +11,6 @@ import (
 var (
 	// ErrClosed is returned by every call on a bus after Stop.
 	ErrClosed = errors.New("bus: closed")
-	// ErrNotStarted is returned by calls that need a started bus.
-	ErrNotStarted = errors.New("bus: not started")
 	// ErrAlreadyStarted is returned by a second Start.
 	ErrAlreadyStarted = errors.New("bus: already started")
 	// ErrNoRoute is returned by Send for a command type with no route.
@@ -37,6 +35,14 @@ var (
 	ErrNotInHandler = errors.New("bus: not called from a message handler")
 	// ErrHandlerTimeout is the failure of an attempt that ran past Config.HandlerTimeout.
 	ErrHandlerTimeout = errors.New("bus: handler timed out")
+	// ErrHandlerDone is returned by Send, Publish and Reply called with a
+	// handler's ctx after that handling attempt was settled: from a
+	// goroutine that outlived the handler, or from a handler abandoned
+	// after Config.HandlerTimeout. Such a message was not sent.
+	ErrHandlerDone = errors.New("bus: the handler this ctx belongs to has returned")
+	// ErrInvalidRegistration is returned by Handle for a handler the bus
+	// could never call correctly (see Handle).
+	ErrInvalidRegistration = errors.New("bus: invalid handler registration")
 	// ErrNoReplyAddress is returned by Reply when the incoming message names no sender.
 	ErrNoReplyAddress = errors.New("bus: incoming message has no reply address")
 )

@@ -11,10 +11,16 @@ import (
 	"time"
 )
 
-// onDelivery is the DeliveryHandler the bus gives its transport. Handlers run
-// on the bus's handler context, which Stop cancels only when its own ctx ends.
-func (b *Bus) onDelivery(_ context.Context, env *Envelope) error {
-	return b.process(b.handlerCtx, env)
+// onDelivery is the DeliveryHandler the bus gives its transport. The
+// handler's ctx derives from the delivery's ctx, so a transport that loses
+// the message (a visibility timeout, a revoked partition) cancels the work
+// on it; Stop cancels it too, once its own ctx ends.
+func (b *Bus) onDelivery(ctx context.Context, env *Envelope) error {
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(b.handlerCtx, cancel)
+	defer stop()
+	return b.concluded(hctx, b.process(hctx, env))
 }
 
 // Receive runs the incoming pipeline for one message handed in from outside
@@ -30,7 +36,7 @@ func (b *Bus) Receive(ctx context.Context, env *Envelope) error {
 	if env == nil {
 		return fmt.Errorf("%w: nil envelope", ErrInvalidMessage)
 	}
-	return b.process(ctx, env)
+	return b.concluded(ctx, b.process(ctx, env))
 }
 
 // process takes one received message to a conclusion: handled, scheduled
@@ -73,7 +79,7 @@ func (b *Bus) process(ctx context.Context, env *Envelope) error {
 			return b.moveToError(ctx, env, "poison", attempt, err)
 		case errors.As(err, &unrecoverable):
 			return b.moveToError(ctx, env, "handler", attempt, err)
-		case errors.As(err, &retryAfter) && b.store != nil:
+		case errors.As(err, &retryAfter) && b.retryStore != nil:
 			return b.retryLater(ctx, env, retryAfter.Delay, attempt, err)
 		case attempt < maxAttempts:
 			b.metrics.retried.Add(1)
@@ -81,37 +87,11 @@ func (b *Bus) process(ctx context.Context, env *Envelope) error {
 				slog.String(logKeyType, env.Type), slog.Int(logKeyAttempt, attempt), slog.Any(logKeyError, err))
 			continue
 		}
-		if n := delayedRetries(env) + 1; n <= b.cfg.Retries.Delayed && b.store != nil {
+		if n := delayedRetries(env) + 1; n <= b.cfg.Retries.Delayed && b.retryStore != nil {
 			return b.retryLater(ctx, env, b.cfg.Retries.DelayedBackoff(n), attempt, err)
 		}
 		return b.moveToError(ctx, env, "handler", attempt, err)
 	}
-}
-
-// retryLater schedules a copy of the message for this endpoint's queue
-// after d, counting a delayed retry. The transport's copy is acknowledged
-// only once the store has the retry.
-func (b *Bus) retryLater(ctx context.Context, env *Envelope, d time.Duration, attempt int, cause error) error {
-	retry := env.Clone()
-	n := delayedRetries(env) + 1
-	retry.SetHeader(HeaderDelayedRetries, strconv.Itoa(n))
-	retry.SetHeader(HeaderFailureReason, cause.Error())
-	retry.Destination = b.cfg.Endpoint
-	retry.DueAt = b.clock.Now().Add(max(d, 0)).UTC()
-	if err := b.schedule(context.WithoutCancel(ctx), []*Envelope{retry}); err != nil {
-		b.log.Error("cannot schedule a delayed retry; the message stays in the input queue",
-			slog.String(logKeyMessageID, env.ID), slog.Any(logKeyError, err))
-		return err
-	}
-	b.metrics.retried.Add(1)
-	b.log.Info("handler failed; retrying later", slog.String(logKeyMessageID, env.ID), slog.String(logKeyType, env.Type),
-		slog.Int("delayed_retry", n), slog.Duration("after", d), slog.Int(logKeyAttempt, attempt), slog.Any(logKeyError, cause))
-	return nil
-}
-
-func delayedRetries(env *Envelope) int {
-	n, _ := strconv.Atoi(env.Header(HeaderDelayedRetries))
-	return n
 }
 
 // attempt runs the incoming middleware and the handlers once, then releases
@@ -119,15 +99,17 @@ func delayedRetries(env *Envelope) int {
 func (b *Bus) attempt(ctx context.Context, env *Envelope, attempt int) error {
 	s := &scope{bus: b, incoming: env, attempt: attempt}
 	if err := b.runIncoming(withScope(ctx, s), env); err != nil {
+		s.finish() // what it sent is dropped; later sends fail
 		return err
 	}
 	return s.flush(ctx)
 }
 
 // runIncoming runs the incoming pipeline, bounded by Config.HandlerTimeout
-// when set: past it the attempt fails even if the handler ignores its ctx
-// (the handler's goroutine is then abandoned, and what it sends is dropped
-// with its scope).
+// when set: past it the attempt fails even if the handler ignores its ctx.
+// The handler's goroutine is then abandoned: it keeps running until it
+// returns, outside the Concurrency bound, and whatever it sends afterwards
+// fails with ErrHandlerDone.
 func (b *Bus) runIncoming(ctx context.Context, env *Envelope) error {
 	if b.cfg.HandlerTimeout <= 0 {
 		return b.incoming(ctx, env)
@@ -187,7 +169,9 @@ func (b *Bus) moveToError(ctx context.Context, env *Envelope, kind string, attem
 	}
 	failed.SetHeader(HeaderFailureTime, b.clock.Now().UTC().Format(time.RFC3339Nano))
 	failed.SetHeader(HeaderFailureAttempts, strconv.Itoa(attempts))
-	if err := b.transport.Send(context.WithoutCancel(ctx), b.cfg.ErrorQueue, failed); err != nil {
+	sctx, cancel := detach(ctx, b.cfg.Dispatcher.SendTimeout)
+	defer cancel()
+	if err := b.transport.Send(sctx, b.cfg.ErrorQueue, finalCopy(failed)); err != nil {
 		b.log.Error("could not move message to the error queue; it stays in the input queue",
 			slog.String(logKeyMessageID, env.ID), slog.Any(logKeyError, err))
 		return fmt.Errorf("bus: move %s to error queue: %w", env.ID, err)

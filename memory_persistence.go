@@ -3,6 +3,7 @@ package bus
 import (
 	"container/heap"
 	"context"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -17,13 +18,20 @@ var (
 // when Config.Persistence is nil. It is not durable: everything is lost when
 // the process exits. Buses given the same value share its rows.
 //
-// Rows sit in a min-heap ordered by the time they next become claimable, with
-// a map from ID to heap slot: store, claim (per row), delete and cancel cost
-// O(log n); the next due time is O(1).
+// Rows sit in one min-heap per transport identity, ordered by the time they
+// next become claimable, with a map from ID to row: store, claim (per row),
+// delete and cancel cost O(log n); the next due time is O(1). It has no clock
+// of its own: times come from the bus's Config.Clock (DueAt, RetryAt and the
+// claim's now). A lease counts as running until both a claim's now and the
+// clock of the first bus given this value (the system clock by default)
+// have passed it.
 type MemoryPersistence struct {
 	mu       sync.Mutex
 	rows     map[string]*memRow
-	heap     rowHeap
+	heaps    map[string]*rowHeap // by transport identity
+	now      int64               // the latest now a claim was given
+	clock    Clock               // tells when a lease lapsed, for CancelOutgoing
+	claims   uint64              // lease tokens
 	watchers map[int]func(time.Time)
 	nextWID  int
 }
@@ -31,9 +39,11 @@ type MemoryPersistence struct {
 type memRow struct {
 	id        string
 	env       []byte
+	transport string
 	due       int64 // Unix nanoseconds
 	available int64 // due, pushed forward by leases and failure backoff
 	lease     int64
+	token     string // "" when not leased
 	failures  int32
 	kind      Kind
 	index     int32 // heap slot
@@ -42,7 +52,16 @@ type memRow struct {
 
 // NewMemoryPersistence returns an empty in-memory persistence.
 func NewMemoryPersistence() *MemoryPersistence {
-	return &MemoryPersistence{rows: map[string]*memRow{}, watchers: map[int]func(time.Time){}}
+	return &MemoryPersistence{rows: map[string]*memRow{}, heaps: map[string]*rowHeap{}, watchers: map[int]func(time.Time){}}
+}
+
+// adoptClock makes c the clock leases lapse on, unless one was adopted.
+func (p *MemoryPersistence) adoptClock(c Clock) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.clock == nil {
+		p.clock = c
+	}
 }
 
 // Durable reports false: rows are lost on restart.
@@ -60,10 +79,10 @@ func (p *MemoryPersistence) StoreOutgoing(ctx context.Context, msgs []OutgoingMe
 		if _, ok := p.rows[m.ID]; ok {
 			continue
 		}
-		r := &memRow{id: m.ID, env: m.Envelope, due: m.DueAt.UnixNano(), kind: m.Kind}
+		r := &memRow{id: m.ID, env: m.Envelope, transport: m.Transport, due: m.DueAt.UnixNano(), kind: m.Kind}
 		r.available = r.due
 		p.rows[m.ID] = r
-		heap.Push(&p.heap, r)
+		heap.Push(p.heapOf(r.transport), r)
 		if earliest == 0 || r.due < earliest {
 			earliest = r.due
 		}
@@ -79,8 +98,9 @@ func (p *MemoryPersistence) StoreOutgoing(ctx context.Context, msgs []OutgoingMe
 	return nil
 }
 
-// ClaimDueOutgoing leases up to limit rows claimable at now, earliest first.
-func (p *MemoryPersistence) ClaimDueOutgoing(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]OutgoingMessage, error) {
+// ClaimDueOutgoing leases up to limit rows of transport claimable at now,
+// earliest first, under a new token.
+func (p *MemoryPersistence) ClaimDueOutgoing(ctx context.Context, transport string, now time.Time, limit int, lease time.Duration) ([]OutgoingMessage, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -89,83 +109,117 @@ func (p *MemoryPersistence) ClaimDueOutgoing(ctx context.Context, now time.Time,
 	var out []OutgoingMessage
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for len(out) < limit && len(p.heap) > 0 && p.heap[0].available <= n {
-		r := p.heap[0]
-		r.available, r.lease = until, until
-		heap.Fix(&p.heap, 0)
-		out = append(out, r.outgoing())
+	p.now = max(p.now, n)
+	p.claims++
+	token := strconv.FormatUint(p.claims, 36)
+	for _, h := range p.heapsFor(transport) {
+		for len(out) < limit && len(*h) > 0 && (*h)[0].available <= n {
+			r := (*h)[0]
+			r.available, r.lease, r.token = until, until, token
+			heap.Fix(h, 0)
+			out = append(out, r.outgoing())
+		}
 	}
 	return out, nil
 }
 
-// DeleteOutgoing removes rows.
-func (p *MemoryPersistence) DeleteOutgoing(ctx context.Context, ids []string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, id := range ids {
-		p.removeLocked(id)
-	}
-	return nil
+// DeleteOutgoing removes the rows their tokens still hold.
+func (p *MemoryPersistence) DeleteOutgoing(ctx context.Context, claims []Claim) (int, error) {
+	return p.settle(ctx, claims, func(r *memRow) { p.removeLocked(r) })
 }
 
-// ReleaseOutgoing makes claimed rows claimable again at once.
-func (p *MemoryPersistence) ReleaseOutgoing(ctx context.Context, ids []string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, id := range ids {
-		if r := p.rows[id]; r != nil && r.lease != 0 {
-			r.available, r.lease = r.due, 0
-			heap.Fix(&p.heap, int(r.index))
-		}
-	}
-	return nil
+// ReleaseOutgoing makes the rows their tokens still hold claimable at once.
+func (p *MemoryPersistence) ReleaseOutgoing(ctx context.Context, claims []Claim) (int, error) {
+	return p.settle(ctx, claims, func(r *memRow) {
+		r.available, r.lease, r.token = r.due, 0, ""
+		heap.Fix(p.heapOf(r.transport), int(r.index))
+	})
 }
 
-// RecordOutgoingFailures counts failures and defers the rows to RetryAt.
-func (p *MemoryPersistence) RecordOutgoingFailures(ctx context.Context, failures []OutgoingFailure) error {
+// RecordOutgoingFailures counts failures on the rows their tokens still
+// hold and defers them to RetryAt.
+func (p *MemoryPersistence) RecordOutgoingFailures(ctx context.Context, failures []OutgoingFailure) (int, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return 0, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	n := 0
 	for _, f := range failures {
-		if r := p.rows[f.ID]; r != nil {
+		if r := p.held(Claim{ID: f.ID, Token: f.Token}); r != nil {
 			r.failures++
 			r.lastError = f.Error
-			r.available, r.lease = f.RetryAt.UnixNano(), 0
-			heap.Fix(&p.heap, int(r.index))
+			r.available, r.lease, r.token = f.RetryAt.UnixNano(), 0, ""
+			heap.Fix(p.heapOf(r.transport), int(r.index))
+			n++
 		}
+	}
+	return n, nil
+}
+
+func (p *MemoryPersistence) settle(ctx context.Context, claims []Claim, fn func(*memRow)) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, c := range claims {
+		if r := p.held(c); r != nil {
+			fn(r)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// held returns the row c names if c's token still holds it.
+func (p *MemoryPersistence) held(c Claim) *memRow {
+	if r := p.rows[c.ID]; r != nil && r.token != "" && r.token == c.Token {
+		return r
 	}
 	return nil
 }
 
-// NextDueOutgoing returns when the earliest row becomes claimable.
-func (p *MemoryPersistence) NextDueOutgoing(ctx context.Context) (time.Time, bool, error) {
+// NextDueOutgoing returns when the earliest row of transport becomes claimable.
+func (p *MemoryPersistence) NextDueOutgoing(ctx context.Context, transport string) (time.Time, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return time.Time{}, false, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.heap) == 0 {
+	var next int64
+	found := false
+	for _, h := range p.heapsFor(transport) {
+		if len(*h) > 0 && (!found || (*h)[0].available < next) {
+			next, found = (*h)[0].available, true
+		}
+	}
+	if !found {
 		return time.Time{}, false, nil
 	}
-	return time.Unix(0, p.heap[0].available), true, nil
+	return time.Unix(0, next), true, nil
 }
 
-// CancelOutgoing removes a row and reports whether it was there.
+// CancelOutgoing removes a row that is not leased and reports whether it did.
 func (p *MemoryPersistence) CancelOutgoing(ctx context.Context, id string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.removeLocked(id), nil
+	r := p.rows[id]
+	now := p.now
+	if p.clock != nil {
+		now = max(now, p.clock.Now().UnixNano())
+	} else {
+		now = max(now, time.Now().UnixNano())
+	}
+	if r == nil || r.token != "" && r.lease > now {
+		return false, nil
+	}
+	p.removeLocked(r)
+	return true, nil
 }
 
 // WatchDue calls wake for every row stored through this value until ctx ends.
@@ -200,20 +254,37 @@ func (p *MemoryPersistence) watcherList() []func(time.Time) {
 	return ws
 }
 
-func (p *MemoryPersistence) removeLocked(id string) bool {
-	r := p.rows[id]
-	if r == nil {
-		return false
+func (p *MemoryPersistence) heapOf(transport string) *rowHeap {
+	h := p.heaps[transport]
+	if h == nil {
+		h = &rowHeap{}
+		p.heaps[transport] = h
 	}
-	heap.Remove(&p.heap, int(r.index))
-	delete(p.rows, id)
-	return true
+	return h
+}
+
+// heapsFor returns the heaps a dispatcher of transport claims from: its own
+// and the one of rows stored without a transport.
+func (p *MemoryPersistence) heapsFor(transport string) []*rowHeap {
+	hs := make([]*rowHeap, 0, 2)
+	if h := p.heaps[transport]; h != nil {
+		hs = append(hs, h)
+	}
+	if h := p.heaps[""]; h != nil && transport != "" {
+		hs = append(hs, h)
+	}
+	return hs
+}
+
+func (p *MemoryPersistence) removeLocked(r *memRow) {
+	heap.Remove(p.heapOf(r.transport), int(r.index))
+	delete(p.rows, r.id)
 }
 
 func (r *memRow) outgoing() OutgoingMessage {
 	return OutgoingMessage{
-		ID: r.id, Kind: r.kind, Envelope: r.env,
-		DueAt: time.Unix(0, r.due), LeaseUntil: time.Unix(0, r.lease),
+		ID: r.id, Kind: r.kind, Envelope: r.env, Transport: r.transport,
+		DueAt: time.Unix(0, r.due), LeaseUntil: time.Unix(0, r.lease), Token: r.token,
 		Failures: int(r.failures), LastError: r.lastError,
 	}
 }

@@ -5,7 +5,10 @@ import (
 	"sync"
 )
 
-var _ Transport = (*MemoryTransport)(nil)
+var (
+	_ Transport         = (*MemoryTransport)(nil)
+	_ TransportIdentity = (*MemoryTransport)(nil)
+)
 
 // MemoryTransport is the in-process transport and the default when
 // Config.Transport is nil. Buses given the same *MemoryTransport talk to each
@@ -21,6 +24,10 @@ type MemoryTransport struct {
 func NewMemoryTransport() *MemoryTransport {
 	return &MemoryTransport{queues: map[string]*memQueue{}, subs: map[string]map[string]struct{}{}}
 }
+
+// Identity returns "memory": rows scheduled through an in-memory transport
+// are dispatched by any bus on the same store that uses one.
+func (m *MemoryTransport) Identity() string { return "memory" }
 
 // Provision creates the queues and subscriptions of t.
 func (m *MemoryTransport) Provision(_ context.Context, t Topology) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"time"
 )
 
 // Send sends a command to the endpoint its type is routed to (Route), or to
@@ -53,7 +54,19 @@ func (b *Bus) send(ctx context.Context, kind Kind, msg any, opts []Option) error
 			return err
 		}
 	}
+	if o.hasAfter && o.after > 0 {
+		ctx = context.WithValue(ctx, relativeDelayKey{}, o.after)
+	}
 	return b.outgoing(ctx, env)
+}
+
+// relativeDelayKey carries a DeliverAfter delay down the outgoing pipeline,
+// so a store with a clock of its own computes the due time itself.
+type relativeDelayKey struct{}
+
+func relativeDelay(ctx context.Context) time.Duration {
+	d, _ := ctx.Value(relativeDelayKey{}).(time.Duration)
+	return d
 }
 
 func (b *Bus) newEnvelope(ctx context.Context, kind Kind, msg any, o *sendOptions) (*Envelope, error) {
@@ -71,7 +84,11 @@ func (b *Bus) newEnvelope(ctx context.Context, kind Kind, msg any, o *sendOption
 		SentAt: now.UTC(), DueAt: due,
 	}
 	if env.ID == "" {
-		env.ID = b.ids.New()
+		if s := scopeFrom(ctx); s != nil {
+			env.ID = s.nextID(b.cfg.Endpoint) // stable across retries of the handler
+		} else {
+			env.ID = b.ids.New()
+		}
 	}
 	in := IncomingMessage(ctx)
 	if in != nil {
@@ -136,14 +153,21 @@ func (b *Bus) checkCanSchedule() error {
 // it queues the message until the handler succeeds; otherwise it stores a
 // message due later, or hands it to the transport.
 func (b *Bus) deliverOutgoing(ctx context.Context, env *Envelope) error {
+	p := pending{env: env, delay: relativeDelay(ctx)}
 	if s := scopeFrom(ctx); s != nil && s.bus == b {
-		s.add(env)
-		return nil
+		return s.add(p)
 	}
 	if !env.DueAt.IsZero() && env.DueAt.After(b.clock.Now()) {
-		return b.schedule(ctx, []*Envelope{env})
+		return b.schedule(ctx, []pending{p})
 	}
 	return b.transmit(ctx, env)
+}
+
+// pending is a message on its way to the store: the envelope, and its
+// delay when the due time is relative (DeliverAfter, delayed retries).
+type pending struct {
+	env   *Envelope
+	delay time.Duration
 }
 
 // transmit hands an envelope to the transport: an event without a
@@ -166,19 +190,23 @@ func (b *Bus) transmit(ctx context.Context, env *Envelope) error {
 	return nil
 }
 
-// schedule stores envelopes in the scheduled-message store and wakes this
+// schedule stores messages in the scheduled-message store and wakes this
 // process's dispatcher when one is due sooner than it planned to look. The
 // row ID is the message ID, except for delayed retries: their rows get
 // their own ID, since the row of the delivery that failed may still exist.
-func (b *Bus) schedule(ctx context.Context, envs []*Envelope) error {
-	rows := make([]OutgoingMessage, len(envs))
-	earliest := envs[0].DueAt
-	for i, env := range envs {
+// Each row carries the identity of this bus's transport.
+func (b *Bus) schedule(ctx context.Context, msgs []pending) error {
+	rows := make([]OutgoingMessage, len(msgs))
+	earliest := msgs[0].env.DueAt
+	transport := identityOf(b.transport)
+	for i, p := range msgs {
+		env := p.env
 		id := env.ID
 		if n := env.Header(HeaderDelayedRetries); n != "" {
 			id += "#retry-" + n
 		}
-		rows[i] = OutgoingMessage{ID: id, Kind: env.Kind, Envelope: MarshalEnvelope(env), DueAt: env.DueAt}
+		rows[i] = OutgoingMessage{ID: id, Kind: env.Kind, Envelope: MarshalEnvelope(env), DueAt: env.DueAt,
+			Delay: p.delay, Transport: transport}
 		if env.DueAt.Before(earliest) {
 			earliest = env.DueAt
 		}
@@ -191,15 +219,16 @@ func (b *Bus) schedule(ctx context.Context, envs []*Envelope) error {
 	}
 	b.storeBreaker.success()
 	b.metrics.scheduled.Add(uint64(len(rows)))
-	if d := b.dispatcher; d != nil {
+	if d := b.dispatcher.Load(); d != nil {
 		d.poke(earliest)
 	}
 	return nil
 }
 
 // CancelScheduled removes a scheduled message that has not been dispatched
-// yet, and reports whether it did. A message already handed to the
-// transport (or never scheduled) returns false.
+// yet, and reports whether it did. It returns false for a message already
+// handed to the transport or never scheduled, and for one a dispatcher is
+// delivering right now (its row is leased): that delivery goes ahead.
 func (b *Bus) CancelScheduled(ctx context.Context, id string) (bool, error) {
 	if err := b.checkOpen(); err != nil {
 		return false, err

@@ -20,28 +20,59 @@ type Persistence interface {
 // instances on one store dispatch each row once. bustest.ScheduledMessageTests
 // defines the contract.
 //
-// Stores with a clock of their own (a database's now()) compare due and lease
-// times on that clock and may ignore the now argument, so a skewed client
-// clock cannot make a message early.
+// # Lease ownership
+//
+// A claim gives every row it returns a lease token (OutgoingMessage.Token),
+// new for each claim. Delete, release and record-failure name the rows with
+// the token they were claimed with (a Claim) and change only rows that the
+// token still holds: a row re-claimed after its lease lapsed, or cancelled
+// and stored again, is never touched by the old claimant. They return how
+// many rows they changed. CancelOutgoing does not remove a row whose lease is
+// running: it is being delivered.
+//
+// # Whose clock
+//
+// Stores with a clock of their own (a database's now()) compare due, lease
+// and retry times on that clock, and compute relative times themselves:
+// a row with OutgoingMessage.Delay > 0 is due at the store's now + Delay, a
+// failure with OutgoingFailure.RetryAfter > 0 is claimable again at now +
+// RetryAfter, and a claim leases until now + lease. So a sender whose clock
+// lags the store cannot make a message early. Stores without a clock (in
+// memory) use DueAt, RetryAt and the now argument, which come from the bus's
+// Config.Clock.
+//
+// # Transports
+//
+// Every row carries the identity of the transport it was scheduled through
+// (OutgoingMessage.Transport, see TransportIdentity). A claim and the next
+// due time consider only rows of the given transport (and rows with an empty
+// transport, stored before rows carried one), so buses that share a store
+// but not a broker never send each other's messages.
 type ScheduledStore interface {
 	// StoreOutgoing inserts rows. Storing an ID that is already stored keeps
 	// the existing row, so a retried send cannot schedule twice.
 	StoreOutgoing(ctx context.Context, msgs []OutgoingMessage) error
-	// ClaimDueOutgoing returns up to limit rows that are claimable at now,
-	// earliest first, and makes each unclaimable until now+lease.
-	ClaimDueOutgoing(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]OutgoingMessage, error)
-	// DeleteOutgoing removes rows; unknown IDs are ignored.
-	DeleteOutgoing(ctx context.Context, ids []string) error
+	// ClaimDueOutgoing returns up to limit rows of transport that are
+	// claimable at now, earliest first, makes each unclaimable until
+	// now+lease, and gives each a new lease token.
+	ClaimDueOutgoing(ctx context.Context, transport string, now time.Time, limit int, lease time.Duration) ([]OutgoingMessage, error)
+	// DeleteOutgoing removes the claimed rows that their tokens still
+	// hold; it ignores the others.
+	DeleteOutgoing(ctx context.Context, claims []Claim) (int, error)
 	// ReleaseOutgoing makes claimed rows claimable again at once, without
-	// counting a failure (a dispatcher stopping with work in hand).
-	ReleaseOutgoing(ctx context.Context, ids []string) error
-	// RecordOutgoingFailures counts a failure on each row, keeps its error
-	// text, and makes it claimable again at RetryAt.
-	RecordOutgoingFailures(ctx context.Context, failures []OutgoingFailure) error
-	// NextDueOutgoing returns when the earliest row becomes claimable, and
-	// false when the store is empty.
-	NextDueOutgoing(ctx context.Context) (time.Time, bool, error)
-	// CancelOutgoing removes a row and reports whether it was there.
+	// counting a failure (a dispatcher stopping with work in hand), if
+	// their tokens still hold them.
+	ReleaseOutgoing(ctx context.Context, claims []Claim) (int, error)
+	// RecordOutgoingFailures counts a failure on each row its token still
+	// holds, keeps the error text, ends the lease, and makes the row
+	// claimable again after the failure's RetryAfter (or at its RetryAt).
+	RecordOutgoingFailures(ctx context.Context, failures []OutgoingFailure) (int, error)
+	// NextDueOutgoing returns when the earliest row of transport becomes
+	// claimable, and false when there is none.
+	NextDueOutgoing(ctx context.Context, transport string) (time.Time, bool, error)
+	// CancelOutgoing removes a row that is not leased and reports whether it
+	// did. A row whose lease is running is being delivered: it stays, and
+	// the result is false.
 	CancelOutgoing(ctx context.Context, id string) (bool, error)
 }
 
@@ -57,18 +88,49 @@ type DueNotifier interface {
 
 // OutgoingMessage is one scheduled message: a row of the store.
 type OutgoingMessage struct {
-	ID         string    // the message ID
-	Kind       Kind      // command, event or reply: how the dispatcher hands it over
-	Envelope   []byte    // MarshalEnvelope output
-	DueAt      time.Time // when it was due
+	ID       string // the row ID: the message ID, with a suffix for delayed retries
+	Kind     Kind   // command, event or reply: how the dispatcher hands it over
+	Envelope []byte // MarshalEnvelope output
+	// DueAt is when the message is due on the bus's clock. A store with a
+	// clock of its own uses it only when Delay is 0 (DeliverAt).
+	DueAt time.Time
+	// Delay, when positive, says the row is due Delay after it is stored,
+	// on the store's clock (DeliverAfter, delayed retries).
+	Delay time.Duration
+	// Transport is the identity of the transport the row is dispatched
+	// through (TransportIdentity).
+	Transport  string
 	LeaseUntil time.Time // set by a claim
+	Token      string    // the lease token, set by a claim
 	Failures   int       // dispatch failures so far
 	LastError  string    // the last dispatch failure
 }
 
+// Claim names a claimed row and the lease token it was claimed with.
+type Claim struct {
+	ID    string
+	Token string
+}
+
+// Claim returns the row's ID and lease token.
+func (m *OutgoingMessage) Claim() Claim { return Claim{ID: m.ID, Token: m.Token} }
+
 // OutgoingFailure records a failed dispatch of a claimed row.
 type OutgoingFailure struct {
-	ID      string
-	Error   string
+	ID    string
+	Token string // the lease token the row was claimed with
+	Error string
+	// RetryAfter is the backoff: a store with a clock makes the row
+	// claimable again at its now + RetryAfter.
+	RetryAfter time.Duration
+	// RetryAt is the same instant on the bus's clock, for stores without one.
 	RetryAt time.Time
+}
+
+// ClockedStore is implemented by scheduled stores with a clock of their own
+// (a database's now()), on which they compare due, lease and retry times and
+// compute relative ones (OutgoingMessage.Delay, OutgoingFailure.RetryAfter).
+type ClockedStore interface {
+	// StoreNow returns the store's current time.
+	StoreNow(ctx context.Context) (time.Time, error)
 }

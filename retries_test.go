@@ -189,11 +189,11 @@ func (f *failingStore) StoreOutgoing(ctx context.Context, m []bus.OutgoingMessag
 	return f.MemoryPersistence.StoreOutgoing(ctx, m)
 }
 
-func (f *failingStore) ClaimDueOutgoing(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]bus.OutgoingMessage, error) {
+func (f *failingStore) ClaimDueOutgoing(ctx context.Context, transport string, now time.Time, limit int, lease time.Duration) ([]bus.OutgoingMessage, error) {
 	if f.down.Load() {
 		return nil, errStoreDown
 	}
-	return f.MemoryPersistence.ClaimDueOutgoing(ctx, now, limit, lease)
+	return f.MemoryPersistence.ClaimDueOutgoing(ctx, transport, now, limit, lease)
 }
 
 func TestCircuitBreakersCallOnCriticalErrorAndRecover(t *testing.T) {

@@ -7,13 +7,17 @@ import (
 
 // scope is the state of one handling attempt, carried in the handler's ctx:
 // the incoming envelope and the messages sent while handling it, which are
-// released only when every handler returned nil.
+// released only when every handler returned nil. Once the attempt is
+// settled the scope is done, and sends with its ctx fail with
+// ErrHandlerDone instead of vanishing.
 type scope struct {
 	bus      *Bus
 	incoming *Envelope
 	attempt  int // immediate attempt, from 1
 	mu       sync.Mutex
-	outbox   []*Envelope
+	outbox   []pending
+	sends    int  // messages given IDs so far: the position of the next send
+	done     bool // the attempt is settled
 }
 
 type scopeKey struct{}
@@ -48,27 +52,50 @@ func Attempt(ctx context.Context) (immediate, delayed int) {
 	return s.attempt, delayedRetries(s.incoming)
 }
 
-func (s *scope) add(env *Envelope) {
+// nextID returns the ID of the next message sent in this attempt, derived
+// from the incoming ID, the sending endpoint and the send's position: every
+// attempt at the same message numbers its sends from the same start.
+func (s *scope) nextID(endpoint string) string {
 	s.mu.Lock()
-	s.outbox = append(s.outbox, env)
+	n := s.sends
+	s.sends++
 	s.mu.Unlock()
+	return derivedID(s.incoming.ID, endpoint, n)
 }
 
-// flush releases the outbox: scheduled messages go to the store in one
-// batch first, then immediate ones to the transport. A failure fails the
-// handling attempt, which is retried; messages already released may then be
-// sent again (at least once, with the same IDs).
-func (s *scope) flush(ctx context.Context) error {
+func (s *scope) add(p pending) error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return ErrHandlerDone
+	}
+	s.outbox = append(s.outbox, p)
+	return nil
+}
+
+// finish marks the attempt settled and returns what it sent.
+func (s *scope) finish() []pending {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.done = true
 	out := s.outbox
 	s.outbox = nil
-	s.mu.Unlock()
+	return out
+}
+
+// flush settles a successful attempt and releases its outbox: scheduled
+// messages go to the store in one batch first, then immediate ones to the
+// transport. A failure fails the handling attempt, which is retried; the
+// retry sends the same messages under the same IDs, so the store keeps one
+// row each and receivers can drop what was sent twice.
+func (s *scope) flush(ctx context.Context) error {
+	out := s.finish()
 	b := s.bus
 	now := b.clock.Now()
-	var later []*Envelope
-	for _, env := range out {
-		if !env.DueAt.IsZero() && env.DueAt.After(now) {
-			later = append(later, env)
+	var later []pending
+	for _, p := range out {
+		if !p.env.DueAt.IsZero() && p.env.DueAt.After(now) {
+			later = append(later, p)
 		}
 	}
 	if len(later) > 0 {
@@ -76,9 +103,9 @@ func (s *scope) flush(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, env := range out {
-		if env.DueAt.IsZero() || !env.DueAt.After(now) {
-			if err := b.transmit(ctx, env); err != nil {
+	for _, p := range out {
+		if p.env.DueAt.IsZero() || !p.env.DueAt.After(now) {
+			if err := b.transmit(ctx, p.env); err != nil {
 				return err
 			}
 		}

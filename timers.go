@@ -35,6 +35,12 @@ const (
 	// HeaderAckLevel and HeaderAckQueue carry an Acknowledge request.
 	HeaderAckLevel = "postbus.ack.level"
 	HeaderAckQueue = "postbus.ack.queue"
+	// HeaderOriginalExpiresAt keeps, on a copy in the error or dead-letter
+	// queue, the RFC 3339 expiry (Envelope.ExpiresAt) the message had.
+	HeaderOriginalExpiresAt = "postbus.original.expires-at"
+	// HeaderOriginalPrefix prefixes, on such a copy, the timer and
+	// acknowledgement headers the message had (postbus.original.postbus.timer.…).
+	HeaderOriginalPrefix = "postbus.original."
 	// Headers of a dead-lettered message: which timer expired, where, when.
 	HeaderDeadLetterTimer    = "postbus.deadletter.timer"
 	HeaderDeadLetterEndpoint = "postbus.deadletter.endpoint"
@@ -190,7 +196,10 @@ func (b *Bus) discardExpired(ctx context.Context, env *Envelope, class AckClass)
 		dl.SetHeader(HeaderDeadLetterTimer, timer)
 		dl.SetHeader(HeaderDeadLetterEndpoint, b.cfg.Endpoint)
 		dl.SetHeader(HeaderDeadLetterTime, now.Format(time.RFC3339Nano))
-		if err := b.transport.Send(context.WithoutCancel(ctx), b.cfg.DeadLetterQueue, dl); err != nil {
+		sctx, cancel := detach(ctx, b.cfg.Dispatcher.SendTimeout)
+		err := b.transport.Send(sctx, b.cfg.DeadLetterQueue, finalCopy(dl))
+		cancel()
+		if err != nil {
 			return fmt.Errorf("bus: dead-letter %s: %w", env.ID, err)
 		}
 	}
@@ -219,10 +228,32 @@ func (b *Bus) acknowledge(ctx context.Context, env *Envelope, level AckLevel, cl
 		out := &Envelope{ID: b.ids.New(), Type: ack.MessageName(), Kind: KindCommand, Body: body,
 			ContentType: b.cfg.Serializer.ContentType(), CorrelationID: env.CorrelationID,
 			Source: b.cfg.Endpoint, Destination: queue, SentAt: now}
-		err = b.transport.Send(context.WithoutCancel(ctx), queue, out)
+		sctx, cancel := detach(ctx, b.cfg.Dispatcher.SendTimeout)
+		err = b.transport.Send(sctx, queue, out)
+		cancel()
 	}
 	if err != nil {
 		b.log.Error("cannot send acknowledgement", slog.String(logKeyMessageID, env.ID),
 			slog.String(logKeyQueue, queue), slog.Any(logKeyError, err))
 	}
+}
+
+// finalCopy turns a copy bound for the error or dead-letter queue into one
+// that no timer or acknowledgement request applies to any more: a message
+// there stays until someone acts on it, and an endpoint consuming that queue
+// never expires it, dead-letters it or acknowledges it again (nor does a
+// broker expire it). The original timers and requests stay readable in
+// headers under HeaderOriginalPrefix and HeaderOriginalExpiresAt.
+func finalCopy(env *Envelope) *Envelope {
+	if !env.ExpiresAt.IsZero() {
+		env.SetHeader(HeaderOriginalExpiresAt, env.ExpiresAt.UTC().Format(time.RFC3339Nano))
+		env.ExpiresAt = time.Time{}
+	}
+	for _, k := range []string{HeaderReachQueueBy, HeaderTimeToBeReceived, HeaderDeadLetterOnExpiry, HeaderAckLevel, HeaderAckQueue} {
+		if v, ok := env.Headers[k]; ok {
+			delete(env.Headers, k)
+			env.SetHeader(HeaderOriginalPrefix+k, v)
+		}
+	}
+	return env
 }

@@ -61,7 +61,7 @@ func TestTimersOnTheWireAreAbsoluteUTC(t *testing.T) {
 	if err := b2.Send(ctxT(t), PlaceOrder{}, bus.To("x"), bus.DeliverAt(due), bus.TimeToBeReceived(time.Minute), bus.TimeToReachQueue(10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	rows, _ := store.ClaimDueOutgoing(ctxT(t), due.Add(time.Second), 1, time.Minute)
+	rows, _ := store.ClaimDueOutgoing(ctxT(t), "memory", due.Add(time.Second), 1, time.Minute)
 	env, err := bus.UnmarshalEnvelope(rows[0].Envelope)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,9 @@
 package bus
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Transport moves envelopes between endpoints. RabbitMQ, NATS and the
 // in-memory transport implement it; the core adds everything else (routing
@@ -58,3 +61,27 @@ type ReceiveOptions struct {
 // with the raw bytes as Body and HeaderDecodeError set; the core moves it to
 // the error queue.
 type DeliveryHandler func(ctx context.Context, env *Envelope) error
+
+// TransportIdentity is implemented by transports that can name what they
+// connect to: the broker and namespace (a RabbitMQ host and vhost, a NATS
+// server and stream prefix). Two Transport values with the same identity
+// reach the same queues. Scheduled rows carry the identity of the transport
+// they were scheduled through, and a dispatcher claims only rows of its own
+// transport's identity, so services that share a database but not a broker
+// never send each other's rows, while a send-only bus and a dispatching bus
+// on the same broker share theirs. A transport without Identity is known by
+// its Go type name.
+type TransportIdentity interface {
+	// Identity names the broker and namespace; it must not contain secrets.
+	Identity() string
+}
+
+// identityOf returns t's identity for scheduled rows.
+func identityOf(t Transport) string {
+	if ti, ok := t.(TransportIdentity); ok {
+		if id := ti.Identity(); id != "" {
+			return id
+		}
+	}
+	return fmt.Sprintf("%T", t)
+}

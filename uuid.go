@@ -2,7 +2,9 @@ package bus
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -64,4 +66,40 @@ func formatUUID(u [16]byte) string {
 	s[23] = '-'
 	hex.Encode(s[24:], u[10:])
 	return string(s[:])
+}
+
+// derivedID returns the ID of the n-th message that endpoint sends while
+// handling the message parentID: the same inputs give the same ID, so a
+// retried handler that sends the same messages sends them under the same
+// IDs, and the store and receivers can drop the copies. It is a UUIDv7
+// whose timestamp is the parent's (when the parent is a UUIDv7) and whose
+// other bits come from a SHA-256 of the inputs.
+func derivedID(parentID, endpoint string, n int) string {
+	h := sha256.New()
+	h.Write([]byte(parentID))
+	h.Write([]byte{0})
+	h.Write([]byte(endpoint))
+	h.Write([]byte{0})
+	h.Write([]byte(strconv.Itoa(n)))
+	var u [16]byte
+	copy(u[:], h.Sum(nil))
+	if p, ok := parseUUID(parentID); ok {
+		copy(u[:6], p[:6])
+	}
+	u[6] = 0x70 | u[6]&0x0f
+	u[8] = 0x80 | u[8]&0x3f
+	return formatUUID(u)
+}
+
+// parseUUID decodes the canonical 36-character form.
+func parseUUID(s string) ([16]byte, bool) {
+	var u [16]byte
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return u, false
+	}
+	hexDigits := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
+	if _, err := hex.Decode(u[:], []byte(hexDigits)); err != nil {
+		return u, false
+	}
+	return u, true
 }

@@ -50,11 +50,11 @@ func BenchmarkScheduledStore(b *testing.B, newStore BenchStoreFactory) {
 				b.Fatal(err)
 			}
 			b.StartTimer()
-			got, err := s.ClaimDueOutgoing(ctx, time.Now(), batch, time.Minute)
+			got, err := s.ClaimDueOutgoing(ctx, suiteTransport, time.Now(), batch, time.Minute)
 			if err != nil || len(got) != batch {
 				b.Fatalf("claimed %d rows, err %v; want %d", len(got), err, batch)
 			}
-			if err := s.DeleteOutgoing(ctx, ids(got)); err != nil {
+			if _, err := s.DeleteOutgoing(ctx, claims(got)); err != nil {
 				b.Fatal(err)
 			}
 			n++
