@@ -25,6 +25,9 @@ var (
 	ErrInvalidOptions = errors.New("rabbitmq: invalid options")
 	// ErrInvalidName is wrapped by every *NameError.
 	ErrInvalidName = errors.New("rabbitmq: invalid name")
+	// ErrPermanent is matched by every *PermanentError: the broker refused
+	// the transport in a way that retrying cannot fix.
+	ErrPermanent = errors.New("rabbitmq: refused by the broker")
 )
 
 // OptionsError reports an invalid Options field or URL.
@@ -100,3 +103,24 @@ func (e *NotConnectedError) Unwrap() []error {
 	}
 	return []error{e.Err, e.LastErr}
 }
+
+// PermanentError reports that the broker refused the transport in a way
+// that retrying cannot fix: it refused the connection (wrong user name or
+// password, a vhost that does not exist or that the user may not use), or
+// a channel operation (a queue that does not exist, a declaration that
+// conflicts with an existing queue, missing permissions). Err carries the
+// broker's reason, usually an *amqp091.Error. It matches ErrPermanent.
+type PermanentError struct {
+	Err error
+}
+
+// Error describes the failure with the broker's reason.
+func (e *PermanentError) Error() string {
+	return "rabbitmq: refused by the broker: " + e.Err.Error()
+}
+
+// Is reports whether target is ErrPermanent.
+func (e *PermanentError) Is(target error) bool { return target == ErrPermanent }
+
+// Unwrap returns the broker's refusal.
+func (e *PermanentError) Unwrap() error { return e.Err }
