@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
 	"github.com/postbus/bus/rabbitmq"
 )
 
@@ -129,4 +131,49 @@ func TestStartFailsAtOnceOnMissingVhost(t *testing.T) {
 	u := refusedURL(t, func(u *url.URL) { u.Path = "/" + vhost })
 	tr := startRefused(t, u, "530", vhost, "not found")
 	checkFailsAtOnce(t, tr, fmt.Sprintf("pbtest-%08x-refused", rand.Uint32()))
+}
+
+// A refusal is reported at once but not forever: the transport keeps
+// trying in the background, and once an administrator creates the missing
+// vhost, calls succeed without a new transport.
+func TestRefusedTransportRecoversWhenTheVhostAppears(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
+		bustest.SkipOutsideCI(t, "rabbitmqctl is not on PATH; this test creates a vhost with it")
+	}
+	vhost := e.prefix + "late-vhost"
+	var user string
+	u := refusedURL(t, func(u *url.URL) { u.Path, user = "/"+vhost, u.User.Username() })
+	tr, err := rabbitmq.New(u, e.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Close(ctxT(t, 10*time.Second)) })
+	top := bus.Topology{Queue: e.prefix + "late"}
+	if err := tr.Provision(ctxT(t, 30*time.Second), top); !errors.Is(err, rabbitmq.ErrPermanent) {
+		t.Fatalf("Provision before the vhost exists: got %v, want ErrPermanent", err)
+	}
+
+	rabbitmqctl(t, "add_vhost", vhost)
+	t.Cleanup(func() { rabbitmqctl(t, "delete_vhost", vhost) })
+	rabbitmqctl(t, "set_permissions", "-p", vhost, user, ".*", ".*", ".*")
+	var last error
+	eventually(t, 30*time.Second, "Provision to succeed once the vhost exists", func() bool {
+		last = tr.Provision(ctxT(t, 10*time.Second), top)
+		if last != nil {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return last == nil
+	})
+	if err := tr.Send(ctxT(t, 10*time.Second), top.Queue, newEnvelope("T", nil)); err != nil {
+		t.Fatalf("Send after recovering: %v", err)
+	}
+}
+
+func rabbitmqctl(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("rabbitmqctl", append([]string{"-q"}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("rabbitmqctl %s: %v: %s", strings.Join(args, " "), err, out)
+	}
 }
