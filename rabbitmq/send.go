@@ -113,7 +113,10 @@ func lostConnection(err error) bool {
 const maxExpirationMS = 1<<32 - 1
 
 // setExpiration gives a message with a time to be received a broker-side
-// expiration, as a safety net: its ExpiresAt plus Options.ExpiryMargin.
+// expiration, as a safety net: its ExpiresAt plus Options.ExpiryMargin. It
+// reads env.ExpiresAt only, never the timer headers: the error and
+// dead-letter copies, whose ExpiresAt is zero and whose original timers
+// live on in headers, stay in their queues until someone acts.
 func (t *Transport) setExpiration(msg *amqp.Publishing, env *bus.Envelope) {
 	if env.ExpiresAt.IsZero() || t.opts.ExpiryMargin < 0 {
 		return
