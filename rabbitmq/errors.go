@@ -30,7 +30,8 @@ var (
 	ErrPermanent = errors.New("rabbitmq: refused by the broker")
 )
 
-// OptionsError reports an invalid Options field or URL.
+// OptionsError reports an invalid Options field or URL: New returns it,
+// and nothing is started. Every Postbus driver names this error the same.
 type OptionsError struct {
 	Field  string // "URL" or the Options field
 	Reason string
@@ -45,7 +46,9 @@ func (e *OptionsError) Error() string {
 func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
 
 // NameError reports a queue, exchange or event type name that RabbitMQ
-// cannot use.
+// cannot use: Provision, Send, Publish and Receive return it (wrapped)
+// before contacting the broker. Every Postbus driver names this error the
+// same.
 type NameError struct {
 	What   string // "queue", "event type", ...
 	Name   string
@@ -61,8 +64,11 @@ func (e *NameError) Error() string {
 func (e *NameError) Unwrap() error { return ErrInvalidName }
 
 // FieldError reports an envelope field that does not fit its AMQP property
-// or header, such as a message ID longer than 255 bytes. It matches
-// bus.ErrInvalidMessage, and nothing was sent.
+// or header, such as a message ID, type or header key longer than 255
+// bytes, or a time outside the years 1-9999. Send and Publish return it
+// (wrapped) before anything is sent; it matches bus.ErrInvalidMessage. It
+// is about the message, never the configuration: invalid Options are an
+// *OptionsError and invalid queue or event type names a *NameError.
 type FieldError struct {
 	Field  string // the Envelope field, e.g. "ID" or "Headers"
 	Reason string
