@@ -22,6 +22,8 @@ import (
 // confirmed it, Send publishes it again on the new connection with the same
 // message ID: the queue may then hold it twice (at-least-once). If ctx ends
 // first, Send returns an error matching ErrNotConnected and ctx's error.
+// While the broker refuses the connection (wrong credentials, missing
+// vhost), Send fails at once with a *PermanentError instead of waiting.
 func (t *Transport) Send(ctx context.Context, queue string, env *bus.Envelope) error {
 	if err := checkName("queue", queue); err != nil {
 		return fmt.Errorf("rabbitmq: send: %w", err)
