@@ -27,7 +27,7 @@ type Transport struct {
 	mu      sync.Mutex
 	sess    *session        // the live session; nil while disconnected
 	refused *PermanentError // set while the broker refuses the connection
-	ready   chan struct{}   // closed while sess or refused is set (see setState)
+	ready   chan struct{}   // closed while sess or refused is set (setStateLocked)
 	lastErr error           // why the last dial failed or the last connection was lost
 	closed  bool
 
