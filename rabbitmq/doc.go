@@ -54,6 +54,25 @@
 // delivery is at-least-once, and receivers de-duplicate by ID. Background
 // failures are logged and passed to Options.OnError.
 //
+// # Errors that retrying cannot fix
+//
+// When the broker refuses the connection itself (403 ACCESS_REFUSED: a
+// wrong user name or password; 530 NOT_ALLOWED: a vhost that does not exist
+// or that the user may not use), waiting would never end. Provision (and so
+// the bus's Start), Send, Publish and Receive then fail at once with a
+// *PermanentError that carries the broker's reason and matches ErrPermanent;
+// the password never appears in it. RabbitMQ answers a failed login only
+// after about 3 seconds and without a reason the client can tell from a
+// connection cut at that moment, so the transport confirms it with a second
+// attempt: Start fails about 6 seconds after a wrong password, at once after
+// a missing vhost. A 530 for a vhost that is down or a connection limit that
+// is reached heals by itself and is waited out like an outage. The transport
+// keeps trying in the background at the reconnection backoff, so once an
+// administrator creates the vhost or restores the password, calls succeed
+// again without a new Transport. Refusals on a channel (a queue that does
+// not exist, a declaration that conflicts with an existing queue, missing
+// permissions) are a *PermanentError too.
+//
 // # Envelope mapping
 //
 // Envelope.ID, CorrelationID, Type and ContentType travel in the AMQP

@@ -25,9 +25,13 @@ var (
 	ErrInvalidOptions = errors.New("rabbitmq: invalid options")
 	// ErrInvalidName is wrapped by every *NameError.
 	ErrInvalidName = errors.New("rabbitmq: invalid name")
+	// ErrPermanent is matched by every *PermanentError: the broker refused
+	// the transport in a way that retrying cannot fix.
+	ErrPermanent = errors.New("rabbitmq: refused by the broker")
 )
 
-// OptionsError reports an invalid Options field or URL.
+// OptionsError reports an invalid Options field or URL: New returns it,
+// and nothing is started. Every Postbus driver names this error the same.
 type OptionsError struct {
 	Field  string // "URL" or the Options field
 	Reason string
@@ -42,7 +46,9 @@ func (e *OptionsError) Error() string {
 func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
 
 // NameError reports a queue, exchange or event type name that RabbitMQ
-// cannot use.
+// cannot use: Provision, Send, Publish and Receive return it (wrapped)
+// before contacting the broker. Every Postbus driver names this error the
+// same.
 type NameError struct {
 	What   string // "queue", "event type", ...
 	Name   string
@@ -58,8 +64,11 @@ func (e *NameError) Error() string {
 func (e *NameError) Unwrap() error { return ErrInvalidName }
 
 // FieldError reports an envelope field that does not fit its AMQP property
-// or header, such as a message ID longer than 255 bytes. It matches
-// bus.ErrInvalidMessage, and nothing was sent.
+// or header, such as a message ID, type or header key longer than 255
+// bytes, or a time outside the years 1-9999. Send and Publish return it
+// (wrapped) before anything is sent; it matches bus.ErrInvalidMessage. It
+// is about the message, never the configuration: invalid Options are an
+// *OptionsError and invalid queue or event type names a *NameError.
 type FieldError struct {
 	Field  string // the Envelope field, e.g. "ID" or "Headers"
 	Reason string
@@ -100,3 +109,24 @@ func (e *NotConnectedError) Unwrap() []error {
 	}
 	return []error{e.Err, e.LastErr}
 }
+
+// PermanentError reports that the broker refused the transport in a way
+// that retrying cannot fix: it refused the connection (wrong user name or
+// password, a vhost that does not exist or that the user may not use), or
+// a channel operation (a queue that does not exist, a declaration that
+// conflicts with an existing queue, missing permissions). Err carries the
+// broker's reason, usually an *amqp091.Error. It matches ErrPermanent.
+type PermanentError struct {
+	Err error
+}
+
+// Error describes the failure with the broker's reason.
+func (e *PermanentError) Error() string {
+	return "rabbitmq: refused by the broker: " + e.Err.Error()
+}
+
+// Is reports whether target is ErrPermanent.
+func (e *PermanentError) Is(target error) bool { return target == ErrPermanent }
+
+// Unwrap returns the broker's refusal.
+func (e *PermanentError) Unwrap() error { return e.Err }

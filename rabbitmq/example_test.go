@@ -17,10 +17,6 @@ type PlaceOrder struct{ OrderID string }
 // New checks the URL and options at once; the connection is made in the
 // background, and calls that need it wait for it.
 func ExampleNew() {
-	_, err := rabbitmq.New("amqp://guest:guest@127.0.0.1:5672/", rabbitmq.Options{QueueType: "mirrored"})
-	fmt.Println(errors.Is(err, rabbitmq.ErrInvalidOptions))
-	fmt.Println(err)
-
 	t, err := rabbitmq.New("amqp://guest:guest@127.0.0.1:5672/", rabbitmq.Options{
 		QueueType:      rabbitmq.QueueTypeQuorum, // the default
 		EventsExchange: "sales.events",
@@ -29,11 +25,44 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(t.Close(context.Background()))
+	defer t.Close(context.Background())
+}
+
+// An invalid option makes New fail before anything connects.
+func ExampleOptionsError() {
+	_, err := rabbitmq.New("amqp://guest:guest@127.0.0.1:5672/", rabbitmq.Options{QueueType: "mirrored"})
+	fmt.Println(errors.Is(err, rabbitmq.ErrInvalidOptions))
+	fmt.Println(err)
 	// Output:
 	// true
 	// rabbitmq: invalid options: QueueType: must be "quorum" or "classic"
-	// <nil>
+}
+
+// A wrong password, or a vhost that does not exist, makes Start fail at
+// once with the broker's reason instead of waiting for a connection that
+// can never succeed.
+func ExamplePermanentError() {
+	t, err := rabbitmq.New("amqp://guest:wrong@127.0.0.1:5672/", rabbitmq.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer t.Close(context.Background())
+	b, err := bus.New(bus.Config{Endpoint: "sales", Transport: t})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = b.Start(ctx)
+	switch {
+	case errors.Is(err, rabbitmq.ErrPermanent):
+		// Retrying cannot help; the message has the broker's reason, e.g.
+		// Exception (403) Reason: "username or password not allowed".
+		log.Fatalf("check the RabbitMQ configuration: %v", err)
+	case err != nil:
+		log.Fatal(err) // the broker stayed unreachable for a minute
+	}
+	defer b.Stop(context.Background())
 }
 
 // A bus on RabbitMQ: Start provisions the endpoint's quorum queue, the

@@ -30,9 +30,12 @@ const (
 	// HeaderDueAt is Envelope.DueAt, like HeaderSentAt (omitted when zero).
 	HeaderDueAt = "postbus-due-at"
 	// HeaderExpiresAt is Envelope.ExpiresAt, like HeaderSentAt (omitted
-	// when zero). It is not turned into an AMQP expiration: the broker
-	// would drop expired messages silently, and the bus must log and count
-	// every discard.
+	// when zero). The bus checks it on arrival, and logs, counts and
+	// dead-letters what expired. The AMQP expiration property is only a
+	// safety net a margin later (Options.ExpiryMargin), derived from
+	// Envelope.ExpiresAt alone and never from timer headers: a message with
+	// a zero ExpiresAt, such as a copy in the error or dead-letter queue,
+	// never expires in the broker.
 	HeaderExpiresAt = "postbus-expires-at"
 	// HeaderHeaders is a nested table holding Envelope.Headers.
 	HeaderHeaders = "postbus-headers"

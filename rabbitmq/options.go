@@ -48,7 +48,9 @@ type Options struct {
 	// the broker a per-message expiration as a safety net: a message that
 	// sits in a queue that long past its expiry (no consumer running) is
 	// dropped by the broker. The bus's own check, which dead-letters and
-	// acknowledges, runs first whenever a consumer sees the message.
+	// acknowledges, runs first whenever a consumer sees the message. A
+	// message with a zero ExpiresAt gets no broker expiration, whatever its
+	// headers say, so copies in the error and dead-letter queues stay.
 	// Default: 1 minute; negative: no broker expiration.
 	ExpiryMargin time.Duration
 	// ConnectionName is the name the connection shows in the RabbitMQ

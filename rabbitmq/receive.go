@@ -27,7 +27,9 @@ import (
 // unacknowledged at the loss are redelivered by the broker, possibly to
 // another consumer (at-least-once), and an acknowledgement is never sent
 // twice. It returns an error only when it cannot consume at all: the queue
-// does not exist, access is refused, or the transport was closed.
+// does not exist or access to it is refused (a *PermanentError), the broker
+// refuses the connection (a *PermanentError, at once rather than after
+// waiting), or the transport was closed (ErrClosed).
 func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveOptions, h bus.DeliveryHandler) error {
 	if err := checkName("queue", queue); err != nil {
 		return fmt.Errorf("rabbitmq: receive: %w", err)
@@ -55,12 +57,11 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 			return fmt.Errorf("rabbitmq: receive from %q: %w", queue, err)
 		}
 		err = c.consume(ctx, s)
-		var perm *permanentError
 		switch {
 		case err == nil || ctx.Err() != nil:
 			return nil
-		case errors.As(err, &perm):
-			return fmt.Errorf("rabbitmq: receive from %q: %w", queue, perm.err)
+		case errors.Is(err, ErrPermanent):
+			return fmt.Errorf("rabbitmq: receive from %q: %w", queue, err)
 		}
 		t.report(fmt.Errorf("rabbitmq: receive from %q: %w", queue, err))
 		t.log.Warn("rabbitmq: consumer interrupted, resuming", logKeyQueue, queue, logKeyErr, err)
@@ -77,11 +78,6 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		delay = min(delay*2, t.opts.ReconnectMax)
 	}
 }
-
-// permanentError marks a consume failure that retrying cannot fix.
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return e.err.Error() }
 
 type consumer struct {
 	t       *Transport
@@ -110,11 +106,7 @@ func (c *consumer) consume(ctx context.Context, s *session) error {
 	deliveries, err := ch.Consume(c.queue, tag, false, false, false, false, nil)
 	if err != nil {
 		_ = ch.Close()
-		var ae *amqp.Error
-		if errors.As(err, &ae) && isChannelLevel(ae) {
-			return &permanentError{err: fmt.Errorf("consume: %w", err)}
-		}
-		return fmt.Errorf("consume: %w", err)
+		return fmt.Errorf("consume: %w", channelRefused(err))
 	}
 	var inflight sync.WaitGroup // handler calls on this channel
 	for {

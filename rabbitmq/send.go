@@ -22,6 +22,8 @@ import (
 // confirmed it, Send publishes it again on the new connection with the same
 // message ID: the queue may then hold it twice (at-least-once). If ctx ends
 // first, Send returns an error matching ErrNotConnected and ctx's error.
+// While the broker refuses the connection (wrong credentials, missing
+// vhost), Send fails at once with a *PermanentError instead of waiting.
 func (t *Transport) Send(ctx context.Context, queue string, env *bus.Envelope) error {
 	if err := checkName("queue", queue); err != nil {
 		return fmt.Errorf("rabbitmq: send: %w", err)
@@ -113,7 +115,10 @@ func lostConnection(err error) bool {
 const maxExpirationMS = 1<<32 - 1
 
 // setExpiration gives a message with a time to be received a broker-side
-// expiration, as a safety net: its ExpiresAt plus Options.ExpiryMargin.
+// expiration, as a safety net: its ExpiresAt plus Options.ExpiryMargin. It
+// reads env.ExpiresAt only, never the timer headers: the error and
+// dead-letter copies, whose ExpiresAt is zero and whose original timers
+// live on in headers, stay in their queues until someone acts.
 func (t *Transport) setExpiration(msg *amqp.Publishing, env *bus.Envelope) {
 	if env.ExpiresAt.IsZero() || t.opts.ExpiryMargin < 0 {
 		return

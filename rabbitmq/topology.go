@@ -26,10 +26,15 @@ const maxShortString = 255
 // Bindings are only ever added: a type the endpoint no longer subscribes to
 // stays bound until removed by hand.
 //
-// During an outage Provision waits for the connection until ctx ends. If the
-// connection is lost while it runs (RabbitMQ 3.10 closes it with
-// INTERNAL_ERROR when a quorum queue is declared while it is being deleted),
-// it starts again on the next connection, a few times at most.
+// During an outage Provision waits for the connection until ctx ends. When
+// the broker refuses the connection (wrong user name or password, a vhost
+// that does not exist or that the user may not use) or a declaration (an
+// existing queue of another type, missing permissions), Provision fails at
+// once with a *PermanentError (errors.Is(err, ErrPermanent)) carrying the
+// broker's reason: retrying cannot fix these. If the connection is lost
+// while it runs (RabbitMQ 3.10 closes it with INTERNAL_ERROR when a quorum
+// queue is declared while it is being deleted), it starts again on the next
+// connection, a few times at most.
 func (t *Transport) Provision(ctx context.Context, top bus.Topology) error {
 	if err := checkTopology(top); err != nil {
 		return err
@@ -67,7 +72,7 @@ func (t *Transport) provision(ctx context.Context, s *session, top bus.Topology)
 		}
 	}()
 	if err := declareExchange(ch, t.opts.EventsExchange); err != nil {
-		return ctxOr(ctx, err)
+		return ctxOr(ctx, channelRefused(err))
 	}
 	args := queueArgs(s.queueType)
 	queues := append([]string{top.Queue}, top.Queues...)
@@ -76,12 +81,12 @@ func (t *Transport) provision(ctx context.Context, s *session, top bus.Topology)
 			continue
 		}
 		if _, err := ch.QueueDeclare(q, true, false, false, false, args); err != nil {
-			return ctxOr(ctx, fmt.Errorf("rabbitmq: provision: declare queue %q (%s): %w%s", q, s.queueType, err, typeHint(err)))
+			return ctxOr(ctx, fmt.Errorf("rabbitmq: provision: declare queue %q (%s): %w%s", q, s.queueType, channelRefused(err), typeHint(err)))
 		}
 	}
 	for _, ev := range top.Events {
 		if err := ch.QueueBind(top.Queue, ev, t.opts.EventsExchange, false, nil); err != nil {
-			return ctxOr(ctx, fmt.Errorf("rabbitmq: provision: bind queue %q to %q for %q: %w", top.Queue, t.opts.EventsExchange, ev, err))
+			return ctxOr(ctx, fmt.Errorf("rabbitmq: provision: bind queue %q to %q for %q: %w", top.Queue, t.opts.EventsExchange, ev, channelRefused(err)))
 		}
 	}
 	return nil

@@ -25,9 +25,10 @@ type Transport struct {
 	log  *slog.Logger
 
 	mu      sync.Mutex
-	sess    *session      // the live session; nil while disconnected
-	ready   chan struct{} // closed when sess is set; replaced when it is lost
-	lastErr error         // why the last dial failed or the last connection was lost
+	sess    *session        // the live session; nil while disconnected
+	refused *PermanentError // set while the broker refuses the connection
+	ready   chan struct{}   // closed while sess or refused is set (setStateLocked)
+	lastErr error           // why the last dial failed or the last connection was lost
 	closed  bool
 
 	stop chan struct{} // closed by Close
@@ -88,16 +89,33 @@ func (t *Transport) run() {
 	delay := t.opts.ReconnectMin
 	recovering := false    // a dial failed or a connection was lost
 	var lastWarn time.Time // connect failures are logged once per logInterval
+	maybe := 0             // attempts in a row that ended in maybeRefused
 	for attempt := 1; ; attempt++ {
-		s, err := t.connect()
+		s, kind, err := t.connect()
 		if err != nil {
-			t.setLastErr(err)
 			t.report(err)
 			recovering = true
 			wait := delay/2 + rand.N(delay/2+1)
-			if time.Since(lastWarn) >= logInterval {
-				lastWarn = time.Now()
-				t.log.Warn("rabbitmq: connect failed; retrying", logKeyErr, err, logKeyAttempt, attempt, logKeyDelay, wait)
+			if kind == maybeRefused {
+				maybe++
+			} else {
+				maybe = 0
+			}
+			switch {
+			case kind == refused || maybe >= 2:
+				t.refuse(err, attempt)
+			case kind == maybeRefused:
+				t.setLastErr(err)
+				wait = 0 // confirm it at once: a failed login already took the broker seconds
+			default:
+				t.mu.Lock()
+				t.lastErr = err
+				t.setStateLocked(nil, nil) // calls wait again, if the broker had refused
+				t.mu.Unlock()
+				if time.Since(lastWarn) >= logInterval {
+					lastWarn = time.Now()
+					t.log.Warn("rabbitmq: connect failed; retrying", logKeyErr, err, logKeyAttempt, attempt, logKeyDelay, wait)
+				}
 			}
 			select {
 			case <-time.After(wait):
@@ -110,11 +128,10 @@ func (t *Transport) run() {
 		if recovering {
 			t.log.Info("rabbitmq: connected", logKeyAttempt, attempt)
 		}
-		attempt, recovering = 0, true
+		attempt, recovering, maybe = 0, true, 0
 		connectedAt := time.Now()
 		t.mu.Lock()
-		t.sess = s
-		close(t.ready)
+		t.setStateLocked(s, nil)
 		t.mu.Unlock()
 
 		var lost error
@@ -127,8 +144,7 @@ func (t *Transport) run() {
 		case <-t.stop:
 		}
 		t.mu.Lock()
-		t.sess = nil
-		t.ready = make(chan struct{})
+		t.setStateLocked(nil, nil)
 		if lost != nil {
 			t.lastErr = fmt.Errorf("rabbitmq: connection lost: %w", lost)
 		}
@@ -155,7 +171,39 @@ func (t *Transport) run() {
 	}
 }
 
-func (t *Transport) connect() (*session, error) {
+// refuse records that the broker refuses the connection: calls that need
+// it fail at once with the *PermanentError until an attempt succeeds (an
+// administrator may create the vhost or restore the password meanwhile).
+func (t *Transport) refuse(err error, attempt int) {
+	perm := refusedError(t.url, err)
+	t.mu.Lock()
+	first := t.refused == nil
+	t.lastErr = perm
+	t.setStateLocked(nil, perm)
+	t.mu.Unlock()
+	if first {
+		t.log.Error("rabbitmq: the broker refused the connection; calls fail until it accepts one",
+			logKeyErr, perm, logKeyAttempt, attempt)
+	}
+}
+
+// setStateLocked sets the session and the refusal (at most one of them),
+// keeping t.ready closed exactly while one is set, so session never waits
+// when it has an answer and never spins when it has none.
+func (t *Transport) setStateLocked(s *session, perm *PermanentError) {
+	had := t.sess != nil || t.refused != nil
+	t.sess, t.refused = s, perm
+	switch has := s != nil || perm != nil; {
+	case has && !had:
+		close(t.ready)
+	case !has && had:
+		t.ready = make(chan struct{})
+	}
+}
+
+// connect dials the broker and sets up a session. On failure it says
+// whether the broker refused the connection.
+func (t *Transport) connect() (*session, refusal, error) {
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(t.opts.ConnectionName)
 	conn, err := amqp.DialConfig(t.url, amqp.Config{
@@ -165,24 +213,31 @@ func (t *Transport) connect() (*session, error) {
 		Dial:       amqp.DefaultDial(t.opts.DialTimeout),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("rabbitmq: dial: %w", err)
+		return nil, classifyDial(err), fmt.Errorf("rabbitmq: dial: %w", err)
 	}
 	s, err := newSession(conn, t.opts)
 	if err != nil {
 		_ = conn.Close()
-		return nil, err
+		if err = channelRefused(err); errors.Is(err, ErrPermanent) {
+			return nil, refused, err
+		}
+		return nil, notRefused, err
 	}
-	return s, nil
+	return s, notRefused, nil
 }
 
-// session returns the live session, waiting for one until ctx ends.
+// session returns the live session, waiting for one until ctx ends. While
+// the broker refuses the connection it returns the *PermanentError at once.
 func (t *Transport) session(ctx context.Context) (*session, error) {
 	for {
 		t.mu.Lock()
-		s, ready, closed := t.sess, t.ready, t.closed
+		s, perm, ready, closed := t.sess, t.refused, t.ready, t.closed
 		t.mu.Unlock()
 		if closed {
 			return nil, ErrClosed
+		}
+		if perm != nil {
+			return nil, perm
 		}
 		if s != nil {
 			if !s.conn.IsClosed() {

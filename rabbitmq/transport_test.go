@@ -469,6 +469,9 @@ func TestSendWithoutBrokerFailsWhenContextEnds(t *testing.T) {
 	if !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("error does not say why: %v", err)
 	}
+	if errors.Is(err, rabbitmq.ErrPermanent) {
+		t.Errorf("a refused TCP connection heals when the broker comes up, yet the error matches ErrPermanent: %v", err)
+	}
 	if d := time.Since(start); d < 250*time.Millisecond {
 		t.Errorf("returned after %s, before the context ended", d)
 	}
