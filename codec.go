@@ -13,11 +13,14 @@ import (
 // their pair count, times as varint Unix nanoseconds (0 for the zero time).
 // A correlation ID equal to the message ID (the start of a conversation, the
 // common case) is not written twice: bit 7 of the kind byte says so.
+// Version 2 adds the ordering key after the body; an envelope without one is
+// still written as version 1, and both versions decode.
 // FuzzUnmarshalEnvelope keeps the decoder honest against arbitrary input.
 
 const (
 	codecMagic   = 'P'
 	codecVersion = 1
+	codecV2      = 2 // version 1 plus a trailing ordering key
 	kindCorrIsID = 0x80 // the correlation ID equals the ID and is omitted
 	kindMask     = 0x7f
 )
@@ -35,8 +38,12 @@ func MarshalEnvelope(e *Envelope) []byte {
 			n += len(k) + len(v) + 4
 		}
 	}
+	version := byte(codecVersion)
+	if e.OrderingKey != "" {
+		version, n = codecV2, n+len(e.OrderingKey)+3
+	}
 	b := make([]byte, 0, n)
-	b = append(b, codecMagic, codecVersion, kind)
+	b = append(b, codecMagic, version, kind)
 	for _, s := range [...]string{e.ID, e.Type, e.ContentType, corr, e.Source, e.Destination} {
 		b = appendString(b, s)
 	}
@@ -51,7 +58,11 @@ func MarshalEnvelope(e *Envelope) []byte {
 		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(e.Body)))
-	return append(b, e.Body...)
+	b = append(b, e.Body...)
+	if version == codecV2 {
+		b = appendString(b, e.OrderingKey)
+	}
+	return b
 }
 
 // UnmarshalEnvelope decodes what MarshalEnvelope produced. Malformed input
@@ -60,7 +71,7 @@ func UnmarshalEnvelope(data []byte) (*Envelope, error) {
 	if len(data) < 3 || data[0] != codecMagic {
 		return nil, fmt.Errorf("%w: missing preamble", ErrMalformedEnvelope)
 	}
-	if data[1] != codecVersion {
+	if data[1] != codecVersion && data[1] != codecV2 {
 		return nil, fmt.Errorf("%w: unknown version %d", ErrMalformedEnvelope, data[1])
 	}
 	d := decoder{buf: data[3:]}
@@ -75,6 +86,11 @@ func UnmarshalEnvelope(data []byte) (*Envelope, error) {
 		*m = d.stringMap()
 	}
 	e.Body = d.bytes()
+	if data[1] == codecV2 {
+		if e.OrderingKey = d.string(); e.OrderingKey == "" && d.err == nil {
+			return nil, fmt.Errorf("%w: empty ordering key in a version 2 envelope", ErrMalformedEnvelope)
+		}
+	}
 	if d.err != nil {
 		return nil, d.err
 	}

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"cmp"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"time"
@@ -119,8 +120,12 @@ type DispatcherConfig struct {
 	// once. Default 16.
 	Concurrency int
 	// SendTimeout bounds one hand-over to the transport; past it the
-	// hand-over counts as failed. Default: a third of Lease, at most 10 s,
-	// so a transport waiting out an outage cannot hold a row past its lease.
+	// hand-over counts as failed. It also bounds the bus's other sends that
+	// must finish although their caller's ctx ended (to the error and
+	// dead-letter queues, acknowledgements, storing delayed retries).
+	// Default: a third of Lease, at most 10 s; more than a third of Lease is
+	// refused, so a transport waiting out an outage cannot hold a row past
+	// its lease.
 	SendTimeout time.Duration
 	// NumberOfRetries is how many failed hand-overs a row gets before it is
 	// moved to the error queue. Default 0: retry forever.
@@ -219,6 +224,9 @@ func (c Config) validate() error {
 		return &ConfigError{Field: "CircuitBreakers", Reason: "durations must not be negative"}
 	case d.BatchSize < 0 || d.Concurrency < 0 || d.NumberOfRetries < 0 || d.MaximumRecoveryFailuresPerSecond < 0:
 		return &ConfigError{Field: "Dispatcher", Reason: "counts must not be negative"}
+	case d.SendTimeout > d.Lease/3:
+		return &ConfigError{Field: "Dispatcher.SendTimeout", Reason: fmt.Sprintf(
+			"%v is more than a third of Dispatcher.Lease (%v): a hand-over could still be running when the lease lapses and another bus sends the row again; raise Lease or lower SendTimeout", d.SendTimeout, d.Lease)}
 	}
 	return nil
 }
@@ -229,6 +237,8 @@ func validateQueueName(field, name string) error {
 		return &ConfigError{Field: field, Reason: "required"}
 	case len(name) > maxEndpointLen:
 		return &ConfigError{Field: field, Reason: "longer than 200 bytes"}
+	case name == "." || name == "..":
+		return &ConfigError{Field: field, Reason: fmt.Sprintf("%q is not a queue name", name)}
 	}
 	for _, c := range []byte(name) {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {

@@ -65,6 +65,10 @@ type Envelope struct {
 	// ExpiresAt is when the message stops being worth handling (message
 	// timers); zero when it never expires.
 	ExpiresAt time.Time
+	// OrderingKey groups messages that must be handled in send order
+	// (WithOrderingKey); transports that order (bustest.Features.OrderedByKey)
+	// keep messages with one key in order. Empty: no ordering asked for.
+	OrderingKey string
 }
 
 // Clone returns a deep copy, so a transport or middleware may change it

@@ -27,7 +27,9 @@ func NewMemoryTransport() *MemoryTransport {
 
 // Identity returns "memory": rows scheduled through an in-memory transport
 // are dispatched by any bus on the same store that uses one.
-func (m *MemoryTransport) Identity() string { return "memory" }
+func (m *MemoryTransport) Identity() string { return memoryIdentity }
+
+const memoryIdentity = "memory"
 
 // Provision creates the queues and subscriptions of t.
 func (m *MemoryTransport) Provision(_ context.Context, t Topology) error {

@@ -10,5 +10,5 @@ import (
 func TestMemoryTransportConformance(t *testing.T) {
 	t.Parallel()
 	tr := bus.NewMemoryTransport()
-	bustest.TransportTests(t, func(*testing.T) bus.Transport { return tr })
+	bustest.TransportTests(t, func(*testing.T) bus.Transport { return tr }, bustest.Features{NativeRedelivery: true})
 }

@@ -2,8 +2,12 @@ package bus
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
+
+// reservedHeaderPrefix starts every header the bus itself reads.
+const reservedHeaderPrefix = "postbus."
 
 // MaxDelay is the longest delay DeliverAfter and DeliverAt accept: five
 // years. A longer delay is almost certainly a unit mistake (nanoseconds for
@@ -27,6 +31,7 @@ type sendOptions struct {
 	at            time.Time
 	hasAt         bool
 	ttbr, ttrq    time.Duration
+	orderingKey   string
 }
 
 // DeliverAfter delivers the message d from now. With d <= 0 it is sent at
@@ -56,11 +61,15 @@ func DeliverAt(t time.Time) Option {
 	}
 }
 
-// WithHeader sets a header on the message.
+// WithHeader sets a header on the message. Keys starting with "postbus."
+// are reserved for the bus (timers, retries, failures) and are refused.
 func WithHeader(key, value string) Option {
 	return func(o *sendOptions) error {
-		if key == "" {
+		switch {
+		case key == "":
 			return &OptionError{Option: "WithHeader", Reason: "empty key"}
+		case strings.HasPrefix(key, reservedHeaderPrefix):
+			return &OptionError{Option: "WithHeader", Reason: fmt.Sprintf("header %q is reserved: keys starting with %q belong to the bus", key, reservedHeaderPrefix)}
 		}
 		o.headers = setKey(o.headers, key, value)
 		return nil
@@ -107,6 +116,21 @@ func WithMessageID(id string) Option {
 			return &OptionError{Option: "WithMessageID", Reason: "must be 1 to 200 bytes"}
 		}
 		o.messageID = id
+		return nil
+	}
+}
+
+// WithOrderingKey asks for the message to be handled after every earlier
+// message with the same key sent to the same queue (Envelope.OrderingKey).
+// Transports that order by key (Kafka partitions, SQS FIFO message groups)
+// keep the order; others carry the key and deliver as usual. The key must
+// be 1 to 200 bytes.
+func WithOrderingKey(key string) Option {
+	return func(o *sendOptions) error {
+		if key == "" || len(key) > 200 {
+			return &OptionError{Option: "WithOrderingKey", Reason: "must be 1 to 200 bytes"}
+		}
+		o.orderingKey = key
 		return nil
 	}
 }

@@ -81,7 +81,7 @@ func (b *Bus) newEnvelope(ctx context.Context, kind Kind, msg any, o *sendOption
 	env := &Envelope{
 		ID: o.messageID, Type: b.names.of(msg), Kind: kind, ContentType: b.cfg.Serializer.ContentType(),
 		Headers: o.headers, Attributes: o.attributes, Source: b.cfg.Endpoint,
-		SentAt: now.UTC(), DueAt: due,
+		SentAt: now.UTC(), DueAt: due, OrderingKey: o.orderingKey,
 	}
 	if env.ID == "" {
 		if s := scopeFrom(ctx); s != nil {

@@ -9,6 +9,7 @@ import (
 // handlerSet holds every handler registered for one message type.
 type handlerSet struct {
 	name   string
+	goType reflect.Type // the T of Handle[T]
 	event  bool // subscribed as an event (published to this endpoint)
 	decode func(Serializer, []byte) (any, error)
 	funcs  []func(ctx context.Context, msg any) error
@@ -21,9 +22,18 @@ type handlerSet struct {
 // Every handled type is subscribed as an event: Start asks the transport to
 // deliver published T events to this endpoint. Commands of type T arrive
 // when another endpoint routes T here.
+//
+// Handle returns an error wrapping ErrInvalidRegistration for a handler the
+// bus could never call: T an interface type (a message on the wire has a
+// concrete type), or T and *T both registered (they share one message name;
+// register one of them).
 func Handle[T any](b *Bus, fn func(ctx context.Context, msg T) error) error {
 	if fn == nil {
 		return fmt.Errorf("bus: Handle: %w: nil handler", ErrInvalidMessage)
+	}
+	goType := reflect.TypeFor[T]()
+	if goType.Kind() == reflect.Interface {
+		return fmt.Errorf("bus: Handle[%v]: %w: an interface type never arrives; register a concrete message type", goType, ErrInvalidRegistration)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -38,8 +48,10 @@ func Handle[T any](b *Bus, fn func(ctx context.Context, msg T) error) error {
 	name := nameOfType[T]()
 	hs := b.handlers[name]
 	if hs == nil {
-		hs = &handlerSet{name: name, event: true, decode: decoderFor[T]()}
+		hs = &handlerSet{name: name, goType: goType, event: true, decode: decoderFor[T]()}
 		b.handlers[name] = hs
+	} else if hs.goType != goType {
+		return fmt.Errorf("bus: Handle[%v]: %w: message name %q is already handled as %v; register handlers of one Go type per message", goType, ErrInvalidRegistration, name, hs.goType)
 	}
 	hs.funcs = append(hs.funcs, func(ctx context.Context, msg any) error { return fn(ctx, msg.(T)) })
 	return nil

@@ -25,9 +25,13 @@ type ReplayOptions struct {
 // Replay moves messages from the error queue back to the queue they failed
 // in (HeaderFailureQueue), with the failure headers removed, so they are
 // handled again; an event that could not be dispatched is published again.
-// It returns how many messages it moved, once the queue has been idle for
-// IdleTimeout, Max was reached or ctx ended. A message is removed from the
-// error queue only after its queue accepted it.
+// A message is removed from the error queue only after its queue accepted it.
+//
+// Replay moves a snapshot: the messages that failed before it started. A
+// message that fails again while Replay runs comes back to the error queue
+// and stays there; Replay stops when it meets a message it has already
+// moved or passed over, when the queue has been idle for IdleTimeout, when
+// Max was reached, or when ctx ends. It returns how many messages it moved.
 func (b *Bus) Replay(ctx context.Context, opts ReplayOptions) (int, error) {
 	if err := b.checkOpen(); err != nil {
 		return 0, err
@@ -40,33 +44,34 @@ func (b *Bus) Replay(ctx context.Context, opts ReplayOptions) (int, error) {
 	if idle <= 0 {
 		idle = time.Second
 	}
+	started := b.clock.Now()
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var mu sync.Mutex
 	moved := 0
-	skipped := map[string]bool{}
+	seen := map[string]bool{} // moved or passed over
 	activity := make(chan struct{}, 1)
 	handler := func(hctx context.Context, env *Envelope) error {
 		mu.Lock()
 		full := opts.Max > 0 && moved >= opts.Max
-		cycled := skipped[env.ID]
+		cycled := seen[env.ID]
 		mu.Unlock()
 		if full || cycled {
-			cancel() // done, or back at a message already passed over
+			cancel() // done, or back at a message already moved or passed over
 			return errSkipReplay
 		}
 		select {
 		case activity <- struct{}{}:
 		default:
 		}
-		if opts.Filter != nil && !opts.Filter(env) {
-			// Passed over: put it at the back of the error queue, then
-			// acknowledge this copy.
+		if failedAfter(env, started) || opts.Filter != nil && !opts.Filter(env) {
+			// Not in the snapshot, or not wanted: put it at the back of the
+			// error queue, then acknowledge this copy.
 			if err := b.transport.Send(hctx, queue, env); err != nil {
 				return err
 			}
 			mu.Lock()
-			skipped[env.ID] = true
+			seen[env.ID] = true
 			mu.Unlock()
 			return nil
 		}
@@ -74,6 +79,7 @@ func (b *Bus) Replay(ctx context.Context, opts ReplayOptions) (int, error) {
 			return err
 		}
 		mu.Lock()
+		seen[env.ID] = true
 		moved++
 		if opts.Max > 0 && moved >= opts.Max {
 			cancel()
@@ -107,6 +113,13 @@ func (b *Bus) Replay(ctx context.Context, opts ReplayOptions) (int, error) {
 }
 
 var errSkipReplay = fmt.Errorf("bus: not replayed")
+
+// failedAfter reports whether env reached the error queue after t: a
+// failure newer than the replay, outside its snapshot.
+func failedAfter(env *Envelope, t time.Time) bool {
+	at, err := time.Parse(time.RFC3339Nano, env.Header(HeaderFailureTime))
+	return err == nil && at.After(t)
+}
 
 func (b *Bus) replayOne(ctx context.Context, env *Envelope) error {
 	out := env.Clone()

@@ -62,8 +62,7 @@ func (b *Bus) delayedRetryStore() ScheduledStore {
 }
 
 func (b *Bus) inMemoryTransport() bool {
-	_, ok := b.transport.(*MemoryTransport)
-	return ok
+	return identityOf(b.transport) == memoryIdentity
 }
 
 // warnNonDurableRetries logs, at Start, that delayed retries are skipped

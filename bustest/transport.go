@@ -33,12 +33,11 @@ type (
 )
 
 // TransportTests runs the transport contract, through real buses, against
-// transports made by newTransport.
-func TransportTests(t *testing.T, newTransport TransportFactory) {
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, tr bus.Transport, ns string)
-	}{
+// transports made by newTransport; features says what the transport
+// guarantees beyond it (the cases of undeclared features are skipped).
+// After each case every queue the case used must be empty.
+func TransportTests(t *testing.T, newTransport TransportFactory, features Features) {
+	cases := []transportCase{
 		{"SendAndReceive", testSendReceive},
 		{"PublishReachesEverySubscriber", testPublish},
 		{"CompetingConsumersHandleEachMessageOnce", testCompeting},
@@ -55,11 +54,14 @@ func TransportTests(t *testing.T, newTransport TransportFactory) {
 		{"TimeToBeReceivedExpiresInQueue", testTimeToBeReceived},
 		{"TimeToReachQueueLapsesDuringOutage", testTimeToReachQueue},
 		{"PositiveAcknowledgements", testPositiveAcks},
+		{"DeadLetterQueueConsumerNeverExpiresAgain", testDeadLetterFinal},
 	}
-	for _, c := range cases {
+	for _, c := range append(cases, featureCases(features)...) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			c.fn(t, newTransport(t), Namespace())
+			tr := newRecordingTransport(newTransport(t))
+			t.Cleanup(func() { tr.checkNoLeftovers(t) }) // runs after the buses stopped
+			c.fn(t, tr, Namespace())
 		})
 	}
 }
@@ -165,7 +167,7 @@ func testEnvelopeRoundTrip(t *testing.T, tr bus.Transport, ns string) {
 	err := sender.Send(ctxFor(t), Ping{N: 7}, bus.To(ns+"-receiver"),
 		bus.WithMessageID("id-"+ns), bus.WithCorrelationID("corr-"+ns),
 		bus.WithHeader("x-header", "h value"), bus.WithHeader("x-empty", ""),
-		bus.WithAttribute("tenant", "acme"), bus.WithStickyAttribute("trace", "t-1"))
+		bus.WithAttribute("tenant", "acme"), bus.WithStickyAttribute("trace", "t-1"), bus.WithOrderingKey("key-1"))
 	if err != nil {
 		t.Fatalf("Send: %v", err)
 	}
@@ -184,6 +186,7 @@ func testEnvelopeRoundTrip(t *testing.T, tr bus.Transport, ns string) {
 		{"attribute", e.Attributes["tenant"], "acme"},
 		{"sticky attribute", e.StickyAttributes["trace"], "t-1"},
 		{"body", string(e.Body), `{"N":7}`},
+		{"ordering key", e.OrderingKey, "key-1"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

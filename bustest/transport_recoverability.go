@@ -133,6 +133,7 @@ func testFailedHandlerSendsNothing(t *testing.T, tr bus.Transport, ns string) {
 func testDelayedRetries(t *testing.T, tr bus.Transport, ns string) {
 	var calls atomic.Int64
 	c := cfg(tr, ns, "failing")
+	c.Persistence = durableMemory{bus.NewMemoryPersistence()} // delayed retries need a durable store with a broker
 	c.Retries = bus.RetryConfig{Immediate: -1, Delayed: 2, DelayedBackoff: func(int) time.Duration { return 50 * time.Millisecond }}
 	b := StartBus(t, c, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(context.Context, Failing) error { calls.Add(1); return errors.New("still failing") })
@@ -158,3 +159,10 @@ func (o *outage) Send(ctx context.Context, queue string, env *bus.Envelope) erro
 	}
 	return o.Transport.Send(ctx, queue, env)
 }
+
+// durableMemory is an in-memory store that says it is durable, so the
+// suite can exercise delayed retries over a broker transport without a
+// database. Only for tests: it loses everything on restart.
+type durableMemory struct{ *bus.MemoryPersistence }
+
+func (durableMemory) Durable() bool { return true }

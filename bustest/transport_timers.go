@@ -110,3 +110,46 @@ func testPositiveAcks(t *testing.T, tr bus.Transport, ns string) {
 		t.Errorf("acknowledgements %+v, want ReachedQueue and Received", got)
 	}
 }
+
+// A message in the dead-letter queue is final: an endpoint consuming that
+// queue handles it once, never expires it, dead-letters it or acknowledges
+// it again, though its timer lapsed long ago.
+func testDeadLetterFinal(t *testing.T, tr bus.Transport, ns string) {
+	acks, admin := adminBus(t, tr, ns)
+	release := make(chan struct{})
+	c := cfg(tr, ns, "worker")
+	c.Concurrency = 1
+	b := StartBus(t, c, func(b *bus.Bus) {
+		_ = bus.Handle(b, func(_ context.Context, m Ping) error {
+			if m.N == 0 {
+				<-release
+			}
+			return nil
+		})
+	})
+	if err := b.Send(ctxFor(t), Ping{N: 0}, bus.To(c.Endpoint)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Send(ctxFor(t), Ping{N: 1}, bus.To(c.Endpoint), bus.WithMessageID("final-"+ns),
+		bus.TimeToBeReceived(100*time.Millisecond), bus.DeadLetterOnExpiry(), bus.Acknowledge(bus.AckNegative, admin)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the second message expires behind the first
+	close(release)
+	acks.expectExactly(t, 1, 0)
+	// An endpoint named after the dead-letter queue, whose own dead-letter
+	// queue is itself.
+	dead := NewRecorder[Ping]()
+	dc := cfg(tr, ns, "deadletter")
+	StartBus(t, dc, func(b *bus.Bus) { _ = bus.Handle(b, dead.Handler) })
+	dead.expectExactly(t, 1, 500*time.Millisecond)
+	_, envs, _ := dead.snapshot()
+	e := envs[0]
+	if e.ID != "final-"+ns || !e.ExpiresAt.IsZero() || e.Headers[bus.HeaderOriginalExpiresAt] == "" {
+		t.Errorf("dead-letter copy %s: ExpiresAt %v, original expiry header %q; want no expiry and the original in a header",
+			e.ID, e.ExpiresAt, e.Headers[bus.HeaderOriginalExpiresAt])
+	}
+	if got, _, _ := acks.snapshot(); len(got) != 1 || got[0].Class != bus.AckReceiveTimeout {
+		t.Errorf("acknowledgements %+v, want only the original receive timeout", got)
+	}
+}
