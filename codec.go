@@ -20,7 +20,7 @@ import (
 const (
 	codecMagic   = 'P'
 	codecVersion = 1
-	codecV2      = 2 // version 1 plus a trailing ordering key
+	codecV2      = 2    // version 1 plus a trailing ordering key
 	kindCorrIsID = 0x80 // the correlation ID equals the ID and is omitted
 	kindMask     = 0x7f
 )

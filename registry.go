@@ -10,7 +10,7 @@ import (
 type handlerSet struct {
 	name   string
 	goType reflect.Type // the T of Handle[T]
-	event  bool // subscribed as an event (published to this endpoint)
+	event  bool         // subscribed as an event (published to this endpoint)
 	decode func(Serializer, []byte) (any, error)
 	funcs  []func(ctx context.Context, msg any) error
 }
