@@ -55,7 +55,10 @@ type Config struct {
 	Clock Clock
 	// HandlerTimeout bounds one handling attempt: the handler's ctx ends
 	// then, and the attempt fails (and is retried) even if the handler does
-	// not return. Default 0: no bound.
+	// not return. A handler that ignores its ctx is abandoned, not stopped:
+	// its goroutine runs on until it returns, no longer counted against
+	// Concurrency (so abandoned handlers can exceed it), and whatever it
+	// sends with its ctx fails with ErrHandlerDone. Default 0: no bound.
 	HandlerTimeout time.Duration
 	// OnCriticalError is called when a circuit breaker trips: storing,
 	// claiming or dispatching scheduled messages has failed for longer than

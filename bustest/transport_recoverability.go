@@ -100,6 +100,8 @@ func testFailedHandlerSendsNothing(t *testing.T, tr bus.Transport, ns string) {
 	StartBus(t, cfg(tr, ns, "downstream"), func(b *bus.Bus) { _ = bus.Handle(b, out.Handler) })
 	c := cfg(tr, ns, "upstream")
 	c.Retries.Immediate = -1
+	c.Retries.Delayed = -1
+	errQ := drainQueue(t, tr, c.ErrorQueue)
 	b := StartBus(t, c, func(b *bus.Bus) {
 		_ = bus.Route[Pong](b, ns+"-downstream")
 		_ = bus.Handle(b, func(ctx context.Context, m Ping) error {
@@ -121,6 +123,7 @@ func testFailedHandlerSendsNothing(t *testing.T, tr bus.Transport, ns string) {
 		}
 	}
 	out.expectExactly(t, 4, 300*time.Millisecond)
+	errQ.expectExactly(t, 2, 0) // the odd ones
 	got, _, _ := out.snapshot()
 	want := map[int]bool{0: true, 2: true, 100: true, 102: true}
 	for _, p := range got {

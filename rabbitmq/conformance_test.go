@@ -31,5 +31,5 @@ func TestConformance(t *testing.T) {
 	bustest.TransportTests(t, func(t *testing.T) bus.Transport {
 		e := newEnv(t) // its own events exchange and connection, deleted after the case
 		return provisionRecorder{Transport: e.transport(e.options()), env: e}
-	})
+	}, bustest.Features{NativeRedelivery: true})
 }

@@ -37,6 +37,10 @@ const (
 	// a zero ExpiresAt, such as a copy in the error or dead-letter queue,
 	// never expires in the broker.
 	HeaderExpiresAt = "postbus-expires-at"
+	// HeaderOrderingKey is Envelope.OrderingKey (omitted when empty).
+	// RabbitMQ keeps one queue in order but does not order by key across
+	// concurrent consumers; the key travels for the handlers.
+	HeaderOrderingKey = "postbus-ordering-key"
 	// HeaderHeaders is a nested table holding Envelope.Headers.
 	HeaderHeaders = "postbus-headers"
 	// HeaderAttributes is a nested table holding Envelope.Attributes.
@@ -65,6 +69,9 @@ func toPublishing(env *bus.Envelope) (amqp.Publishing, error) {
 	}
 	if env.Destination != "" {
 		h[HeaderDestination] = env.Destination
+	}
+	if env.OrderingKey != "" {
+		h[HeaderOrderingKey] = env.OrderingKey
 	}
 	for _, f := range []struct {
 		field, header string
@@ -120,7 +127,7 @@ func fromDelivery(d *amqp.Delivery) *bus.Envelope {
 	if err := decodeHeaders(env, d.Headers); err != nil {
 		env.Headers = foreignHeaders(d.Headers)
 		env.Attributes, env.StickyAttributes = nil, nil
-		env.Source, env.Destination = "", ""
+		env.Source, env.Destination, env.OrderingKey = "", "", ""
 		env.SentAt, env.DueAt, env.ExpiresAt = time.Time{}, time.Time{}, time.Time{}
 		if !d.Timestamp.IsZero() {
 			env.SentAt = d.Timestamp.UTC()
@@ -146,7 +153,7 @@ func decodeHeaders(env *bus.Envelope, h amqp.Table) error {
 	for _, f := range []struct {
 		header string
 		dst    *string
-	}{{HeaderSource, &env.Source}, {HeaderDestination, &env.Destination}} {
+	}{{HeaderSource, &env.Source}, {HeaderDestination, &env.Destination}, {HeaderOrderingKey, &env.OrderingKey}} {
 		if *f.dst, err = optString(h, f.header); err != nil {
 			return err
 		}

@@ -14,7 +14,10 @@ import (
 	"github.com/postbus/bus"
 )
 
-var _ bus.Transport = (*Transport)(nil)
+var (
+	_ bus.Transport         = (*Transport)(nil)
+	_ bus.TransportIdentity = (*Transport)(nil)
+)
 
 // Transport is a bus.Transport on RabbitMQ. It owns one AMQP connection,
 // reconnects with backoff when it is lost, and is safe for concurrent use.
@@ -58,6 +61,17 @@ func New(url string, opts Options) (*Transport, error) {
 	}
 	go t.run()
 	return t, nil
+}
+
+// Identity names the broker, vhost and events exchange, without the user
+// name or password: "rabbitmq://host:port/vhost#exchange". Scheduled rows
+// carry it, so a dispatcher only sends rows scheduled through this broker.
+func (t *Transport) Identity() string {
+	u, err := amqp.ParseURI(t.url)
+	if err != nil {
+		return "rabbitmq"
+	}
+	return fmt.Sprintf("rabbitmq://%s:%d/%s#%s", u.Host, u.Port, u.Vhost, t.opts.EventsExchange)
 }
 
 // Close closes the connection and stops reconnecting. Sends waiting for a
