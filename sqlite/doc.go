@@ -1,8 +1,8 @@
 // Package sqlite is a durable Postbus persistence in a single SQLite file:
 // the embedded store for single-machine deployments, with no server to run.
-// It implements bus.Persistence, bus.ScheduledStore and bus.DueNotifier, so
-// messages sent with bus.DeliverAfter or bus.DeliverAt survive a restart of
-// the process.
+// It implements bus.Persistence, bus.ScheduledStore, bus.ClockedStore and
+// bus.DueNotifier, so messages sent with bus.DeliverAfter or bus.DeliverAt
+// survive a restart of the process.
 // It uses modernc.org/sqlite, a pure Go build of SQLite: no cgo.
 //
 //	p, err := sqlite.Open("postbus.db", sqlite.Options{})
@@ -20,42 +20,85 @@
 //
 //	outgoing_messages(id TEXT PRIMARY KEY, kind INTEGER, envelope BLOB,
 //	    due_at INTEGER, available_at INTEGER, lease_until INTEGER,
-//	    failures INTEGER, last_error TEXT, created_at INTEGER)
-//	index (available_at, id)
+//	    failures INTEGER, last_error TEXT, created_at INTEGER,
+//	    lease_token TEXT, transport TEXT NOT NULL DEFAULT '')
+//	index outgoing_messages_claim_idx (transport, available_at, id)
 //
 // Times are INTEGER Unix nanoseconds. The envelope is bus.MarshalEnvelope's
 // bytes. available_at is when the row next becomes claimable: it starts at
 // due_at and each claim (the lease) and each failure (the retry time) pushes
-// it forward, so one index answers every claim and NextDueOutgoing.
+// it forward. transport is the identity of the transport the row was
+// scheduled through (bus.TransportIdentity). So one index answers every
+// claim and NextDueOutgoing: an ordered range of the dispatcher's transport
+// and one of transport ”, merged.
 //
-// # Claims and clocks
+// A table created by an earlier version lacks lease_token and transport:
+// Setup adds them (it reads PRAGMA table_info first, inside its write
+// transaction, so running it again or from several processes at once adds
+// nothing twice), creates the claim index and drops the earlier
+// (available_at, id) index. Rows stored before have transport ” and are
+// claimed by the dispatcher of any transport.
 //
-// A claim runs in one write transaction (BEGIN IMMEDIATE): it selects the
-// due rows ordered by (available_at, id), leases them, and commits. SQLite
-// admits one writer per file at a time, so concurrent claimers, in this
-// process or another, never share a row. Times compare against the now the
-// caller passes: SQLite has no clock apart from the process's own, so keep
-// the clocks of processes sharing a file in step (they run on one machine,
-// so they share its clock).
+// # Lease tokens
+//
+// A claim gives the rows it leases a new lease_token: 128 random bits in
+// hex, different for every claim, in any process. Delete, release and
+// record-failure match id and lease_token, and return the number of rows
+// they changed, so a dispatcher whose lease lapsed and whose row another
+// claim took, or that was cancelled and stored again, changes nothing.
+// CancelOutgoing removes a row only when no lease is running on it (no
+// token, or lease_until at or before the store's now); a leased row is
+// being delivered, and cancel returns false.
+//
+// # Transports
+//
+// A claim and NextDueOutgoing consider only rows whose transport is the
+// dispatcher's own or ”. Services whose buses share a file but not a
+// broker never send each other's rows; a send-only bus and a dispatching
+// bus on the same broker share theirs.
+//
+// # The store's clock
+//
+// The store is a bus.ClockedStore. Its clock is the wall clock of the
+// machine the file is on, read with time.Now in the process that runs the
+// statement (SQLite itself reads that same clock, at millisecond
+// precision only). Every process on the file runs on that machine, so
+// they all read the same clock. Due times of relative delays
+// (OutgoingMessage.Delay, from bus.DeliverAfter and delayed retries), the
+// retry time of a failure (OutgoingFailure.RetryAfter), the lease of a
+// claim and the check of a cancel all use it; the now argument of
+// ClaimDueOutgoing is not used. bus.DeliverAt stays absolute: its DueAt is
+// stored as given. A consequence: a bus whose Config.Clock is a fake clock
+// does not move this store's time; tests that drive delays with a fake
+// clock use bus.NewMemoryPersistence.
+//
+// # Claims
+//
+// A claim runs in one write transaction (BEGIN IMMEDIATE): it reads the
+// clock once it holds the write lock, selects the due rows ordered by
+// (available_at, id), leases them, and commits. SQLite admits one writer
+// per file at a time, so concurrent claimers, in this process or another,
+// never share a row.
 //
 // Within a process the database/sql pool holds one connection: writers
 // queue in Go instead of spinning on SQLITE_BUSY. Stores are batched in one
 // transaction with multi-row INSERT OR IGNORE statements (a stored ID keeps
-// its row); deletes and releases of a batch are a single statement.
+// its row); deletes and releases of a claim are a single statement.
 //
 // # Several processes
 //
-// Several processes on one machine may open the same file and dispatch from
-// it at once: SQLite's file locks serialize their writes and each claim is
-// one transaction, so each row is dispatched once (TestMultiProcessClaims
-// checks it with separate OS processes). A process that finds the file
-// locked waits up to Options.BusyTimeout, then fails with SQLITE_BUSY
-// ("database is locked"; the dispatcher retries with backoff). WatchDue (bus.DueNotifier) reads
-// PRAGMA data_version every Options.WatchInterval (100 ms): when another
-// process has committed, it wakes this process's dispatcher with the next
-// due time, so a row another process stores is not held back until the next
-// poll. WAL needs shared memory between the processes, so do not put the
-// file on a network file system.
+// Several processes on one machine may open the same file and dispatch
+// from it at once: SQLite's file locks serialize their writes and each
+// claim is one transaction, so each row is dispatched once
+// (TestMultiProcessClaims checks it with separate OS processes). A process
+// that finds the file locked waits up to Options.BusyTimeout, then fails
+// with SQLITE_BUSY ("database is locked"; the dispatcher retries with
+// backoff). WatchDue (bus.DueNotifier) reads PRAGMA data_version every
+// Options.WatchInterval (100 ms): when another process has committed, it
+// wakes this process's dispatcher with the next due time of the transports
+// it claims for, so a row another process stores is not held back until
+// the next poll. WAL needs shared memory between the processes, so do not
+// put the file on a network file system.
 //
 // # Durability
 //

@@ -20,6 +20,9 @@ import (
 // claimerEnv names the database file a re-executed test binary claims from.
 const claimerEnv = "POSTBUS_SQLITE_TEST_CLAIMER"
 
+// claimerTransport is the transport identity the claimers claim for.
+const claimerTransport = "multiprocess"
+
 // TestMultiProcessClaims runs several OS processes (this test binary,
 // re-executed) claiming from one file at once: every row must be claimed by
 // exactly one of them.
@@ -42,7 +45,7 @@ func TestMultiProcessClaims(t *testing.T) {
 	for i := range msgs {
 		id := fmt.Sprintf("mp-%05d", i)
 		env := bus.MarshalEnvelope(&bus.Envelope{ID: id, Type: "mp", Kind: bus.KindCommand})
-		msgs[i] = bus.OutgoingMessage{ID: id, Kind: bus.KindCommand, Envelope: env, DueAt: now.Add(-time.Duration(i) * time.Microsecond)}
+		msgs[i] = bus.OutgoingMessage{ID: id, Kind: bus.KindCommand, Envelope: env, DueAt: now.Add(-time.Duration(i) * time.Microsecond), Transport: claimerTransport}
 	}
 	if err := p.StoreOutgoing(ctx, msgs); err != nil {
 		t.Fatal(err)
@@ -153,20 +156,20 @@ func claimAll(path string) error {
 		return fmt.Errorf("waiting for go: %q %v", line, err)
 	}
 	for {
-		got, err := p.ClaimDueOutgoing(ctx, time.Now(), 20, time.Hour)
+		got, err := p.ClaimDueOutgoing(ctx, claimerTransport, time.Now(), 20, time.Hour)
 		if err != nil {
 			return err
 		}
 		if len(got) == 0 {
 			return w.Flush()
 		}
-		ids := make([]string, len(got))
-		for i, m := range got {
-			ids[i] = m.ID
-			fmt.Fprintln(w, m.ID)
+		claims := make([]bus.Claim, len(got))
+		for i := range got {
+			claims[i] = got[i].Claim()
+			fmt.Fprintln(w, got[i].ID)
 		}
-		if err := p.DeleteOutgoing(ctx, ids); err != nil {
-			return err
+		if n, err := p.DeleteOutgoing(ctx, claims); err != nil || n != len(got) {
+			return fmt.Errorf("deleted %d of %d claimed rows: %v", n, len(got), err)
 		}
 		// A dispatcher sends what it claimed before it claims again. The
 		// pause stands for that: SQLite's busy handler retries by sleeping,

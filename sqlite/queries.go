@@ -12,11 +12,15 @@ const insertChunk = 64
 
 // queries holds the SQL for one table name, built once by Open.
 type queries struct {
-	schema     []string
-	insert     string // insertChunk rows
-	insertOne  string // one row, for the remainder of a batch
+	table      string
+	create     string
+	columns    string // the table's column names, for the migration check
+	addColumns []addColumn
+	indexes    []string // run after the migration
+	insert     string   // insertChunk rows
+	insertOne  string   // one row, for the remainder of a batch
 	selectDue  string
-	leaseDue   string
+	lease      string
 	deleteIDs  string
 	releaseIDs string
 	recordFail string
@@ -25,19 +29,34 @@ type queries struct {
 	countRows  string
 }
 
+// addColumn is a column that tables created by earlier versions lack.
+type addColumn struct{ name, ddl string }
+
 // Times are stored as INTEGER Unix nanoseconds; 0 means "none" for
 // lease_until. available_at is the time the row next becomes claimable: it
 // starts as due_at and is pushed forward by each claim (the lease) and each
-// failure (the retry time), so one index serves every claim.
+// failure (the retry time), so one index, led by transport, serves every
+// claim. lease_token is NULL unless a claim holds the row.
 func newQueries(table string) queries {
 	t := table
 	row := "(?, ?, ?, ?, ?, ?, ?)"
 	insertHead := "INSERT OR IGNORE INTO " + t +
-		" (id, kind, envelope, due_at, available_at, created_at, lease_until) VALUES "
-	due := "SELECT id FROM " + t + " WHERE available_at <= ?1 ORDER BY available_at, id LIMIT ?2"
+		" (id, kind, envelope, due_at, available_at, created_at, transport) VALUES "
+	cols := "id, kind, envelope, due_at, failures, last_error, transport, available_at"
+	// One ordered, limited index range per transport value: the row's own
+	// transport and '' (rows stored before rows carried one). An OR of the
+	// two would make SQLite sort every due row before applying the limit.
+	branch := func(where string) string {
+		return "SELECT * FROM (SELECT " + cols + " FROM " + t + " WHERE " + where +
+			" AND available_at <= ?2 ORDER BY available_at, id LIMIT ?3)"
+	}
+	first := func(where string) string {
+		return "SELECT available_at AS a FROM (SELECT available_at FROM " + t + " WHERE " + where +
+			" ORDER BY available_at LIMIT 1)"
+	}
 	return queries{
-		schema: []string{
-			fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+		table: t,
+		create: fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
 	id           TEXT    NOT NULL PRIMARY KEY,
 	kind         INTEGER NOT NULL,
 	envelope     BLOB    NOT NULL,
@@ -46,22 +65,32 @@ func newQueries(table string) queries {
 	lease_until  INTEGER NOT NULL DEFAULT 0,
 	failures     INTEGER NOT NULL DEFAULT 0,
 	last_error   TEXT    NOT NULL DEFAULT '',
-	created_at   INTEGER NOT NULL
+	created_at   INTEGER NOT NULL,
+	lease_token  TEXT,
+	transport    TEXT    NOT NULL DEFAULT ''
 )`, t),
-			fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s_available_idx ON %s (available_at, id)", t, t),
+		columns: "SELECT name FROM pragma_table_info(?)",
+		addColumns: []addColumn{
+			{"lease_token", "ALTER TABLE " + t + " ADD COLUMN lease_token TEXT"},
+			{"transport", "ALTER TABLE " + t + " ADD COLUMN transport TEXT NOT NULL DEFAULT ''"},
+		},
+		indexes: []string{
+			fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s_claim_idx ON %s (transport, available_at, id)", t, t),
+			// The index of earlier versions, (available_at, id), serves
+			// no query now; dropping it spares every write an update.
+			fmt.Sprintf("DROP INDEX IF EXISTS %s_available_idx", t),
 		},
 		insert:    insertHead + strings.Repeat(row+", ", insertChunk-1) + row,
 		insertOne: insertHead + row,
-		selectDue: "SELECT id, kind, envelope, due_at, failures, last_error FROM " + t +
-			" WHERE available_at <= ?1 ORDER BY available_at, id LIMIT ?2",
-		// Run in the same write transaction as selectDue, so it picks the
-		// same rows: no other writer can commit in between.
-		leaseDue:   "UPDATE " + t + " SET available_at = ?3, lease_until = ?3 WHERE id IN (" + due + ")",
-		deleteIDs:  "DELETE FROM " + t + " WHERE id IN (SELECT value FROM json_each(?))",
-		releaseIDs: "UPDATE " + t + " SET available_at = due_at, lease_until = 0 WHERE lease_until <> 0 AND id IN (SELECT value FROM json_each(?))",
-		recordFail: "UPDATE " + t + " SET failures = failures + 1, last_error = ?, available_at = ?, lease_until = 0 WHERE id = ?",
-		nextDue:    "SELECT min(available_at) FROM " + t,
-		cancelOne:  "DELETE FROM " + t + " WHERE id = ?",
+		selectDue: "SELECT " + cols + " FROM (" + branch("transport = ?1") +
+			" UNION ALL " + branch("transport = '' AND ?1 <> ''") + ") ORDER BY available_at, id LIMIT ?3",
+		// Runs in the claim's write transaction, on the IDs it selected.
+		lease:      "UPDATE " + t + " SET available_at = ?1, lease_until = ?1, lease_token = ?2 WHERE id IN (SELECT value FROM json_each(?3))",
+		deleteIDs:  "DELETE FROM " + t + " WHERE lease_token = ?1 AND id IN (SELECT value FROM json_each(?2))",
+		releaseIDs: "UPDATE " + t + " SET available_at = due_at, lease_until = 0, lease_token = NULL WHERE lease_token = ?1 AND id IN (SELECT value FROM json_each(?2))",
+		recordFail: "UPDATE " + t + " SET failures = failures + 1, last_error = ?1, available_at = ?2, lease_until = 0, lease_token = NULL WHERE id = ?3 AND lease_token = ?4",
+		nextDue:    "SELECT min(a) FROM (" + first("transport = ?1") + " UNION ALL " + first("transport = '' AND ?1 <> ''") + ")",
+		cancelOne:  "DELETE FROM " + t + " WHERE id = ?1 AND (lease_token IS NULL OR lease_until <= ?2)",
 		countRows:  "SELECT count(*) FROM " + t,
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/postbus/bus"
@@ -22,6 +23,7 @@ var (
 	_ bus.Persistence    = (*Persistence)(nil)
 	_ bus.ScheduledStore = (*Persistence)(nil)
 	_ bus.DueNotifier    = (*Persistence)(nil)
+	_ bus.ClockedStore   = (*Persistence)(nil)
 )
 
 // Defaults for the zero values of Options.
@@ -99,6 +101,9 @@ type Persistence struct {
 	q      queries
 	memory bool
 	watch  time.Duration
+
+	mu         sync.Mutex
+	transports map[string]struct{} // the transports this handle claimed for, for WatchDue
 }
 
 // Open opens (creating if needed) the SQLite database at path, switches it
@@ -153,7 +158,8 @@ func Open(path string, opts Options) (*Persistence, error) {
 			"path", path, "journal_mode", mode)
 	}
 	opts.Logger.Debug("sqlite: opened", "path", path, "journal_mode", mode)
-	return &Persistence{db: db, path: path, log: opts.Logger, q: newQueries(opts.Table), memory: memory, watch: opts.WatchInterval}, nil
+	return &Persistence{db: db, path: path, log: opts.Logger, q: newQueries(opts.Table), memory: memory, watch: opts.WatchInterval,
+		transports: map[string]struct{}{}}, nil
 }
 
 // Close closes the database. Calls after Close fail.
@@ -171,23 +177,3 @@ func (p *Persistence) Durable() bool { return !p.memory }
 // DB returns the underlying handle, for inspection and backups. Its pool
 // holds a single connection; do not change the pool settings.
 func (p *Persistence) DB() *sql.DB { return p.db }
-
-// Setup creates the table and its index if they do not exist. It is
-// idempotent and safe to call from several processes at once. bus.Start
-// calls it unless the bus is configured to skip setup.
-func (p *Persistence) Setup(ctx context.Context) error {
-	tx, err := p.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: setup: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	for _, stmt := range p.q.schema {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("sqlite: setup: %w", err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: setup: %w", err)
-	}
-	return nil
-}

@@ -71,7 +71,7 @@ func TestRowsSurviveReopen(t *testing.T) {
 	if err := p.Setup(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.StoreOutgoing(ctx, []bus.OutgoingMessage{{ID: "keep", Kind: bus.KindEvent, Envelope: env, DueAt: due}}); err != nil {
+	if err := p.StoreOutgoing(ctx, []bus.OutgoingMessage{{ID: "keep", Kind: bus.KindEvent, Envelope: env, DueAt: due, Transport: "t"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Close(); err != nil {
@@ -85,7 +85,7 @@ func TestRowsSurviveReopen(t *testing.T) {
 	if err := p2.Setup(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := p2.ClaimDueOutgoing(ctx, time.Now(), 10, time.Minute)
+	got, err := p2.ClaimDueOutgoing(ctx, "t", time.Now(), 10, time.Minute)
 	if err != nil || len(got) != 1 || got[0].ID != "keep" || got[0].Kind != bus.KindEvent || string(got[0].Envelope) != string(env) {
 		t.Fatalf("after reopen claimed %+v, %v; want the stored row", got, err)
 	}
@@ -143,8 +143,8 @@ func TestCustomTableAndMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	var name string
-	if err := p.DB().QueryRowContext(t.Context(), "SELECT name FROM sqlite_master WHERE type='index' AND tbl_name='delayed' AND name NOT LIKE 'sqlite_%'").Scan(&name); err != nil || name != "delayed_available_idx" {
-		t.Fatalf("index = %q, %v; want delayed_available_idx", name, err)
+	if err := p.DB().QueryRowContext(t.Context(), "SELECT name FROM sqlite_master WHERE type='index' AND tbl_name='delayed' AND name NOT LIKE 'sqlite_%'").Scan(&name); err != nil || name != "delayed_claim_idx" {
+		t.Fatalf("index = %q, %v; want delayed_claim_idx", name, err)
 	}
 }
 
@@ -153,7 +153,7 @@ func TestCanceledContext(t *testing.T) {
 	p := openTemp(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := p.ClaimDueOutgoing(ctx, time.Now(), 10, time.Minute); !errors.Is(err, context.Canceled) {
+	if _, err := p.ClaimDueOutgoing(ctx, "t", time.Now(), 10, time.Minute); !errors.Is(err, context.Canceled) {
 		t.Errorf("claim with a canceled ctx = %v, want context.Canceled", err)
 	}
 	if err := p.StoreOutgoing(ctx, []bus.OutgoingMessage{{ID: "x", Kind: bus.KindCommand, Envelope: []byte("x")}}); !errors.Is(err, context.Canceled) {

@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -13,16 +15,18 @@ import (
 
 // StoreOutgoing inserts rows in one transaction. An ID that is already
 // stored keeps its row (INSERT OR IGNORE), so a retried send cannot
-// schedule twice.
+// schedule twice. A row with a Delay is due Delay after the store's now
+// (see StoreNow); otherwise at its DueAt. Each row keeps its Transport.
 func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMessage) error {
 	if len(msgs) == 0 {
 		return ctx.Err()
 	}
-	created := nanos(time.Now())
+	now := p.now()
+	created := nanos(now)
 	if len(msgs) == 1 { // the common single Send: one autocommit statement
 		m := &msgs[0]
-		due := nanos(m.DueAt)
-		if _, err := p.db.ExecContext(ctx, p.q.insertOne, m.ID, int64(m.Kind), m.Envelope, due, due, created, int64(0)); err != nil {
+		due := nanos(dueAt(m, now))
+		if _, err := p.db.ExecContext(ctx, p.q.insertOne, m.ID, int64(m.Kind), m.Envelope, due, due, created, m.Transport); err != nil {
 			return fmt.Errorf("sqlite: store: %w", err)
 		}
 		return nil
@@ -34,8 +38,8 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 	defer func() { _ = tx.Rollback() }()
 	args := make([]any, 0, 7*min(len(msgs), insertChunk))
 	appendRow := func(m *bus.OutgoingMessage) {
-		due := nanos(m.DueAt)
-		args = append(args, m.ID, int64(m.Kind), m.Envelope, due, due, created, int64(0))
+		due := nanos(dueAt(m, now))
+		args = append(args, m.ID, int64(m.Kind), m.Envelope, due, due, created, m.Transport)
 	}
 	rest := msgs
 	if len(msgs) >= insertChunk {
@@ -68,31 +72,48 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 	return nil
 }
 
-// ClaimDueOutgoing leases up to limit rows whose available time is at or
-// before now, earliest first, until now+lease. The select and the lease run
-// in one write transaction (BEGIN IMMEDIATE), and SQLite admits one writer
-// per file at a time, across processes too, so no row is handed to two
-// claimers. SQLite has no clock of its own apart from the process's, so
-// times compare against the caller's now.
-func (p *Persistence) ClaimDueOutgoing(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]bus.OutgoingMessage, error) {
+// dueAt is when m falls due: now+Delay for a relative delay, else DueAt.
+func dueAt(m *bus.OutgoingMessage, now time.Time) time.Time {
+	if m.Delay > 0 {
+		return now.Add(m.Delay)
+	}
+	return m.DueAt
+}
+
+// ClaimDueOutgoing leases up to limit rows of transport (and rows stored
+// without a transport) that are claimable at the store's now, earliest
+// first, until now+lease, under a new lease token. The now argument is not
+// used: the store compares on its own clock (see StoreNow). The select and
+// the lease run in one write transaction (BEGIN IMMEDIATE), and SQLite
+// admits one writer per file at a time, across processes too, so no row is
+// handed to two claimers.
+func (p *Persistence) ClaimDueOutgoing(ctx context.Context, transport string, _ time.Time, limit int, lease time.Duration) ([]bus.OutgoingMessage, error) {
+	p.noteTransport(transport)
 	if limit <= 0 {
 		return nil, ctx.Err()
 	}
-	n := nanos(now)
-	until := nanos(now.Add(lease))
 	tx, err := p.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: claim: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	out, err := p.selectDue(ctx, tx, n, limit)
+	// Read the clock once the write lock is held, so a claim that waited
+	// for another process's lock does not lease from a stale now.
+	now := p.now()
+	out, err := p.selectDue(ctx, tx, transport, nanos(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: claim: %w", err)
 	}
 	if len(out) == 0 {
 		return nil, nil // the rollback ends the transaction; nothing changed
 	}
-	res, err := tx.ExecContext(ctx, p.q.leaseDue, n, limit, until)
+	until := nanos(now.Add(lease))
+	token := newToken()
+	ids := make([]string, len(out))
+	for i := range out {
+		ids[i] = out[i].ID
+	}
+	res, err := tx.ExecContext(ctx, p.q.lease, until, token, idList(ids))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: claim: %w", err)
 	}
@@ -104,13 +125,13 @@ func (p *Persistence) ClaimDueOutgoing(ctx context.Context, now time.Time, limit
 	}
 	leaseUntil := fromNanos(until)
 	for i := range out {
-		out[i].LeaseUntil = leaseUntil
+		out[i].LeaseUntil, out[i].Token = leaseUntil, token
 	}
 	return out, nil
 }
 
-func (p *Persistence) selectDue(ctx context.Context, tx *sql.Tx, now int64, limit int) ([]bus.OutgoingMessage, error) {
-	rows, err := tx.QueryContext(ctx, p.q.selectDue, now, limit)
+func (p *Persistence) selectDue(ctx context.Context, tx *sql.Tx, transport string, now int64, limit int) ([]bus.OutgoingMessage, error) {
+	rows, err := tx.QueryContext(ctx, p.q.selectDue, transport, now, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -118,10 +139,10 @@ func (p *Persistence) selectDue(ctx context.Context, tx *sql.Tx, now int64, limi
 	out := make([]bus.OutgoingMessage, 0, min(limit, 256))
 	for rows.Next() {
 		var (
-			m         bus.OutgoingMessage
-			kind, due int64
+			m                    bus.OutgoingMessage
+			kind, due, available int64
 		)
-		if err := rows.Scan(&m.ID, &kind, &m.Envelope, &due, &m.Failures, &m.LastError); err != nil {
+		if err := rows.Scan(&m.ID, &kind, &m.Envelope, &due, &m.Failures, &m.LastError, &m.Transport, &available); err != nil {
 			return nil, err
 		}
 		m.Kind, m.DueAt = bus.Kind(kind), fromNanos(due)
@@ -130,62 +151,16 @@ func (p *Persistence) selectDue(ctx context.Context, tx *sql.Tx, now int64, limi
 	return out, rows.Err()
 }
 
-// DeleteOutgoing removes rows in one statement; unknown IDs are ignored.
-func (p *Persistence) DeleteOutgoing(ctx context.Context, ids []string) error {
-	if len(ids) == 0 {
-		return ctx.Err()
-	}
-	if _, err := p.db.ExecContext(ctx, p.q.deleteIDs, idList(ids)); err != nil {
-		return fmt.Errorf("sqlite: delete: %w", err)
-	}
-	return nil
+// NextDueOutgoing returns when the earliest row of transport (or without a
+// transport) becomes claimable, and false when there is none.
+func (p *Persistence) NextDueOutgoing(ctx context.Context, transport string) (time.Time, bool, error) {
+	p.noteTransport(transport)
+	return p.nextDue(ctx, transport)
 }
 
-// ReleaseOutgoing makes claimed rows claimable again at once (from their
-// due time), without counting a failure.
-func (p *Persistence) ReleaseOutgoing(ctx context.Context, ids []string) error {
-	if len(ids) == 0 {
-		return ctx.Err()
-	}
-	if _, err := p.db.ExecContext(ctx, p.q.releaseIDs, idList(ids)); err != nil {
-		return fmt.Errorf("sqlite: release: %w", err)
-	}
-	return nil
-}
-
-// RecordOutgoingFailures counts a failure on each row, keeps its error text
-// and makes it claimable again at its RetryAt, all in one transaction.
-// Unknown IDs are ignored.
-func (p *Persistence) RecordOutgoingFailures(ctx context.Context, failures []bus.OutgoingFailure) error {
-	if len(failures) == 0 {
-		return ctx.Err()
-	}
-	tx, err := p.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: record failures: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	stmt, err := tx.PrepareContext(ctx, p.q.recordFail)
-	if err != nil {
-		return fmt.Errorf("sqlite: record failures: %w", err)
-	}
-	defer func() { _ = stmt.Close() }()
-	for _, f := range failures {
-		if _, err := stmt.ExecContext(ctx, f.Error, nanos(f.RetryAt), f.ID); err != nil {
-			return fmt.Errorf("sqlite: record failures: %w", err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: record failures: %w", err)
-	}
-	return nil
-}
-
-// NextDueOutgoing returns when the earliest row becomes claimable, and
-// false when the table is empty.
-func (p *Persistence) NextDueOutgoing(ctx context.Context) (time.Time, bool, error) {
+func (p *Persistence) nextDue(ctx context.Context, transport string) (time.Time, bool, error) {
 	var next sql.NullInt64
-	if err := p.db.QueryRowContext(ctx, p.q.nextDue).Scan(&next); err != nil {
+	if err := p.db.QueryRowContext(ctx, p.q.nextDue, transport).Scan(&next); err != nil {
 		return time.Time{}, false, fmt.Errorf("sqlite: next due: %w", err)
 	}
 	if !next.Valid {
@@ -194,9 +169,11 @@ func (p *Persistence) NextDueOutgoing(ctx context.Context) (time.Time, bool, err
 	return fromNanos(next.Int64), true, nil
 }
 
-// CancelOutgoing removes a row and reports whether it was there.
+// CancelOutgoing removes a row that no claim holds, and reports whether it
+// did. A row whose lease is running at the store's now is being delivered:
+// it stays, and the result is false.
 func (p *Persistence) CancelOutgoing(ctx context.Context, id string) (bool, error) {
-	res, err := p.db.ExecContext(ctx, p.q.cancelOne, id)
+	res, err := p.db.ExecContext(ctx, p.q.cancelOne, id, nanos(p.now()))
 	if err != nil {
 		return false, fmt.Errorf("sqlite: cancel: %w", err)
 	}
@@ -207,6 +184,21 @@ func (p *Persistence) CancelOutgoing(ctx context.Context, id string) (bool, erro
 	return n > 0, nil
 }
 
+// StoreNow returns the store's clock: the wall clock of the machine the file
+// is on, read by this process. Every process that opens the file runs on
+// that machine and reads the same clock, so due, lease and retry times
+// compare alike in all of them.
+func (p *Persistence) StoreNow(ctx context.Context) (time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, err
+	}
+	return p.now(), nil
+}
+
+// now is the store's clock (see StoreNow), without the monotonic reading:
+// times are compared as stored Unix nanoseconds.
+func (p *Persistence) now() time.Time { return time.Now().Round(0) }
+
 // Len returns the number of stored rows, leased or not.
 func (p *Persistence) Len(ctx context.Context) (int, error) {
 	var n int
@@ -214,6 +206,14 @@ func (p *Persistence) Len(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("sqlite: count: %w", err)
 	}
 	return n, nil
+}
+
+// newToken returns a new lease token: 128 random bits in hex, so no two
+// claims, in any process, share one.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
 }
 
 // idList encodes IDs as a JSON array for json_each, so a batch of any size

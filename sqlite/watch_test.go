@@ -15,7 +15,8 @@ import (
 
 // TestWatchDueSeesOtherConnections: a row stored through another handle on
 // the file (another process, as far as SQLite can tell) wakes the watcher
-// with its due time; the watcher's own stores do not.
+// with its due time; the watcher's own stores do not, and neither do rows
+// of a transport the watcher's dispatcher does not claim for.
 func TestWatchDueSeesOtherConnections(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "watch.db")
@@ -34,6 +35,12 @@ func TestWatchDueSeesOtherConnections(t *testing.T) {
 	if err := watcher.Setup(ctx); err != nil {
 		t.Fatal(err)
 	}
+	const mine, foreign = "mine", "foreign"
+	// The watcher's dispatcher claims for its transport, as a bus's does
+	// before it sleeps.
+	if _, err := watcher.ClaimDueOutgoing(ctx, mine, time.Now(), 10, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 
 	wakes := make(chan time.Time, 16)
 	watchCtx, stop := context.WithCancel(ctx)
@@ -47,7 +54,7 @@ func TestWatchDueSeesOtherConnections(t *testing.T) {
 	}()
 
 	own := time.Now().Add(time.Hour)
-	if err := watcher.StoreOutgoing(ctx, []bus.OutgoingMessage{{ID: "own", Kind: bus.KindCommand, Envelope: []byte("x"), DueAt: own}}); err != nil {
+	if err := watcher.StoreOutgoing(ctx, []bus.OutgoingMessage{{ID: "own", Kind: bus.KindCommand, Envelope: []byte("x"), DueAt: own, Transport: mine}}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -56,20 +63,31 @@ func TestWatchDueSeesOtherConnections(t *testing.T) {
 	case <-time.After(300 * time.Millisecond): // 30 watch intervals
 	}
 
-	due := time.Now().Add(time.Minute).Truncate(time.Microsecond)
-	if err := other.StoreOutgoing(ctx, []bus.OutgoingMessage{{ID: "theirs", Kind: bus.KindCommand, Envelope: []byte("x"), DueAt: due}}); err != nil {
+	theirs := time.Now().Add(2 * time.Minute).Truncate(time.Microsecond)
+	notMine := time.Now().Add(time.Minute).Truncate(time.Microsecond)
+	err = other.StoreOutgoing(ctx, []bus.OutgoingMessage{{ID: "not-mine", Kind: bus.KindCommand, Envelope: []byte("x"), DueAt: notMine, Transport: foreign}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case got := <-wakes:
-		if !got.Equal(due) {
-			t.Errorf("woken with %v, want the new earliest due time %v", got, due)
+	err = other.StoreOutgoing(ctx, []bus.OutgoingMessage{{ID: "theirs", Kind: bus.KindCommand, Envelope: []byte("x"), DueAt: theirs, Transport: mine}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for woken := false; !woken; {
+		select {
+		case got := <-wakes:
+			if got.Equal(notMine) {
+				t.Fatalf("woken with the due time of another transport's row")
+			}
+			woken = got.Equal(theirs)
+		case <-ctx.Done():
+			t.Fatal("a store by another connection never woke the watcher with its due time")
 		}
-	case <-ctx.Done():
-		t.Fatal("a store by another connection never woke the watcher")
 	}
-	if err := other.DeleteOutgoing(ctx, []string{"own", "theirs"}); err != nil {
-		t.Fatal(err)
+	for _, id := range []string{"own", "theirs", "not-mine"} {
+		if ok, err := other.CancelOutgoing(ctx, id); err != nil || !ok {
+			t.Fatalf("CancelOutgoing(%s) = %v, %v", id, ok, err)
+		}
 	}
 }
 
@@ -162,7 +180,7 @@ func TestBusyTimeoutGivesAClearError(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = waiter.ClaimDueOutgoing(ctx, time.Now(), 10, time.Minute)
+	_, err = waiter.ClaimDueOutgoing(ctx, "t", time.Now(), 10, time.Minute)
 	waited := time.Since(start)
 	if err == nil {
 		t.Fatal("claim succeeded while another connection held the write lock")
@@ -174,7 +192,7 @@ func TestBusyTimeoutGivesAClearError(t *testing.T) {
 	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := waiter.ClaimDueOutgoing(ctx, time.Now(), 10, time.Minute); err != nil {
+	if _, err := waiter.ClaimDueOutgoing(ctx, "t", time.Now(), 10, time.Minute); err != nil {
 		t.Errorf("claim after the lock was released: %v", err)
 	}
 }
