@@ -14,7 +14,7 @@
 // missing; it is idempotent and takes a transaction-scoped advisory lock, so
 // a fleet starting at once is safe. Migrations and MigrationsFor return the
 // same DDL for teams that run their own migration tool. Names are checked
-// (*InvalidNameError) and always quoted.
+// (*NameError) and always quoted.
 //
 // available_at is the single "next claimable" time: it starts as the due
 // time and is pushed forward by each claim (the lease) and each failure (the

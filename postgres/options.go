@@ -83,13 +83,13 @@ func (o Options) validate() error {
 		return err
 	}
 	if o.MaxBatchRows < 0 {
-		return &OptionError{Field: "MaxBatchRows", Reason: "must not be negative"}
+		return &OptionsError{Field: "MaxBatchRows", Reason: "must not be negative"}
 	}
 	if o.MaxConcurrentInserts < 0 {
-		return &OptionError{Field: "MaxConcurrentInserts", Reason: "must not be negative"}
+		return &OptionsError{Field: "MaxConcurrentInserts", Reason: "must not be negative"}
 	}
 	if o.NotifyWithin < 0 {
-		return &OptionError{Field: "NotifyWithin", Reason: "must not be negative"}
+		return &OptionsError{Field: "NotifyWithin", Reason: "must not be negative"}
 	}
 	return nil
 }
@@ -97,9 +97,9 @@ func (o Options) validate() error {
 func checkName(field, name string, maxLen int) error {
 	switch {
 	case len(name) > maxLen:
-		return &InvalidNameError{Field: field, Name: name, Reason: fmt.Sprintf("longer than %d bytes", maxLen)}
+		return &NameError{Field: field, Name: name, Reason: fmt.Sprintf("longer than %d bytes", maxLen)}
 	case !identifierRE.MatchString(name):
-		return &InvalidNameError{Field: field, Name: name,
+		return &NameError{Field: field, Name: name,
 			Reason: "must be letters, digits and underscores, not starting with a digit"}
 	}
 	return nil

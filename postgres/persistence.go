@@ -32,7 +32,7 @@ type Persistence struct {
 // New returns a Persistence on pool, configured by opts (zero values mean
 // the documented defaults). It does not touch the database: call Setup (the
 // bus does at Start) or run Migrations yourself. An invalid schema or table
-// name is an *InvalidNameError.
+// name is a *NameError.
 func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
 	if pool == nil {
 		return nil, ErrNilPool

@@ -19,7 +19,7 @@ func Migrations() []string {
 
 // MigrationsFor returns the DDL that Setup runs for the given schema and
 // table; empty names mean the defaults. An invalid name is an
-// *InvalidNameError.
+// *NameError.
 func MigrationsFor(schema, table string) ([]string, error) {
 	o := Options{Schema: schema, Table: table}.withDefaults()
 	if err := o.validate(); err != nil {
