@@ -21,9 +21,13 @@ const (
 // truncated by the server, so they are rejected here instead.
 const maxIdentifierLen = 63
 
-// indexSuffix names the claim index: <table><indexSuffix>. Table names are
-// limited so that the index name fits in maxIdentifierLen too.
-const indexSuffix = "_available_at_idx"
+// indexSuffix names the claim index: <table><indexSuffix>. oldIndexSuffix
+// names the (available_at, id) index of earlier versions, which Setup drops.
+// Table names are limited so that both index names fit in maxIdentifierLen.
+const (
+	indexSuffix    = "_claim_idx"
+	oldIndexSuffix = "_available_at_idx"
+)
 
 // Options configures a Persistence. Every zero value means the documented
 // default.
@@ -79,7 +83,7 @@ func (o Options) validate() error {
 	if err := checkName("Schema", o.Schema, maxIdentifierLen); err != nil {
 		return err
 	}
-	if err := checkName("Table", o.Table, maxIdentifierLen-len(indexSuffix)); err != nil {
+	if err := checkName("Table", o.Table, maxIdentifierLen-max(len(indexSuffix), len(oldIndexSuffix))); err != nil {
 		return err
 	}
 	if o.MaxBatchRows < 0 {

@@ -94,8 +94,8 @@ func TestInvalidRowsAreRejectedBeforeStoring(t *testing.T) {
 func TestMigrationsAndNames(t *testing.T) {
 	t.Parallel()
 	m := postgres.Migrations()
-	if len(m) != 3 || !strings.Contains(m[1], `"public"."outgoing_messages"`) ||
-		!strings.Contains(m[2], `(available_at, id)`) {
+	if len(m) != 5 || !strings.Contains(m[1], `"public"."outgoing_messages"`) ||
+		!strings.Contains(m[3], `(transport, available_at, id)`) {
 		t.Errorf("Migrations() = %q", m)
 	}
 	p, err := postgres.New(lazyPool(t), postgres.Options{Schema: "Billing", Table: "scheduled"})

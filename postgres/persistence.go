@@ -13,6 +13,7 @@ var (
 	_ bus.Persistence    = (*Persistence)(nil)
 	_ bus.ScheduledStore = (*Persistence)(nil)
 	_ bus.DueNotifier    = (*Persistence)(nil)
+	_ bus.ClockedStore   = (*Persistence)(nil)
 )
 
 // Persistence is the durable PostgreSQL scheduled-message store. It is safe
