@@ -64,7 +64,7 @@ func TestSenderClockBehindDatabaseIsNotEarly(t *testing.T) {
 		arrived := make(chan time.Time, 2)
 		b := bustest.StartBus(t, bus.Config{Endpoint: "lagging-retry", Clock: laggingClock{}, Persistence: newStore(t, pool, postgres.Options{}),
 			Dispatcher: bus.DispatcherConfig{PollInterval: 100 * time.Millisecond},
-			Retries: bus.RetryConfig{Immediate: -1, Delayed: 1, DelayedBackoff: func(int) time.Duration { return delay }},
+			Retries:    bus.RetryConfig{Immediate: -1, Delayed: 1, DelayedBackoff: func(int) time.Duration { return delay }},
 		}, func(b *bus.Bus) {
 			mustDo(t, bus.Handle(b, func(ctx context.Context, m clockCheck) error {
 				if failedAt.Load() == 0 {
