@@ -196,3 +196,105 @@ func TestSetupWithoutCreateOnDatabase(t *testing.T) {
 	store(t, p, ctx, "x", time.Now())
 	mustClear(t, p, "x")
 }
+
+// TestSetupMigratesTablesOfEarlierVersions makes the table as versions
+// without lease tokens and transports did, with a row in it, then runs
+// Setup from several instances at once: the columns and the claim index are
+// added, the old index is dropped, and the old row (no transport) is
+// claimed by a dispatcher of any transport, under a token.
+func TestSetupMigratesTablesOfEarlierVersions(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	schema := freshSchema(t, pool)
+	ctx := ctxTimeout(t, time.Minute)
+	table := pgx.Identifier{schema, "outgoing_messages"}.Sanitize()
+	for _, stmt := range []string{
+		`CREATE SCHEMA ` + pgx.Identifier{schema}.Sanitize(),
+		`CREATE TABLE ` + table + ` (
+	id           text        COLLATE "C" PRIMARY KEY,
+	kind         smallint    NOT NULL,
+	envelope     bytea       NOT NULL,
+	due_at       timestamptz NOT NULL,
+	available_at timestamptz NOT NULL,
+	lease_until  timestamptz,
+	failures     integer     NOT NULL DEFAULT 0,
+	last_error   text        NOT NULL DEFAULT '',
+	created_at   timestamptz NOT NULL DEFAULT now()
+)`,
+		`CREATE INDEX outgoing_messages_available_at_idx ON ` + table + ` (available_at, id)`,
+	} {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	old := outgoing("stored-before-upgrade", time.Now().Add(-time.Second))
+	if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (id, kind, envelope, due_at, available_at) VALUES ($1, $2, $3, $4, $4)`,
+		old.ID, int16(old.Kind), old.Envelope, old.DueAt); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		p, err := postgres.New(pool, postgres.Options{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { errs[i] = p.Setup(ctx) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Setup %d on the old table: %v", i, err)
+		}
+	}
+	indexes, err := pgx.CollectRows(must(pool.Query(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY indexname`, schema)), pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"outgoing_messages_claim_idx", "outgoing_messages_pkey"}; strings.Join(indexes, " ") != strings.Join(want, " ") {
+		t.Errorf("indexes after the migration = %v, want %v", indexes, want)
+	}
+	p, _ := postgres.New(pool, postgres.Options{Schema: schema})
+	got, err := p.ClaimDueOutgoing(ctx, "any-transport", time.Now(), 10, time.Minute)
+	if err != nil || len(got) != 1 || got[0].ID != old.ID || got[0].Token == "" || got[0].Transport != "" {
+		t.Fatalf("claim after the migration = %+v, %v; want the old row, with a token and no transport", got, err)
+	}
+	if n, err := p.DeleteOutgoing(ctx, claims(got)); err != nil || n != 1 {
+		t.Fatalf("DeleteOutgoing after the migration = %d, %v; want 1", n, err)
+	}
+	// Once migrated, Setup only reads the catalog: no DDL, no lock that
+	// would stall running dispatchers.
+	cfg, err := pgxpool.ParseConfig(testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddl := &statementLog{}
+	cfg.ConnConfig.Tracer = ddl
+	traced, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer traced.Close()
+	again, _ := postgres.New(traced, postgres.Options{Schema: schema})
+	if err := again.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(ddl.sql) != 1 || !strings.HasPrefix(ddl.sql[0], "SELECT") {
+		t.Errorf("Setup of a migrated table ran %q; want one catalog query", ddl.sql)
+	}
+}
+
+// statementLog is a pgx tracer recording the SQL of every statement.
+type statementLog struct {
+	mu  sync.Mutex
+	sql []string
+}
+
+func (l *statementLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	l.mu.Lock()
+	l.sql = append(l.sql, d.SQL)
+	l.mu.Unlock()
+	return ctx
+}
+
+func (l *statementLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
