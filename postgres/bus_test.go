@@ -92,7 +92,7 @@ func TestBusInstancesWakeEachOther(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("not delivered within 20s: the receiver was not woken (its poll interval is 30s)")
 	}
-	waitFor(t, func() bool { _, ok, err := receiverStore.NextDueOutgoing(ctx); return err == nil && !ok })
+	waitFor(t, func() bool { _, ok, err := receiverStore.NextDueOutgoing(ctx, "memory"); return err == nil && !ok })
 }
 
 // TestBusPollsWithNotifyDisabled is the PgBouncer set-up: no LISTEN, and

@@ -33,10 +33,7 @@ func benchRawInsert(b *testing.B, conns, rows int) {
 	pool := newPool(b, int32(conns))
 	schema := freshSchema(b, pool)
 	newStore(b, pool, postgres.Options{Schema: schema})
-	insert := fmt.Sprintf(`INSERT INTO %s (id, kind, envelope, due_at, available_at)
-SELECT r.id, r.kind, r.envelope, r.due_at, r.due_at
-FROM unnest($1::text[], $2::int2[], $3::bytea[], $4::timestamptz[]) AS r(id, kind, envelope, due_at)
-ON CONFLICT (id) DO NOTHING`, pgx.Identifier{schema, postgres.DefaultTable}.Sanitize())
+	insert := postgres.InsertSQL(pgx.Identifier{schema, postgres.DefaultTable}.Sanitize())
 	env := make([]byte, 250)
 	due := time.Now().Add(time.Hour)
 	n := int64(b.N)
@@ -51,11 +48,13 @@ ON CONFLICT (id) DO NOTHING`, pgx.Identifier{schema, postgres.DefaultTable}.Sani
 			kinds := make([]int16, rows)
 			envs := make([][]byte, rows)
 			dues := make([]time.Time, rows)
+			delays := make([]int64, rows)
+			transports := make([]string, rows)
 			for first := next.Add(int64(rows)) - int64(rows); first < n; first = next.Add(int64(rows)) - int64(rows) {
 				for i := range rows {
-					ids[i], envs[i], dues[i] = fmt.Sprintf("raw-%012d", first+int64(i)), env, due
+					ids[i], envs[i], dues[i], transports[i] = fmt.Sprintf("raw-%012d", first+int64(i)), env, due, "bench"
 				}
-				if _, err := pool.Exec(ctx, insert, ids, kinds, envs, dues); err != nil {
+				if _, err := pool.Exec(ctx, insert, ids, kinds, envs, dues, delays, transports); err != nil {
 					b.Error(err)
 					return
 				}

@@ -10,11 +10,13 @@
 // # Schema
 //
 // One table, by default public.outgoing_messages (Options.Schema,
-// Options.Table), with a (available_at, id) index. Setup creates both if
-// missing; it is idempotent and takes a transaction-scoped advisory lock, so
-// a fleet starting at once is safe. Migrations and MigrationsFor return the
-// same DDL for teams that run their own migration tool. Names are checked
-// (*InvalidNameError) and always quoted.
+// Options.Table), with a (transport, available_at, id) index. Setup creates
+// both if missing, and migrates a table made by an earlier version (it adds
+// the lease_token and transport columns, creates that index and drops the
+// (available_at, id) index it replaces); it is idempotent and takes a
+// transaction-scoped advisory lock, so a fleet starting at once is safe.
+// Migrations and MigrationsFor return the same DDL for teams that run their
+// own migration tool. Names are checked (*NameError) and always quoted.
 //
 // available_at is the single "next claimable" time: it starts as the due
 // time and is pushed forward by each claim (the lease) and each failure (the
@@ -26,19 +28,44 @@
 // (base64 body, parsed and validated on every insert) for no query this
 // store ever makes inside it.
 //
-// # Claims and the database clock
+// # Transports
+//
+// Each row keeps, in the transport column, the identity of the transport it
+// was scheduled through (bus.TransportIdentity: a broker and namespace). A
+// dispatcher claims only rows of its own transport's identity, and rows
+// with an empty transport, which were stored before rows carried one. So
+// services that share a database, and even a table, but not a broker never
+// send each other's messages, while a send-only bus and a dispatching bus on
+// the same broker share their rows.
+//
+// # Claims, lease tokens and the database clock
 //
 // ClaimDueOutgoing is one autocommitted statement: a SELECT ... FOR UPDATE
-// SKIP LOCKED of the earliest claimable rows feeding an UPDATE that leases
-// them and returns them. Concurrent dispatchers in any number of processes
-// skip each other's rows instead of waiting, and no transaction stays open
-// while messages are sent. Due and lease times are compared with the
-// server's now(), not the caller's clock: instances whose clocks disagree
-// still never dispatch a message early, and a lease means the same thing to
-// all of them. now() is the start time of the statement's transaction, which
-// for one autocommitted statement is the statement's start; it is stable, so
-// "available_at <= now()" is an index condition (clock_timestamp() is
-// volatile and is not).
+// SKIP LOCKED of the earliest claimable rows of the transport (one ordered
+// index scan for the transport, one for the empty transport, merged)
+// feeding an UPDATE that leases them and returns them. Concurrent
+// dispatchers in any number of processes skip each other's rows instead of
+// waiting, and no transaction stays open while messages are sent.
+//
+// Every claim writes a new random 128-bit lease token into lease_token of
+// the rows it takes. Delete, release and record-failure name each row with
+// the token it was claimed with and change it only while the token matches
+// (one statement over unnest of the IDs and tokens), and they return how
+// many rows they changed: a dispatcher whose lease lapsed while another
+// claimed the row, or whose row was cancelled and stored again, changes
+// nothing. CancelOutgoing removes a row only when no lease on it is running.
+//
+// Due, lease and retry times are compared with the server's now(), not the
+// caller's clock, and relative times are added to it in SQL: a row stored
+// with a Delay (bus.DeliverAfter, delayed retries) is due at now() + Delay,
+// a failure with a RetryAfter is retried at now() + RetryAfter, a lease
+// lasts until now() + lease. Instances whose clocks disagree with the
+// database therefore never dispatch a message early, and a lease means the
+// same thing to all of them. StoreNow returns the server's now()
+// (bus.ClockedStore). now() is the start time of the statement's
+// transaction, which for one autocommitted statement is the statement's
+// start; it is stable, so "available_at <= now()" is an index condition
+// (clock_timestamp() is volatile and is not).
 //
 // # Storing
 //

@@ -53,9 +53,15 @@ func ExampleMigrations() {
 	// 	due_at       timestamptz NOT NULL,
 	// 	available_at timestamptz NOT NULL,
 	// 	lease_until  timestamptz,
+	// 	lease_token  text        COLLATE "C",
+	// 	transport    text        COLLATE "C" NOT NULL DEFAULT '',
 	// 	failures     integer     NOT NULL DEFAULT 0,
 	// 	last_error   text        NOT NULL DEFAULT '',
 	// 	created_at   timestamptz NOT NULL DEFAULT now()
 	// );
-	// CREATE INDEX IF NOT EXISTS "outgoing_messages_available_at_idx" ON "public"."outgoing_messages" (available_at, id);
+	// ALTER TABLE "public"."outgoing_messages"
+	// 	ADD COLUMN IF NOT EXISTS lease_token text COLLATE "C",
+	// 	ADD COLUMN IF NOT EXISTS transport   text COLLATE "C" NOT NULL DEFAULT '';
+	// CREATE INDEX IF NOT EXISTS "outgoing_messages_claim_idx" ON "public"."outgoing_messages" (transport, available_at, id);
+	// DROP INDEX IF EXISTS "public"."outgoing_messages_available_at_idx";
 }

@@ -88,7 +88,8 @@ func multiProcess(t *testing.T, pool *pgxpool.Pool, bin string, kill bool) {
 		env := &bus.Envelope{ID: id, Type: "multiproc.Tick", Kind: bus.KindCommand,
 			Body: fmt.Appendf(nil, `{"N":%d}`, i), ContentType: "application/json",
 			Source: "multiproc-test", Destination: "multiproc", SentAt: time.Now().UTC(), DueAt: due}
-		msgs[i] = bus.OutgoingMessage{ID: id, Kind: bus.KindCommand, Envelope: bus.MarshalEnvelope(env), DueAt: due}
+		msgs[i] = bus.OutgoingMessage{ID: id, Kind: bus.KindCommand, Envelope: bus.MarshalEnvelope(env), DueAt: due,
+			Transport: "multiproc-sync"} // the workers' transport identity
 	}
 	if err := p.StoreOutgoing(ctx, msgs); err != nil {
 		t.Fatal(err)

@@ -177,18 +177,23 @@ func TestDatabaseDownGivesWrappedErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := ctxTimeout(t, 30*time.Second)
-	_, _, nextErr := p.NextDueOutgoing(ctx)
-	_, claimErr := p.ClaimDueOutgoing(ctx, time.Now(), 10, time.Minute)
+	_, _, nextErr := p.NextDueOutgoing(ctx, testTransport)
+	_, claimErr := p.ClaimDueOutgoing(ctx, testTransport, time.Now(), 10, time.Minute)
 	_, cancelErr := p.CancelOutgoing(ctx, "x")
+	_, deleteErr := p.DeleteOutgoing(ctx, []bus.Claim{{ID: "x", Token: "t"}})
+	_, releaseErr := p.ReleaseOutgoing(ctx, []bus.Claim{{ID: "x", Token: "t"}})
+	_, failErr := p.RecordOutgoingFailures(ctx, []bus.OutgoingFailure{{ID: "x", Token: "t", RetryAt: time.Now()}})
+	_, nowErr := p.StoreNow(ctx)
 	errs := map[string]error{
 		"Setup":                  p.Setup(ctx),
 		"StoreOutgoing":          p.StoreOutgoing(ctx, []bus.OutgoingMessage{outgoing("x", time.Now())}),
 		"ClaimDueOutgoing":       claimErr,
-		"DeleteOutgoing":         p.DeleteOutgoing(ctx, []string{"x"}),
-		"ReleaseOutgoing":        p.ReleaseOutgoing(ctx, []string{"x"}),
-		"RecordOutgoingFailures": p.RecordOutgoingFailures(ctx, []bus.OutgoingFailure{{ID: "x", RetryAt: time.Now()}}),
+		"DeleteOutgoing":         deleteErr,
+		"ReleaseOutgoing":        releaseErr,
+		"RecordOutgoingFailures": failErr,
 		"NextDueOutgoing":        nextErr,
 		"CancelOutgoing":         cancelErr,
+		"StoreNow":               nowErr,
 	}
 	for name, err := range errs {
 		if err == nil || !strings.HasPrefix(err.Error(), "postgres: ") {
@@ -226,7 +231,7 @@ func TestConnectionsKilledMidRunLoseNothing(t *testing.T) {
 		}
 		// A claim whose reply is lost with its connection leases rows this
 		// test never sees: a short lease hands them out again.
-		got, err := p.ClaimDueOutgoing(ctx, time.Now(), 20, 3*time.Second)
+		got, err := p.ClaimDueOutgoing(ctx, testTransport, time.Now(), 20, 3*time.Second)
 		if err != nil {
 			failures++
 			continue
@@ -236,7 +241,7 @@ func TestConnectionsKilledMidRunLoseNothing(t *testing.T) {
 			seen[m.ID]++
 		}
 		mu.Unlock()
-		for err := p.DeleteOutgoing(ctx, ids(got)); err != nil; err = p.DeleteOutgoing(ctx, ids(got)) {
+		for _, err := p.DeleteOutgoing(ctx, claims(got)); err != nil; _, err = p.DeleteOutgoing(ctx, claims(got)) {
 			failures++
 		}
 	}
@@ -251,9 +256,12 @@ func TestConnectionsKilledMidRunLoseNothing(t *testing.T) {
 	t.Logf("%d calls failed on killed connections and were retried", failures)
 }
 
+// testTransport is the transport identity of the rows these tests store.
+const testTransport = "postgres-test"
+
 func outgoing(id string, due time.Time) bus.OutgoingMessage {
 	env := &bus.Envelope{ID: id, Type: "test", Kind: bus.KindCommand, Destination: "q", DueAt: due}
-	return bus.OutgoingMessage{ID: id, Kind: bus.KindCommand, Envelope: bus.MarshalEnvelope(env), DueAt: due}
+	return bus.OutgoingMessage{ID: id, Kind: bus.KindCommand, Envelope: bus.MarshalEnvelope(env), DueAt: due, Transport: testTransport}
 }
 
 func store(t *testing.T, p *postgres.Persistence, ctx context.Context, id string, due time.Time) {
@@ -263,20 +271,23 @@ func store(t *testing.T, p *postgres.Persistence, ctx context.Context, id string
 	}
 }
 
+// mustClear cancels rows that are not leased and checks none is left.
 func mustClear(t *testing.T, p *postgres.Persistence, ids ...string) {
 	t.Helper()
-	if err := p.DeleteOutgoing(t.Context(), ids); err != nil {
-		t.Fatal(err)
+	for _, id := range ids {
+		if ok, err := p.CancelOutgoing(t.Context(), id); err != nil || !ok {
+			t.Fatalf("CancelOutgoing(%s) = %v, %v; want true, nil", id, ok, err)
+		}
 	}
-	if _, ok, err := p.NextDueOutgoing(t.Context()); ok || err != nil {
+	if _, ok, err := p.NextDueOutgoing(t.Context(), testTransport); ok || err != nil {
 		t.Errorf("rows left behind: %v, %v", ok, err)
 	}
 }
 
-func ids(msgs []bus.OutgoingMessage) []string {
-	out := make([]string, len(msgs))
-	for i, m := range msgs {
-		out[i] = m.ID
+func claims(msgs []bus.OutgoingMessage) []bus.Claim {
+	out := make([]bus.Claim, len(msgs))
+	for i := range msgs {
+		out[i] = msgs[i].Claim()
 	}
 	return out
 }

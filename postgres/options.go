@@ -21,9 +21,13 @@ const (
 // truncated by the server, so they are rejected here instead.
 const maxIdentifierLen = 63
 
-// indexSuffix names the claim index: <table><indexSuffix>. Table names are
-// limited so that the index name fits in maxIdentifierLen too.
-const indexSuffix = "_available_at_idx"
+// indexSuffix names the claim index: <table><indexSuffix>. oldIndexSuffix
+// names the (available_at, id) index of earlier versions, which Setup drops.
+// Table names are limited so that both index names fit in maxIdentifierLen.
+const (
+	indexSuffix    = "_claim_idx"
+	oldIndexSuffix = "_available_at_idx"
+)
 
 // Options configures a Persistence. Every zero value means the documented
 // default.
@@ -79,17 +83,17 @@ func (o Options) validate() error {
 	if err := checkName("Schema", o.Schema, maxIdentifierLen); err != nil {
 		return err
 	}
-	if err := checkName("Table", o.Table, maxIdentifierLen-len(indexSuffix)); err != nil {
+	if err := checkName("Table", o.Table, maxIdentifierLen-max(len(indexSuffix), len(oldIndexSuffix))); err != nil {
 		return err
 	}
 	if o.MaxBatchRows < 0 {
-		return &OptionError{Field: "MaxBatchRows", Reason: "must not be negative"}
+		return &OptionsError{Field: "MaxBatchRows", Reason: "must not be negative"}
 	}
 	if o.MaxConcurrentInserts < 0 {
-		return &OptionError{Field: "MaxConcurrentInserts", Reason: "must not be negative"}
+		return &OptionsError{Field: "MaxConcurrentInserts", Reason: "must not be negative"}
 	}
 	if o.NotifyWithin < 0 {
-		return &OptionError{Field: "NotifyWithin", Reason: "must not be negative"}
+		return &OptionsError{Field: "NotifyWithin", Reason: "must not be negative"}
 	}
 	return nil
 }
@@ -97,9 +101,9 @@ func (o Options) validate() error {
 func checkName(field, name string, maxLen int) error {
 	switch {
 	case len(name) > maxLen:
-		return &InvalidNameError{Field: field, Name: name, Reason: fmt.Sprintf("longer than %d bytes", maxLen)}
+		return &NameError{Field: field, Name: name, Reason: fmt.Sprintf("longer than %d bytes", maxLen)}
 	case !identifierRE.MatchString(name):
-		return &InvalidNameError{Field: field, Name: name,
+		return &NameError{Field: field, Name: name,
 			Reason: "must be letters, digits and underscores, not starting with a digit"}
 	}
 	return nil

@@ -38,9 +38,9 @@ func TestInvalidNamesAreTypedErrors(t *testing.T) {
 	}
 	for _, o := range bad {
 		_, err := postgres.New(pool, o)
-		var nameErr *postgres.InvalidNameError
+		var nameErr *postgres.NameError
 		if !errors.As(err, &nameErr) || !errors.Is(err, postgres.ErrInvalidName) {
-			t.Errorf("New(%+v) = %v; want *InvalidNameError wrapping ErrInvalidName", o, err)
+			t.Errorf("New(%+v) = %v; want *NameError wrapping ErrInvalidName", o, err)
 		}
 		if _, err := postgres.MigrationsFor(o.Schema, o.Table); !errors.Is(err, postgres.ErrInvalidName) {
 			t.Errorf("MigrationsFor(%q, %q) = %v; want ErrInvalidName", o.Schema, o.Table, err)
@@ -61,8 +61,10 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 	pool := lazyPool(t)
 	for _, o := range []postgres.Options{{MaxBatchRows: -1}, {MaxConcurrentInserts: -1}, {NotifyWithin: -time.Second}} {
-		if _, err := postgres.New(pool, o); !errors.Is(err, postgres.ErrInvalidOption) {
-			t.Errorf("New(%+v) = %v; want ErrInvalidOption", o, err)
+		_, err := postgres.New(pool, o)
+		var optErr *postgres.OptionsError
+		if !errors.As(err, &optErr) || !errors.Is(err, postgres.ErrInvalidOptions) {
+			t.Errorf("New(%+v) = %v; want *OptionsError wrapping ErrInvalidOptions", o, err)
 		}
 	}
 }
@@ -92,8 +94,8 @@ func TestInvalidRowsAreRejectedBeforeStoring(t *testing.T) {
 func TestMigrationsAndNames(t *testing.T) {
 	t.Parallel()
 	m := postgres.Migrations()
-	if len(m) != 3 || !strings.Contains(m[1], `"public"."outgoing_messages"`) ||
-		!strings.Contains(m[2], `(available_at, id)`) {
+	if len(m) != 5 || !strings.Contains(m[1], `"public"."outgoing_messages"`) ||
+		!strings.Contains(m[3], `(transport, available_at, id)`) {
 		t.Errorf("Migrations() = %q", m)
 	}
 	p, err := postgres.New(lazyPool(t), postgres.Options{Schema: "Billing", Table: "scheduled"})

@@ -13,6 +13,7 @@ var (
 	_ bus.Persistence    = (*Persistence)(nil)
 	_ bus.ScheduledStore = (*Persistence)(nil)
 	_ bus.DueNotifier    = (*Persistence)(nil)
+	_ bus.ClockedStore   = (*Persistence)(nil)
 )
 
 // Persistence is the durable PostgreSQL scheduled-message store. It is safe
@@ -32,7 +33,7 @@ type Persistence struct {
 // New returns a Persistence on pool, configured by opts (zero values mean
 // the documented defaults). It does not touch the database: call Setup (the
 // bus does at Start) or run Migrations yourself. An invalid schema or table
-// name is an *InvalidNameError.
+// name is a *NameError.
 func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
 	if pool == nil {
 		return nil, ErrNilPool

@@ -11,7 +11,8 @@ import (
 
 // Migrations returns the DDL that Setup runs for the default schema and
 // table (public.outgoing_messages), one statement per element, for users who
-// manage migrations with their own tool. Every statement is idempotent.
+// manage migrations with their own tool. Every statement is idempotent, and
+// together they also bring a table made by an earlier version up to date.
 func Migrations() []string {
 	m, _ := MigrationsFor(DefaultSchema, DefaultTable) // the defaults are valid names
 	return m
@@ -19,7 +20,7 @@ func Migrations() []string {
 
 // MigrationsFor returns the DDL that Setup runs for the given schema and
 // table; empty names mean the defaults. An invalid name is an
-// *InvalidNameError.
+// *NameError.
 func MigrationsFor(schema, table string) ([]string, error) {
 	o := Options{Schema: schema, Table: table}.withDefaults()
 	if err := o.validate(); err != nil {
@@ -30,33 +31,46 @@ func MigrationsFor(schema, table string) ([]string, error) {
 
 // names holds the quoted identifiers every statement is built from.
 type names struct {
-	schema  string // quoted schema
-	table   string // quoted schema.table
-	index   string // quoted index name (unqualified, as CREATE INDEX wants)
-	regIdx  string // schema.index for to_regclass
-	regTbl  string // schema.table for to_regclass
-	channel string // NOTIFY channel, raw (pg_notify takes text)
-	lockKey string // advisory lock key text, hashed by the server
+	schema   string // quoted schema
+	table    string // quoted schema.table
+	index    string // quoted claim index name (unqualified, as CREATE INDEX wants)
+	oldIndex string // quoted schema.index of the claim index of earlier versions
+	regIdx   string // schema.index for to_regclass
+	regOld   string // schema.old index for to_regclass
+	regTbl   string // schema.table for to_regclass
+	channel  string // NOTIFY channel, raw (pg_notify takes text)
+	lockKey  string // advisory lock key text, hashed by the server
 }
 
 func newNames(o Options) names {
 	return names{
-		schema:  pgx.Identifier{o.Schema}.Sanitize(),
-		table:   pgx.Identifier{o.Schema, o.Table}.Sanitize(),
-		index:   pgx.Identifier{o.Table + indexSuffix}.Sanitize(),
-		regIdx:  pgx.Identifier{o.Schema, o.Table + indexSuffix}.Sanitize(),
-		regTbl:  pgx.Identifier{o.Schema, o.Table}.Sanitize(),
-		channel: channelName(o.Schema, o.Table),
-		lockKey: "postbus.setup." + o.Schema,
+		schema:   pgx.Identifier{o.Schema}.Sanitize(),
+		table:    pgx.Identifier{o.Schema, o.Table}.Sanitize(),
+		index:    pgx.Identifier{o.Table + indexSuffix}.Sanitize(),
+		oldIndex: pgx.Identifier{o.Schema, o.Table + oldIndexSuffix}.Sanitize(),
+		regIdx:   pgx.Identifier{o.Schema, o.Table + indexSuffix}.Sanitize(),
+		regOld:   pgx.Identifier{o.Schema, o.Table + oldIndexSuffix}.Sanitize(),
+		regTbl:   pgx.Identifier{o.Schema, o.Table}.Sanitize(),
+		channel:  channelName(o.Schema, o.Table),
+		lockKey:  "postbus.setup." + o.Schema,
 	}
 }
 
 // ddl is the schema. id uses the "C" collation: byte order, which is the
 // time order of UUIDv7 IDs, and the cheapest comparison for both indexes
-// whatever the database's default collation. available_at is the single "next claimable" time: the
-// due time, pushed forward by each claim (the lease) and each failure (the
-// retry time). The (available_at, id) index serves both the claim and
-// NextDueOutgoing as an ordered index scan whatever the backlog.
+// whatever the database's default collation. available_at is the single
+// "next claimable" time: the due time, pushed forward by each claim (the
+// lease) and each failure (the retry time). lease_token names the claim
+// that holds the row (NULL when none does); transport is the identity of
+// the transport the row is dispatched through (empty for rows stored
+// before rows carried one). The (transport, available_at, id) index serves both
+// the claim and NextDueOutgoing as ordered index scans, one per transport
+// value, whatever the backlog.
+//
+// The statements after CREATE TABLE migrate tables made by earlier
+// versions: the two columns (metadata-only changes: their defaults are
+// constants), the claim index, and the drop of the (available_at, id)
+// index it replaces.
 func ddl(n names) []string {
 	return []string{
 		fmt.Sprintf(`CREATE SCHEMA IF NOT EXISTS %s`, n.schema),
@@ -67,19 +81,26 @@ func ddl(n names) []string {
 	due_at       timestamptz NOT NULL,
 	available_at timestamptz NOT NULL,
 	lease_until  timestamptz,
+	lease_token  text        COLLATE "C",
+	transport    text        COLLATE "C" NOT NULL DEFAULT '',
 	failures     integer     NOT NULL DEFAULT 0,
 	last_error   text        NOT NULL DEFAULT '',
 	created_at   timestamptz NOT NULL DEFAULT now()
 )`, n.table),
-		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (available_at, id)`, n.index, n.table),
+		fmt.Sprintf(`ALTER TABLE %s
+	ADD COLUMN IF NOT EXISTS lease_token text COLLATE "C",
+	ADD COLUMN IF NOT EXISTS transport   text COLLATE "C" NOT NULL DEFAULT ''`, n.table),
+		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (transport, available_at, id)`, n.index, n.table),
+		fmt.Sprintf(`DROP INDEX IF EXISTS %s`, n.oldIndex),
 	}
 }
 
-// Setup creates the schema, table and index if they are missing. It is
+// Setup creates the schema, table and index if they are missing, and
+// migrates a table made by an earlier version (see Migrations). It is
 // idempotent, and safe when several processes run it at once: the DDL runs
 // in one transaction under a transaction-scoped advisory lock per schema.
-// When everything already exists it only reads the catalog, so it takes no
-// lock that would stall running dispatchers.
+// When everything is already in place it only reads the catalog, so it
+// takes no lock that would stall running dispatchers.
 func (p *Persistence) Setup(ctx context.Context) error {
 	var err error
 	for range 3 {
@@ -98,9 +119,13 @@ func (p *Persistence) Setup(ctx context.Context) error {
 }
 
 func (p *Persistence) setupOnce(ctx context.Context) error {
+	// The claim index is on transport, so its presence shows that column;
+	// lease_token is looked up.
 	var present bool
-	err := p.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL`,
-		p.names.regTbl, p.names.regIdx).Scan(&present)
+	err := p.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL
+	AND to_regclass($3) IS NULL
+	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'lease_token' AND NOT attisdropped)`,
+		p.names.regTbl, p.names.regIdx, p.names.regOld).Scan(&present)
 	if err != nil || present {
 		return err
 	}

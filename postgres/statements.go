@@ -14,14 +14,25 @@ type statements struct {
 	failures string
 	cancel   string
 	nextDue  string
+	now      string
 }
+
+// Durations travel as bigint microseconds and become intervals in SQL, so
+// relative times (a delay, a lease, a retry backoff) are added to the
+// server's now(), never to the client's clock.
+const microsSQL = `* interval '1 microsecond'`
 
 func newStatements(n names, notify bool) statements {
 	t := n.table
-	insert := fmt.Sprintf(`INSERT INTO %s (id, kind, envelope, due_at, available_at)
-SELECT r.id, r.kind, r.envelope, r.due_at, r.due_at
-FROM unnest($1::text[], $2::int2[], $3::bytea[], $4::timestamptz[]) AS r(id, kind, envelope, due_at)
-ON CONFLICT (id) DO NOTHING`, t)
+	// A row with a positive delay is due at the server's now() + delay;
+	// otherwise at the due time the client gave.
+	insert := fmt.Sprintf(`INSERT INTO %s (id, kind, envelope, due_at, available_at, transport)
+SELECT r.id, r.kind, r.envelope, r.due, r.due, r.transport
+FROM (SELECT u.id, u.kind, u.envelope, u.transport,
+             CASE WHEN u.delay_us > 0 THEN now() + u.delay_us %s ELSE u.due_at END AS due
+      FROM unnest($1::text[], $2::int2[], $3::bytea[], $4::timestamptz[], $5::bigint[], $6::text[])
+           AS u(id, kind, envelope, due_at, delay_us, transport)) AS r
+ON CONFLICT (id) DO NOTHING`, t, microsSQL)
 	var notifying string
 	if notify {
 		// The notification is part of the insert's transaction, so
@@ -30,44 +41,94 @@ ON CONFLICT (id) DO NOTHING`, t)
 		// time in Unix microseconds.
 		notifying = fmt.Sprintf(`WITH ins AS (%s
 RETURNING due_at)
-SELECT pg_notify($5, (extract(epoch FROM min(due_at)) * 1000000)::bigint::text) FROM ins HAVING count(*) > 0`, insert)
+SELECT pg_notify($7, (extract(epoch FROM min(due_at)) * 1000000)::bigint::text) FROM ins HAVING count(*) > 0`, insert)
 	}
-	// The lease is applied with now(), the transaction start time, which
-	// in this single-statement transaction is the statement start.
-	// now() is stable within the statement, so "available_at <= now()" is
-	// an index condition; clock_timestamp() is volatile and would turn it
-	// into a filter over the whole table.
-	// The redundant "o.id = ANY(ARRAY(...))" makes the primary key the way
-	// to the rows being leased under any plan: pgx prepares the statement,
-	// and PostgreSQL's generic plan for it estimates "LIMIT $1" at a tenth
-	// of the table, and then hash-joins the CTE against a sequential scan of
-	// the whole table (536 ms a claim behind a backlog of 1,000,000 rows,
-	// against 1.4 ms with this condition).
-	claim := fmt.Sprintf(`WITH due AS (
+	return statements{
+		insert:   insert,
+		notify:   notifying,
+		claim:    claimSQL(t),
+		delete:   fmt.Sprintf(`DELETE FROM %s AS o %s`, t, held("USING")),
+		release:  fmt.Sprintf(`UPDATE %s AS o SET available_at = o.due_at, lease_until = NULL, lease_token = NULL %s`, t, held("FROM")),
+		failures: failuresSQL(t),
+		// A leased row is being delivered; it is removed only once its
+		// lease has lapsed on the server's clock.
+		cancel: fmt.Sprintf(`DELETE FROM %s WHERE id = $1 AND (lease_token IS NULL OR lease_until <= now())`, t),
+		// One index probe per transport value; least ignores NULLs.
+		nextDue: fmt.Sprintf(`SELECT least((SELECT min(available_at) FROM %[1]s WHERE transport = $1),
+	(SELECT min(available_at) FROM %[1]s WHERE transport = ''))`, t),
+		now: `SELECT now()`,
+	}
+}
+
+// held is the condition of the settling statements: the rows named by the
+// claims ($1 IDs, $2 their lease tokens, pairwise) that the tokens still
+// hold. The redundant "o.id = ANY($1)" makes the primary key the way to the
+// rows under any plan, as in the claim.
+func held(join string) string {
+	return fmt.Sprintf(`%s unnest($1::text[], $2::text[]) AS c(id, token)
+WHERE o.id = ANY($1::text[]) AND o.id = c.id AND o.lease_token = c.token`, join)
+}
+
+// claimSQL leases the earliest claimable rows of transport $1 and of rows
+// stored without a transport (empty), at most $2, for $3 microseconds, under
+// the lease token $4.
+//
+// Each transport value is its own ordered scan of the (transport,
+// available_at, id) index, locking with SKIP LOCKED as it goes, so
+// concurrent claimers never wait for or share a row; the two are merged and
+// cut to the limit. Rows of the second scan (empty transport) beyond the
+// limit stay locked only until the statement ends. The second scan is
+// skipped when $1 is empty itself, or it would return the same rows twice.
+//
+// The lease is applied with now(), the transaction start time, which in
+// this single-statement transaction is the statement start. now() is stable
+// within the statement, so "available_at <= now()" is an index condition;
+// clock_timestamp() is volatile and would turn it into a filter over the
+// whole table.
+//
+// The redundant "o.id = ANY(ARRAY(...))" makes the primary key the way to
+// the rows being leased under any plan: pgx prepares the statement, and
+// PostgreSQL's generic plan for it estimates "LIMIT $2" at a tenth of the
+// table, and then hash-joins the CTE against a sequential scan of the whole
+// table (536 ms a claim behind a backlog of 1,000,000 rows, against 1.4 ms
+// with this condition).
+func claimSQL(t string) string {
+	return fmt.Sprintf(`WITH own AS (
 	SELECT id, available_at FROM %[1]s
-	WHERE available_at <= now()
+	WHERE transport = $1::text AND available_at <= now()
 	ORDER BY available_at, id
-	LIMIT $1
+	LIMIT $2
 	FOR UPDATE SKIP LOCKED
+), legacy AS (
+	SELECT id, available_at FROM %[1]s
+	WHERE transport = '' AND $1::text <> '' AND available_at <= now()
+	ORDER BY available_at, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+), due AS (
+	SELECT id, available_at FROM own
+	UNION ALL
+	SELECT id, available_at FROM legacy
+	ORDER BY available_at, id
+	LIMIT $2
 )
 UPDATE %[1]s AS o
-SET available_at = now() + $2::bigint * interval '1 microsecond',
-    lease_until  = now() + $2::bigint * interval '1 microsecond'
+SET available_at = now() + $3::bigint %[2]s,
+    lease_until  = now() + $3::bigint %[2]s,
+    lease_token  = $4::text
 FROM due
 WHERE o.id = due.id AND o.id = ANY(ARRAY(SELECT id FROM due))
-RETURNING o.id, o.kind, o.envelope, o.due_at, o.lease_until, o.failures, o.last_error, due.available_at`, t)
-	return statements{
-		insert: insert,
-		notify: notifying,
-		claim:  claim,
-		delete: fmt.Sprintf(`DELETE FROM %s WHERE id = ANY($1::text[])`, t),
-		release: fmt.Sprintf(`UPDATE %s SET available_at = due_at, lease_until = NULL
-WHERE id = ANY($1::text[]) AND lease_until IS NOT NULL`, t),
-		failures: fmt.Sprintf(`UPDATE %s AS o
-SET failures = o.failures + 1, last_error = f.err, available_at = f.retry_at, lease_until = NULL
-FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS f(id, err, retry_at)
-WHERE o.id = f.id`, t),
-		cancel:  fmt.Sprintf(`DELETE FROM %s WHERE id = $1`, t),
-		nextDue: fmt.Sprintf(`SELECT min(available_at) FROM %s`, t),
-	}
+RETURNING o.id, o.kind, o.envelope, o.due_at, o.lease_until, o.failures, o.last_error, o.transport, due.available_at`, t, microsSQL)
+}
+
+// failuresSQL counts a failure on each row its token still holds ($1 IDs,
+// $2 tokens, $3 error texts), ends the lease, and makes the row claimable
+// at the server's now() + $4 microseconds when that is positive, else at
+// $5 (the client's retry time).
+func failuresSQL(t string) string {
+	return fmt.Sprintf(`UPDATE %s AS o
+SET failures = o.failures + 1, last_error = f.err, lease_until = NULL, lease_token = NULL,
+    available_at = CASE WHEN f.after_us > 0 THEN now() + f.after_us %s ELSE f.retry_at END
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[]) AS f(id, token, err, after_us, retry_at)
+WHERE o.id = ANY($1::text[]) AND o.id = f.id AND o.lease_token = f.token`, t, microsSQL)
 }

@@ -3,6 +3,8 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,7 +20,9 @@ import (
 // Options.MaxConcurrentInserts); a lone call is one round trip. Unless
 // Options.DisableNotify is set, when the earliest row is due within
 // Options.NotifyWithin, the same statement notifies Channel with the
-// earliest due time of the new rows. A row with an empty or non-UTF-8 ID, or
+// earliest due time of the new rows. A row with a positive Delay is due at
+// the server's now() + Delay, computed by the INSERT; otherwise at DueAt.
+// Each row keeps its Transport. A row with an empty or non-UTF-8 ID, or
 // no envelope, is an *InvalidRowError and nothing is stored.
 func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMessage) error {
 	if len(msgs) == 0 {
@@ -53,35 +57,56 @@ func (p *Persistence) insert(ctx context.Context, msgs []bus.OutgoingMessage) er
 	kinds := make([]int16, len(msgs))
 	envs := make([][]byte, len(msgs))
 	dues := make([]time.Time, len(msgs))
-	earliest := msgs[0].DueAt
+	delays := make([]int64, len(msgs))
+	transports := make([]string, len(msgs))
+	now := time.Now()
+	var earliest time.Time
 	for i := range msgs {
-		ids[i], kinds[i], envs[i], dues[i] = msgs[i].ID, int16(msgs[i].Kind), msgs[i].Envelope, msgs[i].DueAt
-		if dues[i].Before(earliest) {
-			earliest = dues[i]
+		m := &msgs[i]
+		ids[i], kinds[i], envs[i], dues[i] = m.ID, int16(m.Kind), m.Envelope, m.DueAt
+		delays[i], transports[i] = micros(m.Delay), cleanText(m.Transport)
+		due := m.DueAt
+		if m.Delay > 0 {
+			due = now.Add(m.Delay)
+		}
+		if i == 0 || due.Before(earliest) {
+			earliest = due
 		}
 	}
 	// Only rows due before the dispatchers' next polls need a wake-up; the
 	// client clock is good enough for that choice, which never affects
 	// when a row becomes claimable.
-	if p.sql.notify != "" && time.Until(earliest) <= p.opts.NotifyWithin {
-		_, err := p.pool.Exec(ctx, p.sql.notify, ids, kinds, envs, dues, p.names.channel)
+	if p.sql.notify != "" && earliest.Sub(now) <= p.opts.NotifyWithin {
+		_, err := p.pool.Exec(ctx, p.sql.notify, ids, kinds, envs, dues, delays, transports, p.names.channel)
 		return err
 	}
-	_, err := p.pool.Exec(ctx, p.sql.insert, ids, kinds, envs, dues)
+	_, err := p.pool.Exec(ctx, p.sql.insert, ids, kinds, envs, dues, delays, transports)
 	return err
 }
 
-// ClaimDueOutgoing leases up to limit rows that are claimable on the
-// database clock, earliest first, in one statement (FOR UPDATE SKIP LOCKED,
-// so concurrent claimers never wait for or share a row) that commits at
-// once: no transaction is held while the caller sends. The now argument is
-// ignored: due and lease times compare with the server's now(), so a skewed
-// client clock cannot make a message early.
-func (p *Persistence) ClaimDueOutgoing(ctx context.Context, _ time.Time, limit int, lease time.Duration) ([]bus.OutgoingMessage, error) {
+// micros returns d in whole microseconds, rounded up, so that a positive
+// duration stays positive.
+func micros(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Microsecond - 1) / time.Microsecond)
+}
+
+// ClaimDueOutgoing leases up to limit rows of transport (and rows stored
+// without a transport) that are claimable on the database clock, earliest
+// first, under a new random lease token, in one statement (FOR UPDATE SKIP
+// LOCKED, so concurrent claimers never wait for or share a row) that
+// commits at once: no transaction is held while the caller sends. The now
+// argument is ignored: due and lease times compare with the server's
+// now(), so a skewed client clock cannot make a message early, and the
+// lease runs until the server's now() + lease.
+func (p *Persistence) ClaimDueOutgoing(ctx context.Context, transport string, _ time.Time, limit int, lease time.Duration) ([]bus.OutgoingMessage, error) {
 	if limit <= 0 {
 		return nil, ctx.Err()
 	}
-	rows, err := p.pool.Query(ctx, p.sql.claim, limit, lease.Microseconds())
+	token := newToken()
+	rows, err := p.pool.Query(ctx, p.sql.claim, cleanText(transport), limit, micros(lease), token)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim outgoing: %w", err)
 	}
@@ -96,10 +121,10 @@ func (p *Persistence) ClaimDueOutgoing(ctx context.Context, _ time.Time, limit i
 		var kind int16
 		var failures int32
 		m := &c.msg
-		if err := rows.Scan(&m.ID, &kind, &m.Envelope, &m.DueAt, &m.LeaseUntil, &failures, &m.LastError, &c.was); err != nil {
+		if err := rows.Scan(&m.ID, &kind, &m.Envelope, &m.DueAt, &m.LeaseUntil, &failures, &m.LastError, &m.Transport, &c.was); err != nil {
 			return nil, fmt.Errorf("postgres: claim outgoing: %w", err)
 		}
-		m.Kind, m.Failures = bus.Kind(kind), int(failures)
+		m.Kind, m.Failures, m.Token = bus.Kind(kind), int(failures), token
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
@@ -116,50 +141,80 @@ func (p *Persistence) ClaimDueOutgoing(ctx context.Context, _ time.Time, limit i
 	return msgs, nil
 }
 
-// DeleteOutgoing removes rows in one statement; unknown IDs are ignored.
-func (p *Persistence) DeleteOutgoing(ctx context.Context, ids []string) error {
-	if len(ids) == 0 {
-		return ctx.Err()
-	}
-	if _, err := p.pool.Exec(ctx, p.sql.delete, ids); err != nil {
-		return fmt.Errorf("postgres: delete outgoing: %w", err)
-	}
-	return nil
+// newToken returns a random 128-bit lease token in hex.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails: crypto/rand.Read crashes the program instead
+	return hex.EncodeToString(b[:])
 }
 
-// ReleaseOutgoing makes claimed rows claimable again at once, counting no
-// failure, in one statement.
-func (p *Persistence) ReleaseOutgoing(ctx context.Context, ids []string) error {
-	if len(ids) == 0 {
-		return ctx.Err()
+// DeleteOutgoing removes the claimed rows whose lease tokens still hold
+// them, in one statement, and returns how many it removed. Unknown IDs and
+// rows claimed again under another token are left alone.
+func (p *Persistence) DeleteOutgoing(ctx context.Context, claims []bus.Claim) (int, error) {
+	n, err := p.settle(ctx, p.sql.delete, claims)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: delete outgoing: %w", err)
 	}
-	if _, err := p.pool.Exec(ctx, p.sql.release, ids); err != nil {
-		return fmt.Errorf("postgres: release outgoing: %w", err)
-	}
-	return nil
+	return n, nil
 }
 
-// RecordOutgoingFailures counts a failure on each row, keeps its error text
-// and makes it claimable again at its RetryAt, in one statement. Unknown IDs
-// are ignored. Error text is made valid UTF-8 without NUL bytes, as
-// PostgreSQL text requires.
-func (p *Persistence) RecordOutgoingFailures(ctx context.Context, failures []bus.OutgoingFailure) error {
+// ReleaseOutgoing makes the claimed rows whose lease tokens still hold them
+// claimable again at once, counting no failure, in one statement, and
+// returns how many it released.
+func (p *Persistence) ReleaseOutgoing(ctx context.Context, claims []bus.Claim) (int, error) {
+	n, err := p.settle(ctx, p.sql.release, claims)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: release outgoing: %w", err)
+	}
+	return n, nil
+}
+
+func (p *Persistence) settle(ctx context.Context, sql string, claims []bus.Claim) (int, error) {
+	if len(claims) == 0 {
+		return 0, ctx.Err()
+	}
+	ids := make([]string, len(claims))
+	tokens := make([]string, len(claims))
+	for i, c := range claims {
+		ids[i], tokens[i] = cleanText(c.ID), cleanText(c.Token)
+	}
+	tag, err := p.pool.Exec(ctx, sql, ids, tokens)
+	if err != nil {
+		return 0, err
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// RecordOutgoingFailures counts a failure on each row its lease token still
+// holds, keeps the error text, ends the lease, and makes the row claimable
+// again at the server's now() + RetryAfter (or at RetryAt when RetryAfter
+// is not positive), in one statement. It returns how many rows it changed.
+// Error text is made valid UTF-8 without NUL bytes, as PostgreSQL text
+// requires.
+func (p *Persistence) RecordOutgoingFailures(ctx context.Context, failures []bus.OutgoingFailure) (int, error) {
 	if len(failures) == 0 {
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
 	ids := make([]string, len(failures))
+	tokens := make([]string, len(failures))
 	errs := make([]string, len(failures))
+	after := make([]int64, len(failures))
 	retry := make([]time.Time, len(failures))
 	for i, f := range failures {
-		ids[i], errs[i], retry[i] = f.ID, cleanText(f.Error), f.RetryAt
+		ids[i], tokens[i], errs[i] = cleanText(f.ID), cleanText(f.Token), cleanText(f.Error)
+		after[i], retry[i] = micros(f.RetryAfter), f.RetryAt
 	}
-	if _, err := p.pool.Exec(ctx, p.sql.failures, ids, errs, retry); err != nil {
-		return fmt.Errorf("postgres: record outgoing failures: %w", err)
+	tag, err := p.pool.Exec(ctx, p.sql.failures, ids, tokens, errs, after, retry)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: record outgoing failures: %w", err)
 	}
-	return nil
+	return int(tag.RowsAffected()), nil
 }
 
-// CancelOutgoing removes a row and reports whether it was there.
+// CancelOutgoing removes a row that is not leased and reports whether it
+// did. A row whose lease is running on the server's clock is being
+// delivered: it stays, and the result is false.
 func (p *Persistence) CancelOutgoing(ctx context.Context, id string) (bool, error) {
 	tag, err := p.pool.Exec(ctx, p.sql.cancel, cleanText(id))
 	if err != nil {
@@ -168,18 +223,28 @@ func (p *Persistence) CancelOutgoing(ctx context.Context, id string) (bool, erro
 	return tag.RowsAffected() > 0, nil
 }
 
-// NextDueOutgoing returns when the earliest row becomes claimable, and
-// false when the table is empty. It reads the first entry of the
-// (available_at, id) index.
-func (p *Persistence) NextDueOutgoing(ctx context.Context) (time.Time, bool, error) {
+// NextDueOutgoing returns when the earliest row of transport (or without a
+// transport) becomes claimable, and false when there is none. It reads the
+// first entry of the claim index for each of the two transport values.
+func (p *Persistence) NextDueOutgoing(ctx context.Context, transport string) (time.Time, bool, error) {
 	var next *time.Time
-	if err := p.pool.QueryRow(ctx, p.sql.nextDue).Scan(&next); err != nil {
+	if err := p.pool.QueryRow(ctx, p.sql.nextDue, cleanText(transport)).Scan(&next); err != nil {
 		return time.Time{}, false, fmt.Errorf("postgres: next due outgoing: %w", err)
 	}
 	if next == nil {
 		return time.Time{}, false, nil
 	}
 	return *next, true, nil
+}
+
+// StoreNow returns the database's now(), the clock every due, lease and
+// retry time of this store is compared on (bus.ClockedStore).
+func (p *Persistence) StoreNow(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := p.pool.QueryRow(ctx, p.sql.now).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("postgres: store now: %w", err)
+	}
+	return now, nil
 }
 
 func cleanText(s string) string {

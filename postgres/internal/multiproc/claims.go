@@ -21,8 +21,8 @@ type claimLog struct {
 	table string
 }
 
-func (c *claimLog) ClaimDueOutgoing(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]bus.OutgoingMessage, error) {
-	msgs, err := c.Persistence.ClaimDueOutgoing(ctx, now, limit, lease)
+func (c *claimLog) ClaimDueOutgoing(ctx context.Context, transport string, now time.Time, limit int, lease time.Duration) ([]bus.OutgoingMessage, error) {
+	msgs, err := c.Persistence.ClaimDueOutgoing(ctx, transport, now, limit, lease)
 	if err != nil || len(msgs) == 0 {
 		return msgs, err
 	}

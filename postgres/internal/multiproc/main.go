@@ -34,10 +34,11 @@ type Tick struct{ N int }
 // MessageName keeps the wire name independent of this package's path.
 func (Tick) MessageName() string { return TickType }
 
-// The names the test's envelopes must carry.
+// The names the test's envelopes and rows must carry.
 const (
-	TickType = "multiproc.Tick"
-	Endpoint = "multiproc"
+	TickType          = "multiproc.Tick"
+	Endpoint          = "multiproc"
+	TransportIdentity = "multiproc-sync"
 )
 
 func main() {

@@ -24,6 +24,10 @@ func newSyncTransport() *syncTransport {
 	return &syncTransport{handlers: map[string]bus.DeliveryHandler{}, ready: make(chan struct{})}
 }
 
+// Identity names the transport on the scheduled rows: the test stores its
+// rows with this identity.
+func (t *syncTransport) Identity() string { return TransportIdentity }
+
 func (t *syncTransport) Provision(context.Context, bus.Topology) error { return nil }
 
 func (t *syncTransport) Send(ctx context.Context, queue string, env *bus.Envelope) error {
