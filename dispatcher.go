@@ -32,6 +32,8 @@ type dispatcher struct {
 	dispatch  *breaker     // handing rows to the transport
 	lastRec   atomic.Int64 // Unix nanoseconds of the last failure recording
 	misses    int          // consecutive looks that found due rows but claimed none
+	skewNanos atomic.Int64 // store clock minus bus clock, for a ClockedStore
+	skewAt    time.Time    // when the skew was last measured (bus clock)
 }
 
 const (
@@ -42,6 +44,9 @@ const (
 	// hundreds of times a second.
 	dueRetryDelay = 5 * time.Millisecond
 	logInterval   = 10 * time.Second
+	// skewInterval is how often the dispatcher measures how far the clock
+	// of a ClockedStore is from the bus's clock.
+	skewInterval = 30 * time.Second
 )
 
 func newDispatcher(b *Bus) *dispatcher {
@@ -109,7 +114,10 @@ func (d *dispatcher) nextWait(ctx context.Context, dispatched int) time.Duration
 	if !ok {
 		return d.cfg.PollInterval
 	}
-	wait := next.Sub(d.clock.Now())
+	// next is on the store's clock when it has one: compare it with the
+	// store's now, so a bus clock behind the store's does not sleep
+	// through due rows until the next poll.
+	wait := next.Sub(d.clock.Now().Add(d.storeSkew(ctx)))
 	switch {
 	case wait > 0:
 		d.misses = 0
@@ -136,10 +144,34 @@ func (d *dispatcher) sleep(ctx context.Context, wait time.Duration) {
 	}
 }
 
+// storeSkew returns the store's clock minus the bus's, measured at most
+// every skewInterval; 0 for a store without a clock.
+func (d *dispatcher) storeSkew(ctx context.Context) time.Duration {
+	cs, ok := d.store.(ClockedStore)
+	if !ok {
+		return 0
+	}
+	now := d.clock.Now()
+	if !d.skewAt.IsZero() && now.Sub(d.skewAt) < skewInterval && now.After(d.skewAt) {
+		return time.Duration(d.skewNanos.Load())
+	}
+	storeNow, err := cs.StoreNow(ctx)
+	if err != nil {
+		return time.Duration(d.skewNanos.Load())
+	}
+	after := d.clock.Now()
+	d.skewAt = after
+	d.skewNanos.Store(int64(storeNow.Sub(now.Add(after.Sub(now) / 2))))
+	return time.Duration(d.skewNanos.Load())
+}
+
 // watch relays other processes' stores to poke, re-watching after errors.
+// Due times from a ClockedStore are on its clock: they are moved to the
+// bus's clock before the comparison with the planned wake-up.
 func (d *dispatcher) watch(ctx context.Context, n DueNotifier) {
+	wake := func(due time.Time) { d.poke(due.Add(-time.Duration(d.skewNanos.Load()))) }
 	for ctx.Err() == nil {
-		err := n.WatchDue(ctx, d.poke)
+		err := n.WatchDue(ctx, wake)
 		if err != nil && ctx.Err() == nil {
 			d.logError("watch", "cannot watch for new scheduled messages; polling only", err)
 		}
