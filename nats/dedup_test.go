@@ -115,6 +115,50 @@ func TestNATSFailedPublishNeverLandsLater(t *testing.T) {
 	}
 }
 
+// TestNATSSendWhoseAckWasLostReportsSuccess stores a message while the
+// stream's acknowledgement cannot reach the client, then breaks the
+// connection: the message is in the stream, so Send must not report a
+// failure (the caller would send it again); it learns the outcome after
+// the reconnect and returns nil. The stream keeps one copy.
+func TestNATSSendWhoseAckWasLostReportsSuccess(t *testing.T) {
+	t.Parallel()
+	s := runServer(t, t.TempDir(), 0)
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	p := startProxy(t, s.Addr().String())
+	nc := connect(t, p.URL())
+	direct := connect(t, s.ClientURL()) // watches the stream past the proxy
+	opts := uniqueOptions()
+	tr := mustNew(t, nc, opts)
+	const queue = "lost-ack"
+	if err := tr.Provision(testCtx(t), bus.Topology{Queue: queue, Queues: []string{"warm-up"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Send(testCtx(t), "warm-up", command("warm-up", 0)); err != nil {
+		t.Fatalf("Send before the fault: %v", err)
+	}
+
+	p.muted.Store(true)
+	env := command(queue, 1)
+	sent := make(chan error, 1)
+	go func() { sent <- tr.Send(testCtx(t), queue, env) }()
+	eventually(t, 30*time.Second, "the stream to store the message", func() bool {
+		return consumerInfo(t, direct, opts, queue).NumPending == 1
+	})
+	p.muted.Store(false)
+	p.cut()
+	select {
+	case err := <-sent:
+		if err != nil {
+			t.Fatalf("Send of a message the stream stored, whose ack was lost: %v, want nil", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Send did not return within 60s of the reconnect")
+	}
+	if got := streamLastSeq(t, direct, opts); got != 2 {
+		t.Errorf("the stream stored %d messages, want 2 (the warm-up and one copy)", got)
+	}
+}
+
 type replayPing struct{ N int }
 
 // TestNATSReplayIsNotSwallowedAsDuplicate moves two messages to the error
@@ -163,10 +207,11 @@ func TestNATSReplayIsNotSwallowedAsDuplicate(t *testing.T) {
 	if m := rec.Messages()[0]; m.N != 1 {
 		t.Errorf("handled %+v, want the replayed N=1", m)
 	}
-	eventually(t, 30*time.Second, "the error queue to settle", func() bool {
-		return consumerInfo(t, nc, opts, errorQueue).NumAckPending == 0
+	eventually(t, 30*time.Second, "the replayed message to be acknowledged", func() bool {
+		info := consumerInfo(t, nc, opts, endpoint)
+		return info.NumAckPending == 0 && info.NumPending == 0
 	})
-	if info := consumerInfo(t, nc, opts, errorQueue); info.NumPending != 1 {
-		t.Errorf("the error queue holds %d messages after the replay, want the 1 the filter passed over", info.NumPending)
+	if got := streamMsgs(t, nc, opts); got != 1 {
+		t.Errorf("the stream holds %d messages after the replay, want 1: the one the filter passed over, back in the error queue", got)
 	}
 }
