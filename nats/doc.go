@@ -1,12 +1,13 @@
 // Package nats is the NATS JetStream transport of Postbus, built on
 // github.com/nats-io/nats.go and its jetstream package.
 //
-//	nc, err := natsio.Connect(url, natsio.MaxReconnects(-1))
+//	nc, err := natsio.Connect(url, natsio.MaxReconnects(-1), natsio.ReconnectBufSize(-1))
 //	t, err := nats.New(nc, nats.Options{})
 //	b, err := bus.New(bus.Config{Endpoint: "billing", Transport: t})
 //
 // The caller owns the *nats.Conn: its reconnect settings apply, and closing
-// it is the caller's job.
+// it is the caller's job. Connect it without a reconnect buffer
+// (ReconnectBufSize(-1)); see Guarantees.
 //
 // # Topology
 //
@@ -22,26 +23,41 @@
 // "github.com/acme/sales.OrderPlaced" travels on
 // postbus.e.github_2Ecom_2Facme_2Fsales_2EOrderPlaced.
 //
-// Each queue has one durable pull consumer, named after the escaped queue,
-// filtering the queue's subject and the subjects of the events its endpoint
-// subscribes to. Every process of an endpoint pulls from that consumer, so
-// they compete for its messages; each subscribing endpoint has its own
-// consumer, so each gets every event. Provision creates the stream and the
+// Each queue has one durable pull consumer, named after the escaped queue
+// and filtering the queue's subject, and one more per event type its
+// endpoint subscribes to ("<queue>_G<type>"), filtering that type's subject.
+// Every process of an endpoint pulls from the same consumers, so they
+// compete for its messages; each subscribing endpoint has its own event
+// consumers, so each gets every event. Provision creates the stream and the
 // consumers of the topology; Send creates the consumer of a queue nobody
-// provisioned yet (with no event subscriptions), so a command sent before its
-// receiver first started is kept for it. With interest retention a message
-// leaves the stream once every consumer that wants it acknowledged it; an
-// event no endpoint subscribes to is dropped on arrival.
+// provisioned yet, so a command sent before its receiver first started is
+// kept for it. With interest retention a message leaves the stream once
+// every consumer that wants it acknowledged it; an event no endpoint
+// subscribes to is dropped on arrival.
 //
 // # Guarantees
 //
 // Send and Publish return nil only after the stream acknowledged the
 // message (PubAck). Concurrent calls pipeline over the connection: each
-// waits for its own acknowledgement only. The Nats-Msg-Id header is the
-// message ID scoped by its destination ("<id>@q.<queue>"), so the server
-// drops a re-send of one message to one destination within
-// Options.DuplicateWindow, while the same message may still go to another
-// queue (the error queue, say).
+// waits for its own acknowledgement only.
+//
+// A Send that returns an error never reaches the stream later. It never
+// publishes while the connection is down (it waits for the connection, up
+// to its ctx and Options.PublishTimeout); when the connection drops after
+// the message was written, it sends the message again once reconnected and
+// the stream's answer (stored, or already stored) decides. The one gap is
+// nats.go's reconnect buffer, into which a publish can slip in the instant
+// the connection drops: connect with ReconnectBufSize(-1) to close it.
+//
+// The Nats-Msg-Id header is the message ID scoped by its subject
+// ("<id>@<subject>"), so the stream drops a re-send of one message to one
+// destination within Options.DuplicateWindow: a caller retrying a failed
+// Send (stamped with a new SentAt), the dispatcher sending a row again, a
+// handler retried on the same delivery. Copies the bus makes again on
+// purpose carry a digest of what sets them apart: a delayed retry (its
+// count and due time), a move to the error or dead-letter queue (its time),
+// and a send made while handling a delivery (that delivery's stream
+// sequence, so a message replayed from the error queue is a new message).
 //
 // Delivery is at least once. A message is acknowledged after its handler
 // returned nil and negatively acknowledged, hence redelivered, after an

@@ -13,7 +13,7 @@ import (
 // The transport takes the application's own connection. This example needs
 // a JetStream server, so it is compiled but not run.
 func Example() {
-	nc, err := natsio.Connect(natsio.DefaultURL, natsio.MaxReconnects(-1))
+	nc, err := natsio.Connect(natsio.DefaultURL, natsio.MaxReconnects(-1), natsio.ReconnectBufSize(-1))
 	if err != nil {
 		fmt.Println(err)
 		return

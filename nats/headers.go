@@ -3,9 +3,6 @@ package nats
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +15,7 @@ import (
 // Wire format. The body is env.Body; every other field is a NATS header, so
 // other tools (the nats CLI, monitoring) can read the messages:
 //
-//	Nats-Msg-Id              <ID>@<subject>#<digest> (see dedupID)
+//	Nats-Msg-Id              <ID>@<subject>[#<digest>] (see msgID)
 //	Postbus-Id               ID
 //	Postbus-Type             Type
 //	Postbus-Kind             "command", "event", "reply" (or the number)
@@ -53,8 +50,9 @@ const (
 	hdrStickyPrefix  = "Postbus-S-"
 )
 
-// encodeMsg builds the NATS message for env on subject.
-func encodeMsg(subject string, env *bus.Envelope) *natsio.Msg {
+// encodeMsg builds the NATS message for env on subject; origin names the
+// delivery being handled when the send was made (see msgID).
+func encodeMsg(subject string, env *bus.Envelope, origin string) *natsio.Msg {
 	h := make(natsio.Header, 12+len(env.Headers)+len(env.Attributes)+len(env.StickyAttributes))
 	set := func(k, v string) {
 		if v != "" {
@@ -80,31 +78,9 @@ func encodeMsg(subject string, env *bus.Envelope) *natsio.Msg {
 		}
 	}
 	if env.ID != "" {
-		h[jetstream.MsgIDHeader] = []string{dedupID(subject, h, env)}
+		h[jetstream.MsgIDHeader] = []string{msgID(subject, env, origin)}
 	}
 	return &natsio.Msg{Subject: subject, Header: h, Data: env.Body}
-}
-
-// dedupID is the Nats-Msg-Id of a message: its ID, its destination, and a
-// digest of its headers and body. A re-send of the same envelope to the
-// same destination has the same Nats-Msg-Id and is dropped by the server;
-// the same message sent elsewhere (the error queue) or sent again changed
-// (a delayed retry, which counts its attempts in a header) is not.
-func dedupID(subject string, h natsio.Header, env *bus.Envelope) string {
-	keys := make([]string, 0, len(h))
-	for k := range h {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	d := fnv.New64a()
-	for _, k := range keys {
-		_, _ = io.WriteString(d, k)
-		_, _ = d.Write([]byte{0})
-		_, _ = io.WriteString(d, h[k][0])
-		_, _ = d.Write([]byte{0})
-	}
-	_, _ = d.Write(env.Body)
-	return escapeValue(env.ID) + "@" + subject + "#" + strconv.FormatUint(d.Sum64(), 16)
 }
 
 // decodeMsg rebuilds the envelope of a received message. A message it

@@ -54,18 +54,24 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// namespace returns Options with a stream and subject prefix of their own,
-// and deletes the stream (with its consumers) when the test ends.
-func namespace(t testing.TB, nc *natsio.Conn) nats.Options {
-	t.Helper()
+// uniqueOptions returns Options with a stream and subject prefix of their
+// own, so tests never share them, even across checkouts on one server.
+func uniqueOptions() nats.Options {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	suffix := hex.EncodeToString(b[:])
-	opts := nats.Options{
+	return nats.Options{
 		Stream:        "PBTEST_" + suffix,
 		SubjectPrefix: "pbtest." + suffix,
 		Logger:        quietLogger(),
 	}
+}
+
+// namespace returns uniqueOptions and deletes the stream (with its
+// consumers) when the test ends.
+func namespace(t testing.TB, nc *natsio.Conn) nats.Options {
+	t.Helper()
+	opts := uniqueOptions()
 	t.Cleanup(func() {
 		js, err := jetstream.New(nc)
 		if err != nil {
@@ -207,6 +213,17 @@ func consumerInfo(t testing.TB, nc *natsio.Conn, opts nats.Options, name string)
 // streamMsgs returns how many messages the stream holds.
 func streamMsgs(t testing.TB, nc *natsio.Conn, opts nats.Options) uint64 {
 	t.Helper()
+	return streamState(t, nc, opts).Msgs
+}
+
+// streamLastSeq returns how many messages the stream ever stored.
+func streamLastSeq(t testing.TB, nc *natsio.Conn, opts nats.Options) uint64 {
+	t.Helper()
+	return streamState(t, nc, opts).LastSeq
+}
+
+func streamState(t testing.TB, nc *natsio.Conn, opts nats.Options) jetstream.StreamState {
+	t.Helper()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +236,7 @@ func streamMsgs(t testing.TB, nc *natsio.Conn, opts nats.Options) uint64 {
 	if err != nil {
 		t.Fatalf("stream info: %v", err)
 	}
-	return info.State.Msgs
+	return info.State
 }
 
 // newID returns a random message ID.

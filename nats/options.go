@@ -42,8 +42,14 @@ type Options struct {
 	// MaxAge drops messages older than this from the stream, handled or
 	// not. Default 0: kept until every consumer that wants them acked them.
 	MaxAge time.Duration
-	// DuplicateWindow is how long the server remembers message IDs to drop
-	// re-sends of the same message to the same destination. Default 2m.
+	// DuplicateWindow is how long the stream remembers message IDs, to drop
+	// a re-send of the same message to the same destination: a caller's
+	// retry of a failed Send, the dispatcher sending a row again, a handler
+	// retried on the same delivery. Retries later than this are stored
+	// again. It must be at least PublishTimeout. Provision sets it on the
+	// stream it creates; an existing stream keeps its own, and a shorter
+	// one is logged as a warning. Default 2m (the dispatcher's backoff
+	// between hand-over attempts tops out at one minute).
 	DuplicateWindow time.Duration
 	// AckWait is how long the server waits for an acknowledgement before it
 	// redelivers a message. While a handler runs, the transport reports
@@ -67,7 +73,8 @@ type Options struct {
 	AckSync bool
 	// PublishTimeout fails a Send or Publish that got no acknowledgement
 	// from the stream in this time, even if its context has no deadline.
-	// Default 30s.
+	// It includes waiting for a lost connection to come back: a Send never
+	// publishes while the connection is down. Default 30s.
 	PublishTimeout time.Duration
 	// PublishWindow bounds the Send and Publish calls waiting for their
 	// acknowledgement at once; further calls wait for a free slot.
@@ -118,6 +125,8 @@ func (o Options) validate() error {
 		return &OptionsError{Field: "MaxAge", Reason: "must not be negative"}
 	case o.DuplicateWindow < 0:
 		return &OptionsError{Field: "DuplicateWindow", Reason: "must not be negative"}
+	case o.DuplicateWindow < o.PublishTimeout:
+		return &OptionsError{Field: "DuplicateWindow", Reason: "must not be shorter than PublishTimeout, within which a Send whose outcome a connection loss hid is sent again"}
 	case o.MaxAge > 0 && o.DuplicateWindow > o.MaxAge:
 		return &OptionsError{Field: "DuplicateWindow", Reason: "must not exceed MaxAge"}
 	case o.AckWait < time.Second:

@@ -255,7 +255,7 @@ func (r *receiver) giveBack(msg jetstream.Msg) {
 func (r *receiver) handle(msg jetstream.Msg) {
 	env := decodeMsg(msg.Headers(), msg.Data())
 	stop := r.keepAlive(msg)
-	err := r.h(r.hctx, env)
+	err := r.h(withDelivery(r.hctx, msg), env)
 	stop()
 	if err != nil {
 		if d := r.t.opts.NakDelay; d > 0 {

@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/postbus/bus"
-	"github.com/postbus/bus/nats"
 )
 
 // runServer starts an embedded JetStream server on 127.0.0.1 with its store
@@ -44,7 +43,9 @@ func TestServerRestartLosesNothing(t *testing.T) {
 	port := s.Addr().(*net.TCPAddr).Port
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
 	nc := connect(t, s.ClientURL())
-	tr := mustNew(t, nc, nats.Options{Logger: quietLogger(), AckWait: 5 * time.Second})
+	opts := uniqueOptions()
+	opts.AckWait = 5 * time.Second
+	tr := mustNew(t, nc, opts)
 	const queue, n = "restart", 400
 	if err := tr.Provision(testCtx(t), bus.Topology{Queue: queue}); err != nil {
 		t.Fatal(err)

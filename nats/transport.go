@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,6 +30,11 @@ type Transport struct {
 // New returns a transport using nc, which stays the caller's: its reconnect
 // settings apply, and closing it is the caller's job. New does not contact
 // the server; Provision creates the stream and consumers.
+//
+// Connect nc with nats.ReconnectBufSize(-1): the transport never publishes
+// while the connection is down, but a publish made in the instant it drops
+// would otherwise sit in the client's reconnect buffer and reach the stream
+// after its Send reported a failure. New logs a warning when nc has one.
 func New(nc *natsio.Conn, opts Options) (*Transport, error) {
 	if nc == nil {
 		return nil, &OptionsError{Field: "nc", Reason: "connection must not be nil"}
@@ -36,6 +42,12 @@ func New(nc *natsio.Conn, opts Options) (*Transport, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
+	}
+	if nc.Opts.AllowReconnect && nc.Opts.ReconnectBufSize >= 0 {
+		opts.Logger.Warn("nats: the connection keeps a reconnect buffer: a publish that slips into it as the connection drops "+
+			"is sent after the reconnect even if its Send already failed (a retry within DuplicateWindow is then dropped as a duplicate); "+
+			"connect with nats.ReconnectBufSize(-1) to rule this out",
+			"reconnect_buf_size", nc.Opts.ReconnectBufSize)
 	}
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(opts.PublishWindow),
@@ -130,35 +142,6 @@ func (t *Transport) Publish(ctx context.Context, env *bus.Envelope) error {
 	return t.publish(ctx, t.eventSubject(env.Type), env)
 }
 
-// publish sends asynchronously, so concurrent calls share the connection
-// without waiting for each other, and waits for this message's own ack.
-func (t *Transport) publish(ctx context.Context, subject string, env *bus.Envelope) error {
-	select {
-	case t.window <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("nats: publish %s: %w", subject, ctx.Err())
-	}
-	defer func() { <-t.window }()
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("nats: publish %s: %w", subject, err)
-	}
-	f, err := t.js.PublishMsgAsync(encodeMsg(subject, env), jetstream.WithExpectStream(t.opts.Stream))
-	if err != nil {
-		return fmt.Errorf("nats: publish %s: %w", subject, err)
-	}
-	select {
-	case ack := <-f.Ok():
-		if ack == nil {
-			return fmt.Errorf("nats: publish %s: %w", subject, ErrNoAck)
-		}
-		return nil
-	case err := <-f.Err():
-		return fmt.Errorf("nats: publish %s: %w: %w", subject, ErrNoAck, err)
-	case <-ctx.Done():
-		return fmt.Errorf("nats: publish %s: %w: %w", subject, ErrNoAck, ctx.Err())
-	}
-}
-
 // ensureStream creates the stream once per transport.
 func (t *Transport) ensureStream(ctx context.Context) error {
 	t.mu.Lock()
@@ -167,7 +150,10 @@ func (t *Transport) ensureStream(ctx context.Context) error {
 	if ready {
 		return nil
 	}
-	_, err := t.js.Stream(ctx, t.opts.Stream)
+	s, err := t.js.Stream(ctx, t.opts.Stream)
+	if err == nil {
+		t.checkDuplicateWindow(s.CachedInfo().Config.Duplicates)
+	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		_, err = t.js.CreateStream(ctx, t.streamConfig())
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
@@ -181,6 +167,17 @@ func (t *Transport) ensureStream(ctx context.Context) error {
 	t.streamReady = true
 	t.mu.Unlock()
 	return nil
+}
+
+// checkDuplicateWindow warns when an existing stream forgets message IDs
+// sooner than Options.DuplicateWindow, which the de-duplication of retried
+// sends relies on.
+func (t *Transport) checkDuplicateWindow(window time.Duration) {
+	if window < t.opts.DuplicateWindow {
+		t.opts.Logger.Warn("nats: the stream's duplicate window is shorter than Options.DuplicateWindow; "+
+			"a send retried after it may be stored twice",
+			"stream", t.opts.Stream, "duplicate_window", window, "want", t.opts.DuplicateWindow)
+	}
 }
 
 func (t *Transport) streamConfig() jetstream.StreamConfig {

@@ -3,12 +3,15 @@ package nats_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"maps"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/postbus/bus"
@@ -330,6 +333,7 @@ func TestInvalidInput(t *testing.T) {
 	nc := connect(t, serverURL())
 	for _, o := range []nats.Options{
 		{Stream: "has.dot"}, {SubjectPrefix: "wild.*"}, {SubjectPrefix: "a..b"}, {AckWait: time.Millisecond}, {Replicas: 9},
+		{DuplicateWindow: time.Second}, {DuplicateWindow: time.Minute, PublishTimeout: 2 * time.Minute},
 	} {
 		var oe *nats.OptionsError
 		if _, err := nats.New(nc, o); !errors.As(err, &oe) || !errors.Is(err, nats.ErrInvalidOptions) {
@@ -348,5 +352,36 @@ func TestSendHonoursContext(t *testing.T) {
 	cancel()
 	if err := tr.Send(ctx, "q", command("q", 1)); !errors.Is(err, context.Canceled) {
 		t.Errorf("Send with a cancelled context: %v, want context.Canceled", err)
+	}
+}
+
+// TestNewWarnsAboutReconnectBuffer: a connection that buffers publishes
+// while reconnecting gets a warning naming the fix; one without does not.
+func TestNewWarnsAboutReconnectBuffer(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		opts []natsio.Option
+		warn bool
+	}{
+		{"default buffer", nil, true},
+		{"no buffer", []natsio.Option{natsio.ReconnectBufSize(-1)}, false},
+	} {
+		nc, err := natsio.Connect(serverURL(), c.opts...)
+		if err != nil {
+			bustest.SkipOutsideCI(t, "NATS JetStream server at %s unreachable: %v", serverURL(), err)
+		}
+		var logs strings.Builder
+		opts := uniqueOptions()
+		opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		tr, err := nats.New(nc, opts)
+		if err != nil {
+			t.Fatalf("%s: New: %v", c.name, err)
+		}
+		_ = tr.Close()
+		nc.Close()
+		if got := strings.Contains(logs.String(), "ReconnectBufSize(-1)"); got != c.warn {
+			t.Errorf("%s: warned %v, want %v; logs: %s", c.name, got, c.warn, logs.String())
+		}
 	}
 }
