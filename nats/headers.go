@@ -26,6 +26,7 @@ import (
 //	Postbus-Sent-At          SentAt, RFC 3339 with nanoseconds, UTC
 //	Postbus-Due-At           DueAt, same format
 //	Postbus-Expires-At       ExpiresAt, same format
+//	Postbus-Ordering-Key     OrderingKey
 //	Postbus-H-<key>          Headers[key]
 //	Postbus-A-<key>          Attributes[key]
 //	Postbus-S-<key>          StickyAttributes[key]
@@ -45,6 +46,7 @@ const (
 	hdrSentAt        = "Postbus-Sent-At"
 	hdrDueAt         = "Postbus-Due-At"
 	hdrExpiresAt     = "Postbus-Expires-At"
+	hdrOrderingKey   = "Postbus-Ordering-Key"
 	hdrHeaderPrefix  = "Postbus-H-"
 	hdrAttrPrefix    = "Postbus-A-"
 	hdrStickyPrefix  = "Postbus-S-"
@@ -69,6 +71,7 @@ func encodeMsg(subject string, env *bus.Envelope, origin string) *natsio.Msg {
 	set(hdrSentAt, formatTime(env.SentAt))
 	set(hdrDueAt, formatTime(env.DueAt))
 	set(hdrExpiresAt, formatTime(env.ExpiresAt))
+	set(hdrOrderingKey, env.OrderingKey)
 	for _, m := range [...]struct {
 		prefix string
 		pairs  map[string]string
@@ -127,6 +130,7 @@ func decodeHeaders(h natsio.Header) (*bus.Envelope, error) {
 	str(hdrSentAt, &sent)
 	str(hdrDueAt, &due)
 	str(hdrExpiresAt, &expires)
+	str(hdrOrderingKey, &env.OrderingKey)
 	if err != nil {
 		return nil, err
 	}

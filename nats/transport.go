@@ -12,7 +12,10 @@ import (
 	"github.com/postbus/bus"
 )
 
-var _ bus.Transport = (*Transport)(nil)
+var (
+	_ bus.Transport         = (*Transport)(nil)
+	_ bus.TransportIdentity = (*Transport)(nil)
+)
 
 // Transport carries Postbus envelopes over NATS JetStream. It is safe for
 // concurrent use. Create it with New.
@@ -25,6 +28,16 @@ type Transport struct {
 	mu          sync.Mutex
 	streamReady bool
 	queues      map[string]struct{} // queues known to have their consumer
+}
+
+// Identity names the stream and subject prefix: "nats:<stream>/<prefix>".
+// Scheduled rows carry it, so a dispatcher only sends rows scheduled
+// through the same stream. It leaves out the server address, which differs
+// between processes that reach one cluster through different URLs; two
+// separate NATS deployments whose services share one database need
+// different Stream or SubjectPrefix names.
+func (t *Transport) Identity() string {
+	return "nats:" + t.opts.Stream + "/" + t.opts.SubjectPrefix
 }
 
 // New returns a transport using nc, which stays the caller's: its reconnect

@@ -19,12 +19,16 @@ import (
 	"github.com/postbus/bus/nats"
 )
 
+// maxTestPayload is the largest body the suite sends: the server's default
+// max_payload is 1 MiB for the whole message, headers included.
+const maxTestPayload = 1<<20 - 16<<10
+
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	bustest.TransportTests(t, func(t *testing.T) bus.Transport {
 		tr, _, _ := newTransport(t)
 		return tr
-	})
+	}, bustest.Features{NativeRedelivery: true, MaxMessageSize: maxTestPayload})
 }
 
 // fullEnvelope sets every field, with values that need escaping.

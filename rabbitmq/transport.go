@@ -63,15 +63,18 @@ func New(url string, opts Options) (*Transport, error) {
 	return t, nil
 }
 
-// Identity names the broker, vhost and events exchange, without the user
-// name or password: "rabbitmq://host:port/vhost#exchange". Scheduled rows
-// carry it, so a dispatcher only sends rows scheduled through this broker.
+// Identity names the vhost and events exchange: "rabbitmq:<vhost>#<exchange>".
+// Scheduled rows carry it, so a dispatcher only sends rows scheduled
+// through the same vhost and exchange. It leaves out the host, which
+// differs between processes that reach one broker or cluster under
+// different names; two separate brokers whose services share one database
+// need different vhosts or EventsExchange names.
 func (t *Transport) Identity() string {
-	u, err := amqp.ParseURI(t.url)
-	if err != nil {
-		return "rabbitmq"
+	vhost := "/"
+	if u, err := amqp.ParseURI(t.url); err == nil {
+		vhost = u.Vhost
 	}
-	return fmt.Sprintf("rabbitmq://%s:%d/%s#%s", u.Host, u.Port, u.Vhost, t.opts.EventsExchange)
+	return "rabbitmq:" + vhost + "#" + t.opts.EventsExchange
 }
 
 // Close closes the connection and stops reconnecting. Sends waiting for a
