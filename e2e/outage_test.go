@@ -24,6 +24,19 @@ type outage struct {
 // it is, for this transport, a broker outage, while the shared broker keeps
 // serving the other tests.
 func rabbitOutage(t testing.TB) outage {
+	p := rabbitProxy(t)
+	return outage{
+		addr:    p.Addr(),
+		cut:     func(testing.TB) { p.Cut() },
+		restore: func(testing.TB) { p.Restore() },
+	}
+}
+
+// rabbitProxy starts a TCP proxy to RabbitMQ, closed at cleanup. A
+// transport that dials it can lose its connections without the broker or
+// its other clients noticing.
+func rabbitProxy(t testing.TB) *faultproxy.Proxy {
+	t.Helper()
 	u, err := url.Parse(rabbitURL())
 	if err != nil {
 		t.Fatal(err)
@@ -33,11 +46,7 @@ func rabbitOutage(t testing.TB) outage {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	return outage{
-		addr:    p.Addr(),
-		cut:     func(testing.TB) { p.Cut() },
-		restore: func(testing.TB) { p.Restore() },
-	}
+	return p
 }
 
 // natsOutage runs an embedded JetStream server on a free port with its
