@@ -85,8 +85,12 @@ func TestFaultPostgresRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	first := time.Now().Add(4 * time.Second)
+	// A lead time far beyond what scheduling takes, even on a loaded
+	// machine: every message must go through the store.
+	start := time.Now()
+	first := start.Add(8 * time.Second)
 	schedule(t, rec, []*bus.Bus{b}, b.Endpoint(), "pg", n, first, spread)
+	t.Logf("scheduled %d messages in %v", n, time.Since(start).Round(time.Millisecond))
 	if m := b.Metrics(); m.Scheduled != n {
 		t.Fatalf("%d of %d messages went through the store; the rest were late and sent at once", m.Scheduled, n)
 	}
@@ -162,7 +166,7 @@ func TestFaultDispatcherKilled(t *testing.T) {
 	// row fall due before the worker starts, so its first claim takes them
 	// all (one batch).
 	sender := startBus(t, bus.Config{Endpoint: endpoint, Persistence: store, SendOnly: true}, nil)
-	last := time.Now().Add(1500 * time.Millisecond)
+	last := time.Now().Add(5 * time.Second) // scheduling takes far less, even on a loaded machine
 	schedule(t, rec, []*bus.Bus{sender}, endpoint, "kill", n, last.Add(-500*time.Millisecond), 500*time.Millisecond)
 	eventually(t, 10*time.Second, "every row due", func() bool { return time.Now().After(last) })
 	cmd := exec.Command(bin, "-schema", schema, "-endpoint", endpoint, "-lease", lease.String())
@@ -287,7 +291,7 @@ func TestFaultRabbitMQRejectOne(t *testing.T) {
 	defer wg.Wait()
 	defer cancel()
 
-	schedule(t, rec, []*bus.Bus{b}, k.endpoint, "reject", n, time.Now().Add(time.Second), 500*time.Millisecond)
+	schedule(t, rec, []*bus.Bus{b}, k.endpoint, "reject", n, time.Now().Add(3*time.Second), 500*time.Millisecond)
 	var failed *bus.Envelope
 	select {
 	case failed = <-errs:

@@ -109,13 +109,16 @@ func brokerOutage(t *testing.T, k *kit, o outage) {
 	rec := newRecorder()
 	cfg := k.config(k.newTransport(t, o.addr), store)
 	cfg.Dispatcher.RetryBackoff = 200 * time.Millisecond
+	// Bound each hand-over well below the wait for a counted failure
+	// below, so a loaded machine cannot outlast it.
+	cfg.Dispatcher.SendTimeout = 2 * time.Second
 	cfg.Dispatcher.MaximumRecoveryFailuresPerSecond = 10
 	b := startBus(t, cfg, func(b *bus.Bus) {
 		if err := bus.Handle(b, rec.handle); err != nil {
 			t.Fatal(err)
 		}
 	})
-	first := time.Now().Add(2 * time.Second)
+	first := time.Now().Add(5 * time.Second) // scheduling takes far less, even on a loaded machine
 	schedule(t, rec, []*bus.Bus{b}, k.endpoint, "outage", n, first, spread)
 	if time.Now().After(first) {
 		t.Fatal("scheduling took longer than the lead time; the outage would start late")
@@ -124,7 +127,7 @@ func brokerOutage(t *testing.T, k *kit, o outage) {
 	cutAt := time.Now()
 	last := first.Add(spread)
 	eventually(t, 30*time.Second, "every message due", func() bool { return time.Now().After(last.Add(500 * time.Millisecond)) })
-	counted := waitFor(10*time.Second, func() bool {
+	counted := waitFor(30*time.Second, func() bool {
 		_, failures := storeStats(t, pool, store.Table())
 		return failures > 0 && b.Metrics().DispatchFails > 0
 	})
