@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"cmp"
-	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -41,7 +40,7 @@ func postgresURL(t *testing.T) string {
 func TestSQLiteAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	r := runBench(t, "-workload", "spread", "-persistence", "sqlite", "-instances", "2",
-		"-n", "400", "-over", "500ms", "-lead", "2s")
+		"-n", "200", "-over", "500ms", "-lead", "10s")
 	if r.Failed() || r.Instances != 2 || r.Lateness == nil {
 		t.Fatalf("run failed: %+v", r)
 	}
@@ -52,7 +51,7 @@ func TestPostgres(t *testing.T) {
 	pg := postgresURL(t)
 	t.Run("burst", func(t *testing.T) {
 		t.Parallel()
-		r := runBench(t, "-workload", "burst", "-persistence", "postgres", "-postgres-url", pg, "-n", "2000", "-lead", "2s")
+		r := runBench(t, "-workload", "burst", "-persistence", "postgres", "-postgres-url", pg, "-n", "1000", "-lead", "5s")
 		if r.Failed() || r.Lateness == nil {
 			t.Fatalf("run failed: %+v", r)
 		}
@@ -60,7 +59,7 @@ func TestPostgres(t *testing.T) {
 	t.Run("spread across processes", func(t *testing.T) {
 		t.Parallel()
 		r := runBench(t, "-workload", "spread", "-persistence", "postgres", "-postgres-url", pg, "-instances", "2",
-			"-n", "400", "-over", "500ms", "-lead", "2s")
+			"-n", "400", "-over", "500ms", "-lead", "5s")
 		if r.Failed() || r.Instances != 2 {
 			t.Fatalf("run failed: %+v", r)
 		}
@@ -68,7 +67,7 @@ func TestPostgres(t *testing.T) {
 	t.Run("backlog", func(t *testing.T) {
 		t.Parallel()
 		r := runBench(t, "-workload", "backlog", "-persistence", "postgres", "-postgres-url", pg,
-			"-n", "200", "-over", "300ms", "-lead", "1s", "-backlog", "2000", "-idle", "300ms")
+			"-n", "200", "-over", "300ms", "-lead", "5s", "-backlog", "2000", "-idle", "300ms")
 		if r.Failed() || r.ServerIdleQueriesPS == nil {
 			t.Fatalf("run failed or no idle query count: %+v", r)
 		}
@@ -88,7 +87,7 @@ func TestBrokers(t *testing.T) {
 			if r.Failed() || r.Latency == nil {
 				t.Fatalf("throughput run failed: %+v", r)
 			}
-			r = runBench(t, "-workload", "burst", "-transport", c.transport, c.flag, u, "-n", "1000", "-lead", "1s")
+			r = runBench(t, "-workload", "burst", "-transport", c.transport, c.flag, u, "-n", "1000", "-lead", "3s")
 			if r.Failed() {
 				t.Fatalf("burst run failed: %+v", r)
 			}
@@ -104,20 +103,19 @@ func TestMongoDB(t *testing.T) {
 	t.Parallel()
 	uri := os.Getenv("POSTBUS_TEST_MONGODB_URI")
 	if uri == "" {
-		postgresURL(t) // FerretDB keeps its data there
-		uri = startFerretDB(t)
+		uri = startFerretDB(t, postgresURL(t)) // FerretDB keeps its data there
 	}
-	r := runBench(t, "-workload", "burst", "-persistence", "mongodb", "-mongodb-uri", uri, "-n", "500", "-lead", "5s")
+	r := runBench(t, "-workload", "burst", "-persistence", "mongodb", "-mongodb-uri", uri, "-n", "300", "-lead", "10s")
 	if r.Failed() {
 		t.Fatalf("run failed: %+v", r)
 	}
 }
 
 // startFerretDB builds ../mongodb/testserver (its own module, outside the
-// workspace) and runs it on a free loopback port with a database of its own,
-// dropped when the server exits at the end of the test. It returns the
-// server's MongoDB URI.
-func startFerretDB(t *testing.T) string {
+// workspace) and runs it on a free loopback port with a database of its own
+// (a random name) on the PostgreSQL server at pgURL, dropped when the server
+// exits at the end of the test. It returns the server's MongoDB URI.
+func startFerretDB(t *testing.T, pgURL string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "ferretdb-testserver")
 	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".")
@@ -126,9 +124,13 @@ func startFerretDB(t *testing.T) string {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the FerretDB test server: %v\n%s", err, out)
 	}
-	db := fmt.Sprintf("postbus_bench_ferretdb_%d", os.Getpid())
+	u, err := url.Parse(pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/postbus_bench_ferretdb_" + newRunID()
 	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-handler", "postgresql",
-		"-postgresql-url", "postgres://root@127.0.0.1:5432/"+db, "-own-database")
+		"-postgresql-url", u.String(), "-own-database")
 	stdin, err := cmd.StdinPipe() // the server exits when its stdin closes
 	if err != nil {
 		t.Fatal(err)

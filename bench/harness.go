@@ -125,6 +125,9 @@ func (s *stage) bodyBytes(seq int64) int {
 func (s *stage) newBus(sendOnly bool, handlers int, report func(seq int64, id string, at time.Time, late time.Duration)) (*bus.Bus, error) {
 	cfg := bus.Config{
 		Endpoint: s.endpoint, Transport: s.transport, Persistence: s.persistence,
+		// The run's own error and dead-letter queues: a shared broker never
+		// sees two runs (or a run and an application) share one.
+		ErrorQueue: s.endpoint + "-error", DeadLetterQueue: s.endpoint + "-deadletter",
 		Logger: s.logger, SendOnly: sendOnly, Concurrency: handlers,
 		Dispatcher: bus.DispatcherConfig{
 			BatchSize: s.o.dispatch.batch, Concurrency: s.o.dispatch.concurrency, PollInterval: s.o.dispatch.poll,

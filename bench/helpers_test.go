@@ -26,5 +26,6 @@ func runBench(t *testing.T, args ...string) Result {
 	if err := json.Unmarshal([]byte(lines[0]), &r); err != nil {
 		t.Fatalf("bench %v: %v in %q", args, err, lines[0])
 	}
+	t.Logf("%s", lines[1]) // the figures, for the reader: no test asserts them
 	return r
 }

@@ -11,8 +11,9 @@ import (
 	"github.com/postbus/bus/rabbitmq"
 )
 
-// rabbitmqDriver uses the run's own queue (the endpoint, bench-<run>) and
-// events exchange, both deleted by the owner at the end.
+// rabbitmqDriver uses the run's own queues (the endpoint bench-<run> and
+// its -error and -deadletter queues) and events exchange, all deleted by
+// the owner at the end.
 func rabbitmqDriver() transportDriver {
 	return transportDriver{
 		shared:      true,
@@ -30,7 +31,8 @@ func rabbitmqDriver() transportDriver {
 				defer cancel()
 				_ = t.Close(cctx)
 				if owner {
-					if err := deleteRabbitMQ(o.rabbitmqURL, "bench-"+run, exchange); err != nil {
+					queue := "bench-" + run
+					if err := deleteRabbitMQ(o.rabbitmqURL, exchange, queue, queue+"-error", queue+"-deadletter"); err != nil {
 						o.logger.Error("cannot delete the run's queue and exchange", "error", err)
 					}
 				}
@@ -40,8 +42,8 @@ func rabbitmqDriver() transportDriver {
 	}
 }
 
-// deleteRabbitMQ removes a run's queue and events exchange.
-func deleteRabbitMQ(url, queue, exchange string) error {
+// deleteRabbitMQ removes a run's queues and events exchange.
+func deleteRabbitMQ(url, exchange string, queues ...string) error {
 	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(10 * time.Second)})
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -52,8 +54,10 @@ func deleteRabbitMQ(url, queue, exchange string) error {
 		return err
 	}
 	defer ch.Close()
-	if _, err := ch.QueueDelete(queue, false, false, false); err != nil {
-		return fmt.Errorf("delete queue %s: %w", queue, err)
+	for _, queue := range queues {
+		if _, err := ch.QueueDelete(queue, false, false, false); err != nil {
+			return fmt.Errorf("delete queue %s: %w", queue, err)
+		}
 	}
 	if err := ch.ExchangeDelete(exchange, false, false); err != nil {
 		return fmt.Errorf("delete exchange %s: %w", exchange, err)

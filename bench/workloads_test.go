@@ -4,6 +4,13 @@ import (
 	"testing"
 )
 
+// The bench tests assert outcomes only: every message delivered once, none
+// early, no error, and the report's shape. Rates, heap and CPU figures are
+// logged, never asserted: they move with the machine's load. Lead times
+// (from the start of scheduling to the first due time) are many times what
+// scheduling takes on an idle machine, so a loaded one does not overrun
+// them.
+
 func TestWorkloadsMemory(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -12,28 +19,32 @@ func TestWorkloadsMemory(t *testing.T) {
 		check func(t *testing.T, r Result)
 	}{
 		{"schedule", []string{"-workload", "schedule", "-n", "5000"}, func(t *testing.T, r Result) {
-			if r.MsgsPerSec <= 0 || r.HeapBytesPerMsg <= 0 {
-				t.Errorf("schedule reported no rate or no heap figure: %+v", r)
+			// Due in an hour: the run stores them all and nothing arrives
+			// (a receipt would count as unexpected, failing the run).
+			if r.N != 5000 {
+				t.Errorf("scheduled %d messages, want 5000", r.N)
 			}
 		}},
-		{"burst", []string{"-workload", "burst", "-n", "3000", "-lead", "1s"}, func(t *testing.T, r Result) {
-			if r.Lateness == nil || r.MsgsPerSec <= 0 {
-				t.Errorf("burst reported no lateness or rate: %+v", r)
+		{"burst", []string{"-workload", "burst", "-n", "3000", "-lead", "3s"}, func(t *testing.T, r Result) {
+			if r.Lateness == nil {
+				t.Errorf("burst measured no receipt: %+v", r)
 			}
 		}},
-		{"spread", []string{"-workload", "spread", "-n", "500", "-over", "500ms", "-lead", "300ms"}, func(t *testing.T, r Result) {
+		{"spread", []string{"-workload", "spread", "-n", "500", "-over", "500ms", "-lead", "2s"}, func(t *testing.T, r Result) {
+			// The last message is due 499 ms after the first: a run that
+			// ends sooner delivered it early.
 			if r.Lateness == nil || r.DurationMS < 450 {
 				t.Errorf("spread finished before its window: %+v", r)
 			}
 		}},
-		{"backlog", []string{"-workload", "backlog", "-n", "300", "-over", "300ms", "-lead", "300ms", "-backlog", "5000", "-idle", "100ms"}, func(t *testing.T, r Result) {
+		{"backlog", []string{"-workload", "backlog", "-n", "300", "-over", "300ms", "-lead", "2s", "-backlog", "5000", "-idle", "100ms"}, func(t *testing.T, r Result) {
 			if r.Backlog != 5000 || r.BaselineLateness == nil || r.IdleCPUPercent == nil || r.LatenessMoved == nil {
-				t.Errorf("backlog figures missing: %+v", r)
+				t.Errorf("backlog report incomplete: %+v", r)
 			}
 		}},
 		{"throughput", []string{"-workload", "throughput", "-n", "3000"}, func(t *testing.T, r Result) {
 			if r.Latency == nil || r.BodyBytes < 1016 || r.BodyBytes > 1032 || r.Senders != 8 {
-				t.Errorf("throughput figures missing, or not 8 senders: %+v", r)
+				t.Errorf("throughput report incomplete, or not 1 KiB bodies from 8 senders: %+v", r)
 			}
 		}},
 		{"throughput-senders", []string{"-workload", "throughput", "-n", "3000", "-senders", "32"}, func(t *testing.T, r Result) {
@@ -47,7 +58,7 @@ func TestWorkloadsMemory(t *testing.T) {
 			t.Parallel()
 			r := runBench(t, c.args...)
 			if r.Failed() || r.N == 0 {
-				t.Fatalf("run failed: %+v", r)
+				t.Fatalf("messages lost, duplicated or early: %+v", r)
 			}
 			c.check(t, r)
 		})

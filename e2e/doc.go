@@ -12,10 +12,14 @@
 //     RabbitMQ is taken away by cutting a TCP proxy (internal/faultproxy)
 //     between the transport and the shared broker; NATS by shutting down and
 //     restarting an embedded nats-server on the same port and store.
-//   - TestFault...: PostgreSQL restarted, RabbitMQ connections closed, a
+//   - TestFault...: PostgreSQL restarted, RabbitMQ connections dropped, a
 //     dispatcher process killed after claiming, a transport rejecting one
-//     message. They restart shared services, so they never run in parallel
-//     with each other or with the other tests of this package.
+//     message. Each breaks only what it owns: the PostgreSQL restart runs on
+//     a throwaway cluster that the test creates in a temporary directory on
+//     a free port (internal/pgcluster) and stops at the end; the RabbitMQ
+//     connections are dropped at the test's TCP proxy (internal/faultproxy),
+//     never at the broker. They run one at a time, before the parallel
+//     tests, so each fault lands while its messages fall due.
 //
 // # Running
 //
@@ -25,8 +29,13 @@
 // Service addresses come from POSTBUS_TEST_POSTGRES_URL,
 // POSTBUS_TEST_RABBITMQ_URL and POSTBUS_TEST_NATS_URL (loopback defaults).
 // A missing service skips its tests, naming it, except under CI=true, where
-// it fails them. The PostgreSQL restart needs pg_ctlcluster and the RabbitMQ
-// faults need rabbitmqctl, both run as a user allowed to use them; the
-// RabbitMQ faults close only the test's own connections (by connection
-// name), never other clients of the broker.
+// it fails them. The tests never stop, restart or reconfigure these
+// services, and name every queue, stream, schema and table they create with
+// a random suffix, so two checkouts can run them against the same servers
+// at once.
+//
+// The PostgreSQL fault test needs the server's initdb and postgres binaries
+// (the highest version under /usr/lib/postgresql/*/bin, else on PATH, or
+// the directory in POSTBUS_TEST_PG_BIN); without them it skips (fails under
+// CI=true). Run as root, it runs them as the postgres user.
 package e2e

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,36 +17,46 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/e2e/internal/pgcluster"
 )
 
-// The TestFault tests break shared services on purpose. None of them calls
+// The TestFault tests break services that they own: a PostgreSQL cluster
+// of their own (internal/pgcluster), the TCP proxy between their transport
+// and RabbitMQ (internal/faultproxy), a worker process. None of them calls
 // t.Parallel: Go runs every sequential top-level test of a package before
-// it resumes the parallel ones, so a fault test never overlaps another test
-// of this package. Each waits for the service to be back before it ends.
+// it resumes the parallel ones, so each fault test runs alone and its
+// timing (faults land while messages fall due) does not depend on the load
+// of the other tests.
 
-// needTool skips the test when a command it needs is missing (fails under
-// CI=true).
-func needTool(t testing.TB, name, why string) {
+// ownPostgres starts a throwaway PostgreSQL cluster in the test's temporary
+// directory, stopped at cleanup. Without initdb it skips the test (fails
+// under CI=true).
+func ownPostgres(t testing.TB) *pgcluster.Cluster {
 	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		bustest.SkipOutsideCI(t, "%s is not on PATH: %s", name, why)
+	c, err := pgcluster.Start(ctxT(t, 2*time.Minute), t.TempDir())
+	if errors.Is(err, pgcluster.ErrUnavailable) {
+		bustest.SkipOutsideCI(t, "the PostgreSQL fault test needs a server of its own: %v", err)
 	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := c.Stop(ctx); err != nil {
+			t.Errorf("stop the test's PostgreSQL: %v", err)
+		}
+	})
+	return c
 }
 
-// restartPostgres restarts the local cluster with pg_ctlcluster and waits
-// until pool can query again. It returns how long the database was away.
-func restartPostgres(t testing.TB, pool *pgxpool.Pool) time.Duration {
+// restartPostgres restarts the test's own cluster and waits until pool
+// can query again. It returns how long the database was away.
+func restartPostgres(t testing.TB, c *pgcluster.Cluster, pool *pgxpool.Pool) time.Duration {
 	t.Helper()
-	needTool(t, "pg_ctlcluster", "the PostgreSQL restart test needs it")
-	versions, err := os.ReadDir("/etc/postgresql")
-	if err != nil || len(versions) == 0 {
-		t.Fatalf("no cluster under /etc/postgresql: %v", err)
-	}
-	version := versions[len(versions)-1].Name()
 	start := time.Now()
-	out, err := exec.Command("pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart").CombinedOutput()
-	if err != nil {
-		t.Fatalf("pg_ctlcluster %s main restart: %v: %s", version, err, out)
+	if err := c.Restart(ctxT(t, 2*time.Minute)); err != nil {
+		t.Fatalf("restart the test's PostgreSQL: %v", err)
 	}
 	eventually(t, 60*time.Second, "PostgreSQL back after the restart", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -56,42 +67,14 @@ func restartPostgres(t testing.TB, pool *pgxpool.Pool) time.Duration {
 	return time.Since(start)
 }
 
-// rabbitConnections lists, with rabbitmqctl, the broker connections named
-// name. Only this test's connections are ever closed: other tests may
-// share the broker. rabbitmqctl takes a few seconds per call.
-func rabbitConnections(t testing.TB, name string) []string {
-	t.Helper()
-	needTool(t, "rabbitmqctl", "the RabbitMQ fault test needs it")
-	out, err := exec.Command("rabbitmqctl", "-q", "list_connections", "pid", "client_properties").Output()
-	if err != nil {
-		t.Fatalf("rabbitmqctl list_connections: %v", err)
-	}
-	var pids []string
-	for line := range strings.Lines(string(out)) {
-		pid, props, ok := strings.Cut(strings.TrimSpace(line), "\t")
-		if ok && strings.Contains(props, `{"connection_name","`+name+`"}`) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// closeRabbitConnection forcibly closes one broker connection.
-func closeRabbitConnection(t testing.TB, pid string) {
-	t.Helper()
-	out, err := exec.Command("rabbitmqctl", "-q", "close_connection", pid, "fault test").CombinedOutput()
-	if err != nil {
-		t.Fatalf("rabbitmqctl close_connection %s: %v: %s", pid, err, out)
-	}
-}
-
-// TestFaultPostgresRestart restarts PostgreSQL while 5,000 scheduled
+// TestFaultPostgresRestart restarts the test's own PostgreSQL while 5,000 scheduled
 // messages fall due (issue 7 item 5): every message is delivered at least
 // once and none early. Rows whose deletion failed during the restart come
 // back after the lease: duplicates, never losses.
 func TestFaultPostgresRestart(t *testing.T) {
 	const n, spread = 5000, 5 * time.Second
-	pool := newPool(t, 10)
+	pg := ownPostgres(t)
+	pool := newPoolAt(t, pg.URL(), 10)
 	store := newStore(t, pool, freshSchema(t, pool))
 	rec := newRecorder()
 	b := startBus(t, bus.Config{
@@ -102,14 +85,18 @@ func TestFaultPostgresRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	first := time.Now().Add(4 * time.Second)
+	// A lead time far beyond what scheduling takes, even on a loaded
+	// machine: every message must go through the store.
+	start := time.Now()
+	first := start.Add(8 * time.Second)
 	schedule(t, rec, []*bus.Bus{b}, b.Endpoint(), "pg", n, first, spread)
+	t.Logf("scheduled %d messages in %v", n, time.Since(start).Round(time.Millisecond))
 	if m := b.Metrics(); m.Scheduled != n {
 		t.Fatalf("%d of %d messages went through the store; the rest were late and sent at once", m.Scheduled, n)
 	}
 	eventually(t, 60*time.Second, "the first messages handled", func() bool { return rec.received() >= n/5 })
 	before := rec.received()
-	away := restartPostgres(t, pool)
+	away := restartPostgres(t, pg, pool)
 	t.Logf("PostgreSQL restarted after %d of %d messages; back in %v", before, n, away.Round(time.Millisecond))
 	if !time.Now().Before(first.Add(spread)) {
 		t.Logf("note: the restart ended after the last due time")
@@ -119,17 +106,19 @@ func TestFaultPostgresRestart(t *testing.T) {
 	rec.check(t, false)
 }
 
-// TestFaultRabbitMQConnectionsClosed closes the transport's broker
-// connection twice while a few thousand due messages are being dispatched
-// and handled: every message is delivered at least once, none early.
+// TestFaultRabbitMQConnectionsClosed drops the transport's broker
+// connections twice, at the TCP proxy between the transport and RabbitMQ,
+// while a few thousand due messages are being dispatched and handled:
+// every message is delivered at least once, none early. The broker and its
+// other clients are untouched.
 func TestFaultRabbitMQConnectionsClosed(t *testing.T) {
 	const n, spread = 3000, 10 * time.Second
 	k := rabbitKit(t)
-	needTool(t, "rabbitmqctl", "the RabbitMQ fault test needs it")
+	proxy := rabbitProxy(t)
 	pool := newPool(t, 10)
 	store := newStore(t, pool, freshSchema(t, pool))
 	rec := newRecorder()
-	cfg := k.config(k.newTransport(t, ""), store)
+	cfg := k.config(k.newTransport(t, proxy.Addr()), store)
 	cfg.Dispatcher.Lease = 5 * time.Second
 	b := startBus(t, cfg, func(b *bus.Bus) {
 		if err := bus.Handle(b, rec.handle); err != nil {
@@ -138,29 +127,20 @@ func TestFaultRabbitMQConnectionsClosed(t *testing.T) {
 	})
 	first := time.Now().Add(5 * time.Second)
 	schedule(t, rec, []*bus.Bus{b}, k.endpoint, "rmq", n, first, spread)
-	// rabbitmqctl needs seconds per call: list the connection before the
-	// messages fall due, so the first close lands early in the dispatch.
-	var pids []string
-	eventually(t, 30*time.Second, "the transport's connection listed", func() bool {
-		pids = rabbitConnections(t, k.connName)
-		return len(pids) > 0
-	})
+	handled := 0
 	for round := range 2 {
-		if round == 0 {
-			eventually(t, 60*time.Second, "the first messages handled", func() bool { return rec.received() >= n/20 })
-		} else {
-			eventually(t, 30*time.Second, "the transport reconnected", func() bool {
-				pids = rabbitConnections(t, k.connName)
-				return len(pids) > 0
-			})
-		}
-		for _, pid := range pids {
-			closeRabbitConnection(t, pid)
-		}
-		got := rec.received()
-		t.Logf("closed the transport's connection with %d of %d messages handled, %d dispatched", got, n, b.Metrics().Dispatched)
-		if got == n {
-			t.Errorf("connection closed after every message was handled: the fault came too late to test anything")
+		// Drop the connections while messages flow: after the first
+		// messages, then once the transport reconnected and made progress.
+		eventually(t, 60*time.Second, fmt.Sprintf("progress and a connection before drop %d", round+1), func() bool {
+			return rec.received() >= handled+n/20 && proxy.Active() > 0
+		})
+		dropped := proxy.Active()
+		proxy.Cut()
+		proxy.Restore()
+		handled = rec.received()
+		t.Logf("dropped %d connections with %d of %d messages handled, %d dispatched", dropped, handled, n, b.Metrics().Dispatched)
+		if handled == n {
+			t.Errorf("connections dropped after every message was handled: the fault came too late to test anything")
 		}
 	}
 	rec.waitAll(t, 2*time.Minute)
@@ -186,7 +166,7 @@ func TestFaultDispatcherKilled(t *testing.T) {
 	// row fall due before the worker starts, so its first claim takes them
 	// all (one batch).
 	sender := startBus(t, bus.Config{Endpoint: endpoint, Persistence: store, SendOnly: true}, nil)
-	last := time.Now().Add(1500 * time.Millisecond)
+	last := time.Now().Add(5 * time.Second) // scheduling takes far less, even on a loaded machine
 	schedule(t, rec, []*bus.Bus{sender}, endpoint, "kill", n, last.Add(-500*time.Millisecond), 500*time.Millisecond)
 	eventually(t, 10*time.Second, "every row due", func() bool { return time.Now().After(last) })
 	cmd := exec.Command(bin, "-schema", schema, "-endpoint", endpoint, "-lease", lease.String())
@@ -311,7 +291,7 @@ func TestFaultRabbitMQRejectOne(t *testing.T) {
 	defer wg.Wait()
 	defer cancel()
 
-	schedule(t, rec, []*bus.Bus{b}, k.endpoint, "reject", n, time.Now().Add(time.Second), 500*time.Millisecond)
+	schedule(t, rec, []*bus.Bus{b}, k.endpoint, "reject", n, time.Now().Add(3*time.Second), 500*time.Millisecond)
 	var failed *bus.Envelope
 	select {
 	case failed = <-errs:

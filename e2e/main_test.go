@@ -71,12 +71,20 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// newPool opens a pool of the test's own, closed at cleanup.
+// newPool opens a pool of the test's own on the shared PostgreSQL, closed
+// at cleanup.
 func newPool(t testing.TB, maxConns int32) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(postgresURL())
+	return newPoolAt(t, postgresURL(), maxConns)
+}
+
+// newPoolAt opens a pool of the test's own on the server at url, closed at
+// cleanup.
+func newPoolAt(t testing.TB, url string, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		t.Fatalf("POSTBUS_TEST_POSTGRES_URL: %v", err)
+		t.Fatalf("PostgreSQL URL %s: %v", url, err)
 	}
 	cfg.MaxConns = maxConns
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
@@ -89,7 +97,7 @@ func newPool(t testing.TB, maxConns int32) *pgxpool.Pool {
 		}
 	}
 	if err != nil {
-		unavailable(t, "PostgreSQL", postgresURL(), err)
+		unavailable(t, "PostgreSQL", url, err)
 	}
 	t.Cleanup(pool.Close)
 	return pool

@@ -24,6 +24,19 @@ type outage struct {
 // it is, for this transport, a broker outage, while the shared broker keeps
 // serving the other tests.
 func rabbitOutage(t testing.TB) outage {
+	p := rabbitProxy(t)
+	return outage{
+		addr:    p.Addr(),
+		cut:     func(testing.TB) { p.Cut() },
+		restore: func(testing.TB) { p.Restore() },
+	}
+}
+
+// rabbitProxy starts a TCP proxy to RabbitMQ, closed at cleanup. A
+// transport that dials it can lose its connections without the broker or
+// its other clients noticing.
+func rabbitProxy(t testing.TB) *faultproxy.Proxy {
+	t.Helper()
 	u, err := url.Parse(rabbitURL())
 	if err != nil {
 		t.Fatal(err)
@@ -33,11 +46,7 @@ func rabbitOutage(t testing.TB) outage {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	return outage{
-		addr:    p.Addr(),
-		cut:     func(testing.TB) { p.Cut() },
-		restore: func(testing.TB) { p.Restore() },
-	}
+	return p
 }
 
 // natsOutage runs an embedded JetStream server on a free port with its
@@ -100,13 +109,16 @@ func brokerOutage(t *testing.T, k *kit, o outage) {
 	rec := newRecorder()
 	cfg := k.config(k.newTransport(t, o.addr), store)
 	cfg.Dispatcher.RetryBackoff = 200 * time.Millisecond
+	// Bound each hand-over well below the wait for a counted failure
+	// below, so a loaded machine cannot outlast it.
+	cfg.Dispatcher.SendTimeout = 2 * time.Second
 	cfg.Dispatcher.MaximumRecoveryFailuresPerSecond = 10
 	b := startBus(t, cfg, func(b *bus.Bus) {
 		if err := bus.Handle(b, rec.handle); err != nil {
 			t.Fatal(err)
 		}
 	})
-	first := time.Now().Add(2 * time.Second)
+	first := time.Now().Add(5 * time.Second) // scheduling takes far less, even on a loaded machine
 	schedule(t, rec, []*bus.Bus{b}, k.endpoint, "outage", n, first, spread)
 	if time.Now().After(first) {
 		t.Fatal("scheduling took longer than the lead time; the outage would start late")
@@ -115,7 +127,7 @@ func brokerOutage(t *testing.T, k *kit, o outage) {
 	cutAt := time.Now()
 	last := first.Add(spread)
 	eventually(t, 30*time.Second, "every message due", func() bool { return time.Now().After(last.Add(500 * time.Millisecond)) })
-	counted := waitFor(10*time.Second, func() bool {
+	counted := waitFor(30*time.Second, func() bool {
 		_, failures := storeStats(t, pool, store.Table())
 		return failures > 0 && b.Metrics().DispatchFails > 0
 	})

@@ -25,8 +25,8 @@ type kit struct {
 	endpoint   string
 	errorQueue string
 	deadLetter string
-	// connName is the RabbitMQ connection name of every transport, so a
-	// fault test can close exactly these connections.
+	// connName is the RabbitMQ connection name of every transport (the
+	// management UI shows it).
 	connName string
 	// newTransport returns a new transport value; url overrides the
 	// broker address when not empty (a proxy, an embedded server).

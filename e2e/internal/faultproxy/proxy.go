@@ -60,6 +60,13 @@ func (p *Proxy) Cut() {
 	}
 }
 
+// Active returns how many client connections are being relayed.
+func (p *Proxy) Active() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns) / 2
+}
+
 // Restore relays new connections again.
 func (p *Proxy) Restore() {
 	p.mu.Lock()

@@ -61,6 +61,18 @@ func roundTrip(addr string) (string, error) {
 	return bufio.NewReader(c).ReadString('\n')
 }
 
+// waitActive waits up to 10 s until p relays want connections.
+func waitActive(t *testing.T, p *faultproxy.Proxy, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Active() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy relays %d connections, want %d", p.Active(), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestCutClosesAndRefusesUntilRestore(t *testing.T) {
 	t.Parallel()
 	p, err := faultproxy.Listen(echoServer(t))
@@ -76,7 +88,11 @@ func TestCutClosesAndRefusesUntilRestore(t *testing.T) {
 	if got, err := roundTrip(p.Addr()); err != nil || got != "ping\n" {
 		t.Fatalf("before the cut: %q, %v", got, err)
 	}
+	waitActive(t, p, 1) // open, relayed
 	p.Cut()
+	if n := p.Active(); n != 0 {
+		t.Errorf("%d connections relayed after the cut, want 0", n)
+	}
 	_ = open.SetReadDeadline(time.Now().Add(2 * time.Second))
 	if _, err := open.Read(make([]byte, 1)); err == nil {
 		t.Error("a connection open at the cut still reads")
