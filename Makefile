@@ -12,8 +12,8 @@ test:
 		(cd $$m && go test $(GOTEST_FLAGS) ./...); \
 	done
 
-# The fault-injection tests (they restart PostgreSQL and break RabbitMQ
-# connections; see e2e/doc.go). `make test` runs them too.
+# The fault-injection tests (on a PostgreSQL cluster of their own and a TCP
+# proxy in front of RabbitMQ; see e2e/doc.go). `make test` runs them too.
 test-faults:
 	cd e2e && go test -race -count=1 -run Fault ./...
 

@@ -215,6 +215,10 @@ func (c Config) validate() error {
 	}
 	d := c.Dispatcher
 	switch {
+	case c.Endpoint == c.ErrorQueue && !c.SendOnly:
+		return &ConfigError{Field: "ErrorQueue", Reason: fmt.Sprintf(
+			"%q is also the endpoint's input queue: a message that fails there would go back to it for ever; "+
+				"to consume the error queue, give that endpoint another ErrorQueue", c.ErrorQueue)}
 	case c.Concurrency < 0:
 		return &ConfigError{Field: "Concurrency", Reason: "must not be negative"}
 	case c.MaxMessageSize < 0:

@@ -287,3 +287,15 @@ func TestSharedStoreSendsRowsThroughTheirOwnTransport(t *testing.T) {
 		t.Errorf("rows crossed transports: broker a has %d of b's, broker b has %d of a's", memA.Len("target-b"), memB.Len("target-a"))
 	}
 }
+
+func TestEndpointConsumingItsOwnErrorQueueIsRefused(t *testing.T) {
+	t.Parallel()
+	_, err := bus.New(bus.Config{Endpoint: "error"})
+	var ce *bus.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "ErrorQueue" {
+		t.Fatalf("New(Endpoint: error) = %v, want *ConfigError on ErrorQueue", err)
+	}
+	if _, err := bus.New(bus.Config{Endpoint: "error", ErrorQueue: "error.unhandled"}); err != nil {
+		t.Errorf("an error-queue consumer with its own error queue refused: %v", err)
+	}
+}
