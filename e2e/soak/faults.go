@@ -49,7 +49,7 @@ func (f fault) String() string {
 	case faultTerminate:
 		return "terminate backends: " + f.what
 	}
-	return "cut " + f.what
+	return "cut " + f.what + " for " + f.end.Sub(f.start).Round(100*time.Millisecond).String()
 }
 
 // plannedFault is a fault to inject at offset from the start of the run.
