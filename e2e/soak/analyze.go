@@ -35,7 +35,7 @@ type report struct {
 	sent, unsent int
 	handlings    int
 	handOvers    int
-	handedTwice  int // messages handed to the transport more than once
+	handedAgain  int // messages handed to the transport more often than their delays and retries need
 	lost         []string
 	lostParked   int // lost messages that went to the error or dead-letter queue
 	early        []early
@@ -110,8 +110,8 @@ func analyze(msgs []*message, events []event, faults []fault) *report {
 		}
 		r.handlings += len(handled)
 		r.handOvers += len(handOvers)
-		if len(handOvers) > 1 {
-			r.handedTwice++
+		if len(handOvers) > m.handOversNeeded() {
+			r.handedAgain++
 		}
 		if len(handled) == 0 {
 			r.lost = append(r.lost, m.id)

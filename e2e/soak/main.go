@@ -19,8 +19,11 @@
 // worker connection to PostgreSQL terminated with pg_terminate_backend
 // (selected by an application_name unique to the run), and the workers'
 // broker and/or database connections cut for 3 s by TCP proxies the soak
-// owns between the workers and the services. The producer connects to the
-// services directly; no other client of the services is touched.
+// owns between the workers and the services. The producer goes through the
+// same proxies (unless -cut-producer=false): a cut fails its sends, and it
+// retries each failed Send with the same message ID, as an application
+// would. Backend terminations reach the workers only. No other client of
+// the services is touched.
 //
 // After the last due time and fault, it waits -grace (and up to -wait more
 // while messages are missing), stops the workers and prints lost, early and
@@ -64,6 +67,7 @@ type config struct {
 	cuts         int
 	seed         uint64
 	keep         bool
+	cutProducer  bool
 
 	worker bool
 	wf     workerFlags
@@ -83,6 +87,8 @@ func main() {
 	flag.IntVar(&c.terminations, "terminations", 2, "times to terminate the workers' PostgreSQL backends")
 	flag.IntVar(&c.cuts, "cuts", 2, "3 s cuts of the workers' broker and/or database connections")
 	flag.Uint64Var(&c.seed, "seed", 0, "random seed of the message mix and the faults (default: random)")
+	flag.BoolVar(&c.cutProducer, "cut-producer", true,
+		"the producer reaches the services through the workers' proxies, so cuts fail its sends too")
 	flag.BoolVar(&c.keep, "keep", false, "keep the journals and worker logs even when the run passes")
 	flag.BoolVar(&c.worker, "worker", false, "run as a worker process (the soak starts these itself)")
 	c.wf.register(flag.CommandLine)

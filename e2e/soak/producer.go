@@ -21,9 +21,23 @@ type message struct {
 	// due is the time read just before the first Send plus delay: a lower
 	// bound of the due time the bus computes, so a handling before it is
 	// early for certain.
-	due  time.Time
-	sent bool // a Send returned nil
-	err  error
+	due     time.Time
+	sent    bool  // a Send returned nil
+	err     error // the last Send's error
+	retries int   // failed Sends before the one that succeeded (or gave up)
+}
+
+// handOversNeeded is how many times a dispatcher must hand m to the
+// transport: once if it was delayed, once more for its delayed retry.
+func (m *message) handOversNeeded() int {
+	n := 0
+	if m.delay > 0 {
+		n++
+	}
+	if m.fail == failLater {
+		n++
+	}
+	return n
 }
 
 // Share of messages of each kind.
@@ -33,6 +47,7 @@ const (
 	failLaterShare = 0.03 // failLater
 	maxDelay       = 10 * time.Second
 	sendAttempts   = 20 // a Send that fails is retried with the same ID
+	sendTimeout    = 5 * time.Second
 	senders        = 8
 )
 
@@ -94,15 +109,18 @@ func send(ctx context.Context, b *bus.Bus, m *message, log *slog.Logger) {
 	}
 	m.due = time.Now().Add(m.delay)
 	for attempt := 1; attempt <= sendAttempts; attempt++ {
-		m.err = b.Send(ctx, Work{Seq: m.seq, Fail: m.fail}, opts...)
+		sctx, cancel := context.WithTimeout(ctx, sendTimeout)
+		m.err = b.Send(sctx, Work{Seq: m.seq, Fail: m.fail}, opts...)
+		cancel()
 		if m.err == nil {
 			m.sent = true
 			return
 		}
-		log.Warn("send failed; retrying with the same ID", slog.String("id", m.id), slog.Any("error", m.err))
+		m.retries++
 		sleepCtx(ctx, 250*time.Millisecond)
 		if ctx.Err() != nil {
 			return
 		}
 	}
+	log.Warn("send failed; giving up", slog.String("id", m.id), slog.Int("attempts", sendAttempts), slog.Any("error", m.err))
 }

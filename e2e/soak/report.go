@@ -23,8 +23,11 @@ func (p *printer) rel(t time.Time) string {
 
 func (p *printer) print(w io.Writer, r *report, msgs []*message, faults []fault, lag time.Duration,
 	torn int, storeRows string, unexpected []string) {
-	var delayed, once, later int
+	var delayed, once, later, retried int
 	for _, m := range msgs {
+		if m.retries > 0 {
+			retried++
+		}
 		if m.delay > 0 {
 			delayed++
 		}
@@ -36,8 +39,8 @@ func (p *printer) print(w io.Writer, r *report, msgs []*message, faults []fault,
 		}
 	}
 	fmt.Fprintf(w, "load average: %s at the start, %s at the end\n", p.load, loadAverage())
-	fmt.Fprintf(w, "sent %d (%d delayed up to %s, %d fail once, %d retried later), %d not sent; last send %s behind schedule\n",
-		r.sent, delayed, maxDelay, once, later, r.unsent, lag.Round(time.Millisecond))
+	fmt.Fprintf(w, "sent %d (%d delayed up to %s, %d fail once, %d retried later), %d not sent, %d sent again after a failed Send; last send %s behind schedule\n",
+		r.sent, delayed, maxDelay, once, later, r.unsent, retried, lag.Round(time.Millisecond))
 	fmt.Fprintf(w, "faults %d:\n", len(faults))
 	for _, f := range faults {
 		line := fmt.Sprintf("  %-9s %s", p.rel(f.start), f)
@@ -46,8 +49,8 @@ func (p *printer) print(w io.Writer, r *report, msgs []*message, faults []fault,
 		}
 		fmt.Fprintln(w, line)
 	}
-	fmt.Fprintf(w, "handlings %d, hand-overs %d (%d messages handed over more than once), store rows left %s\n",
-		r.handlings, r.handOvers, r.handedTwice, storeRows)
+	fmt.Fprintf(w, "handlings %d, hand-overs %d (%d messages handed over more often than needed), store rows left %s\n",
+		r.handlings, r.handOvers, r.handedAgain, storeRows)
 	fmt.Fprintf(w, "lost %d", len(r.lost))
 	if r.lostParked > 0 {
 		fmt.Fprintf(w, " (%d in the error or dead-letter queue)", r.lostParked)

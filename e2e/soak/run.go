@@ -43,16 +43,16 @@ func run(ctx context.Context, c config) (failed bool, err error) {
 		_ = os.RemoveAll(dir)
 	}()
 
-	pool, err := soakPool(ctx, n)
+	pool, err := soakPool(ctx, postgresURL(), n.workerApp()+"-soak")
 	if err != nil {
 		return false, err
 	}
 	defer pool.Close()
-	store, err := postgres.New(pool, postgres.Options{Schema: n.schema(), Logger: log})
+	setup, err := postgres.New(pool, postgres.Options{Schema: n.schema(), Logger: log})
 	if err != nil {
 		return false, fmt.Errorf("postgres store: %w", err)
 	}
-	if err := store.Setup(ctx); err != nil {
+	if err := setup.Setup(ctx); err != nil {
 		return false, fmt.Errorf("postgres setup: %w", err)
 	}
 	defer dropSchema(pool, n, log)
@@ -89,7 +89,18 @@ func run(ctx context.Context, c config) (failed bool, err error) {
 		}
 	}
 
-	producer, closeProducer, err := startProducer(ctx, c.transport, n, store, log)
+	// The producer reaches the services directly, or through the proxies
+	// (then cuts fail its sends too, and it retries them).
+	prodDB, prodBroker := postgresURL(), brokerURL(c.transport)
+	if c.cutProducer {
+		prodDB, prodBroker = wf.postgres, wf.broker
+	}
+	prodPool, err := soakPool(ctx, prodDB, n.workerApp()+"-producer")
+	if err != nil {
+		return false, err
+	}
+	defer prodPool.Close()
+	producer, closeProducer, err := startProducer(ctx, c.transport, prodBroker, n, prodPool, log)
 	if err != nil {
 		return false, err
 	}
@@ -126,22 +137,23 @@ func run(ctx context.Context, c config) (failed bool, err error) {
 	return r.failed() || len(fl.unexpectedExits()) > 0, nil
 }
 
-// soakPool connects the soak itself (producer, fault injection, cleanup)
-// to PostgreSQL directly, under an application_name that backend
+// soakPool connects the soak itself (setup, fault injection, cleanup) or
+// its producer to PostgreSQL at url, under an application_name that backend
 // terminations do not select.
-func soakPool(ctx context.Context, n names) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(postgresURL())
+func soakPool(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres url: %w", err)
 	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = n.workerApp() + "-soak"
+	cfg.ConnConfig.RuntimeParams["application_name"] = app
+	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres not reachable at %s (set POSTBUS_TEST_POSTGRES_URL): %w", postgresURL(), err)
+		return nil, fmt.Errorf("postgres not reachable (set POSTBUS_TEST_POSTGRES_URL): %w", err)
 	}
 	return pool, nil
 }
@@ -167,10 +179,14 @@ func proxies(transport string) (db, broker *faultproxy.Proxy, err error) {
 	return db, broker, nil
 }
 
-// startProducer starts the send-only bus of the producer, connected to the
-// broker directly.
-func startProducer(ctx context.Context, transport string, n names, store *postgres.Persistence, log *slog.Logger) (*bus.Bus, func(), error) {
-	tr, closeTr, err := openTransport(transport, brokerURL(transport), n, log)
+// startProducer starts the send-only bus of the producer on the broker at
+// brokerURL and a store on pool.
+func startProducer(ctx context.Context, transport, brokerURL string, n names, pool *pgxpool.Pool, log *slog.Logger) (*bus.Bus, func(), error) {
+	store, err := postgres.New(pool, postgres.Options{Schema: n.schema(), Logger: log})
+	if err != nil {
+		return nil, nil, fmt.Errorf("producer store: %w", err)
+	}
+	tr, closeTr, err := openTransport(transport, brokerURL, n, log)
 	if err != nil {
 		return nil, nil, err
 	}
