@@ -46,8 +46,8 @@ const (
 	failOnceShare  = 0.10 // failOnce
 	failLaterShare = 0.03 // failLater
 	maxDelay       = 10 * time.Second
-	sendAttempts   = 20 // a Send that fails is retried with the same ID
-	sendTimeout    = 5 * time.Second
+	sendTimeout    = 5 * time.Second  // bounds one Send
+	sendPatience   = 60 * time.Second // a failed Send is retried, with the same ID, this long
 	senders        = 8
 )
 
@@ -108,7 +108,9 @@ func send(ctx context.Context, b *bus.Bus, m *message, log *slog.Logger) {
 		opts = append(opts, bus.DeliverAfter(m.delay))
 	}
 	m.due = time.Now().Add(m.delay)
-	for attempt := 1; attempt <= sendAttempts; attempt++ {
+	giveUp := time.Now().Add(sendPatience)
+	wait := 250 * time.Millisecond
+	for {
 		sctx, cancel := context.WithTimeout(ctx, sendTimeout)
 		m.err = b.Send(sctx, Work{Seq: m.seq, Fail: m.fail}, opts...)
 		cancel()
@@ -116,11 +118,12 @@ func send(ctx context.Context, b *bus.Bus, m *message, log *slog.Logger) {
 			m.sent = true
 			return
 		}
-		m.retries++
-		sleepCtx(ctx, 250*time.Millisecond)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || time.Now().Add(wait).After(giveUp) {
+			log.Warn("send failed; giving up", slog.String("id", m.id), slog.Int("attempts", m.retries+1), slog.Any("error", m.err))
 			return
 		}
+		m.retries++
+		sleepCtx(ctx, wait)
+		wait = min(2*wait, 2*time.Second)
 	}
-	log.Warn("send failed; giving up", slog.String("id", m.id), slog.Int("attempts", sendAttempts), slog.Any("error", m.err))
 }

@@ -69,18 +69,16 @@ func (p *printer) print(w io.Writer, r *report, msgs []*message, faults []fault,
 		fmt.Fprintf(w, ": %d with a connection cut or backend termination in between, %d without",
 			r.nearOutage, len(unexplained)-r.nearOutage)
 	}
-	fmt.Fprintln(w, ")")
-	for _, d := range unexplained[:min(len(unexplained), maxExamples)] {
-		fmt.Fprintf(w, "  %s: pid %d at %s, pid %d at %s", d.id, d.first.pid, p.rel(d.first.at), d.second.pid, p.rel(d.second.at))
-		if len(d.near) > 0 {
-			var near []string
-			for _, f := range d.near {
-				near = append(near, f.String()+" at "+p.rel(f.start))
-			}
-			fmt.Fprintf(w, "; in between: %s", strings.Join(near, ", "))
+	fmt.Fprint(w, ")")
+	if len(r.duplicates) > 0 {
+		ids := map[string]bool{}
+		for _, d := range r.duplicates {
+			ids[d.id] = true
 		}
-		fmt.Fprintln(w)
+		fmt.Fprintf(w, " in %d messages", len(ids))
 	}
+	fmt.Fprintln(w)
+	p.printUnexplained(w, unexplained)
 	if r.unknown > 0 {
 		fmt.Fprintf(w, "handled messages the producer never sent: %d\n", r.unknown)
 	}
@@ -90,6 +88,61 @@ func (p *printer) print(w io.Writer, r *report, msgs []*message, faults []fault,
 	for _, u := range unexpected {
 		fmt.Fprintf(w, "worker exited unexpectedly: %s\n", u)
 	}
+}
+
+// printUnexplained lists the unexplained duplicates of up to maxExamples
+// messages: every handling of each, and the faults around them.
+func (p *printer) printUnexplained(w io.Writer, dups []duplicate) {
+	var order []string
+	byID := map[string][]duplicate{}
+	for _, d := range dups {
+		if _, ok := byID[d.id]; !ok {
+			order = append(order, d.id)
+		}
+		byID[d.id] = append(byID[d.id], d)
+	}
+	if len(order) > maxExamples {
+		fmt.Fprintf(w, "  %d messages; the first %d:\n", len(order), maxExamples)
+		order = order[:maxExamples]
+	}
+	for _, id := range order {
+		ds := byID[id]
+		handlings := []string{fmt.Sprintf("pid %d at %s", ds[0].first.pid, p.rel(ds[0].first.at))}
+		near := map[string]bool{}
+		var nearList []string
+		for _, d := range ds {
+			handlings = append(handlings, fmt.Sprintf("pid %d at %s", d.second.pid, p.rel(d.second.at)))
+			for _, f := range d.near {
+				if s := f.String() + " at " + p.rel(f.start); !near[s] {
+					near[s] = true
+					nearList = append(nearList, s)
+				}
+			}
+		}
+		fmt.Fprintf(w, "  %s handled %d times: %s", id, len(handlings), strings.Join(compact(handlings), ", "))
+		if len(nearList) > 0 {
+			fmt.Fprintf(w, "; in between: %s", strings.Join(nearList, ", "))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// compact folds runs of equal strings into "s ×n".
+func compact(ss []string) []string {
+	var out []string
+	for i := 0; i < len(ss); {
+		j := i
+		for j < len(ss) && ss[j] == ss[i] {
+			j++
+		}
+		if j-i > 1 {
+			out = append(out, fmt.Sprintf("%s ×%d", ss[i], j-i))
+		} else {
+			out = append(out, ss[i])
+		}
+		i = j
+	}
+	return out
 }
 
 // loadAverage returns the 1, 5 and 15 minute load averages, as uptime
