@@ -28,6 +28,9 @@ type fleet struct {
 	unexpected []string // "worker 2 (pid 123): exit status 1"
 }
 
+// maxUnexpected bounds the restarts of workers that exited on their own.
+const maxUnexpected = 10
+
 // proc is one worker process.
 type proc struct {
 	slot int
@@ -102,8 +105,14 @@ func (f *fleet) exited(p *proc) {
 	}
 	msg := fmt.Sprintf("worker %d (pid %d): %v", p.slot, p.pid(), p.err)
 	f.unexpected = append(f.unexpected, msg)
+	exits := len(f.unexpected)
 	f.mu.Unlock()
+	if exits > maxUnexpected {
+		f.log.Error("worker exited unexpectedly; too many exits, not restarting it", slog.String("worker", msg))
+		return
+	}
 	f.log.Warn("worker exited unexpectedly; restarting it", slog.String("worker", msg))
+	time.Sleep(time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := f.start(ctx, p.slot); err != nil {

@@ -122,8 +122,18 @@ func runWorker(w workerFlags) error {
 	if err != nil {
 		return fmt.Errorf("handle: %w", err)
 	}
-	if err := b.Start(ctx); err != nil {
-		return fmt.Errorf("start: %w", err)
+	// A worker started during a cut or with the database full of clients
+	// waits for the services, as a supervised service would be restarted.
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 4*time.Second) {
+		err := b.Start(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("start: %w", err)
+		}
+		logger.Warn("soak: start failed; retrying", slog.Duration("in", wait), slog.Any("error", err))
+		sleepCtx(ctx, wait)
 	}
 	fmt.Println("ready")
 	<-ctx.Done()
