@@ -21,6 +21,9 @@ type duplicate struct {
 	// near are the other faults in the window (cuts, terminations, kills
 	// and stops of processes that never held the message).
 	near []fault
+	// sendRetries is how often the producer's Send of the message failed
+	// before one succeeded: each failed Send may have reached the broker.
+	sendRetries int
 }
 
 // early is a message handled before its due time.
@@ -42,7 +45,11 @@ type report struct {
 	unknown      int // handled IDs the producer never sent
 	duplicates   []duplicate
 	explained    int
-	nearOutage   int // unexplained duplicates with a cut or backend termination in their window
+	// Unexplained duplicates by what came with them, each counted once, in
+	// this order: the producer retried a failed Send of the message; a cut
+	// or backend termination in their window; neither (the rest).
+	afterRetriedSend int
+	nearOutage       int
 }
 
 // unexplained returns the duplicates no kill or stop explains.
@@ -78,8 +85,9 @@ func (r *report) failed() bool {
 //     handling: it may have died, or lost its lease, before deleting the
 //     row, which another dispatcher then sends again.
 //
-// Connection cuts and backend terminations never explain a duplicate: the
-// bus must survive them without one.
+// Connection cuts, backend terminations and a producer's retried Send never
+// explain a duplicate (the bus must survive them without one), but the
+// report counts the unexplained duplicates that came with them apart.
 func analyze(msgs []*message, events []event, faults []fault) *report {
 	r := &report{}
 	byID := map[string][]event{}
@@ -125,10 +133,13 @@ func analyze(msgs []*message, events []event, faults []fault) *report {
 		}
 		for i := 1; i < len(handled); i++ {
 			d := explain(m.id, handled[i-1], handled[i], handOvers, faults)
+			d.sendRetries = m.retries
 			r.duplicates = append(r.duplicates, d)
 			switch {
 			case d.by != nil:
 				r.explained++
+			case d.sendRetries > 0:
+				r.afterRetriedSend++
 			case slices.ContainsFunc(d.near, func(f fault) bool { return !f.holds() }):
 				r.nearOutage++
 			}

@@ -103,6 +103,26 @@ func TestAnalyzeExplainsDuplicates(t *testing.T) {
 	}
 }
 
+func TestAnalyzeCountsDuplicatesOfRetriedSendsApart(t *testing.T) {
+	t.Parallel()
+	cut := fault{kind: faultCut, what: "broker", start: at(9), end: at(12)}
+	msgs := []*message{
+		{id: "retried", due: at(0), sent: true, retries: 2},
+		{id: "cut", due: at(0), sent: true},
+		{id: "plain", due: at(0), sent: true},
+	}
+	events := []event{
+		handled("retried", 1, 12.1), handled("retried", 1, 12.1), handled("retried", 2, 12.2),
+		handled("cut", 1, 11), handled("cut", 2, 13),
+		handled("plain", 1, 20), handled("plain", 2, 21),
+	}
+	r := analyze(msgs, events, []fault{cut})
+	if len(r.duplicates) != 4 || r.explained != 0 || r.afterRetriedSend != 2 || r.nearOutage != 1 {
+		t.Errorf("duplicates %d, explained %d, after a retried send %d, near an outage %d; want 4, 0, 2, 1",
+			len(r.duplicates), r.explained, r.afterRetriedSend, r.nearOutage)
+	}
+}
+
 func TestParseEventSkipsTornLines(t *testing.T) {
 	t.Parallel()
 	if ev, ok := parseEvent("h 1000 42 run-000001"); !ok || ev.pid != 42 || ev.id != "run-000001" || ev.at.UnixNano() != 1000 {

@@ -66,8 +66,8 @@ func (p *printer) print(w io.Writer, r *report, msgs []*message, faults []fault,
 	unexplained := r.unexplained()
 	fmt.Fprintf(w, "duplicates %d (%d explained by kills/stops, %d unexplained", len(r.duplicates), r.explained, len(unexplained))
 	if len(unexplained) > 0 {
-		fmt.Fprintf(w, ": %d with a connection cut or backend termination in between, %d without",
-			r.nearOutage, len(unexplained)-r.nearOutage)
+		fmt.Fprintf(w, ": %d of messages whose Send the producer retried, %d with a connection cut or backend termination in between, %d with neither",
+			r.afterRetriedSend, r.nearOutage, len(unexplained)-r.afterRetriedSend-r.nearOutage)
 	}
 	fmt.Fprint(w, ")")
 	if len(r.duplicates) > 0 {
@@ -120,6 +120,9 @@ func (p *printer) printUnexplained(w io.Writer, dups []duplicate) {
 			}
 		}
 		fmt.Fprintf(w, "  %s handled %d times: %s", id, len(handlings), strings.Join(compact(handlings), ", "))
+		if n := ds[0].sendRetries; n > 0 {
+			fmt.Fprintf(w, "; Send retried %d times", n)
+		}
 		if len(nearList) > 0 {
 			fmt.Fprintf(w, "; in between: %s", strings.Join(nearList, ", "))
 		}
