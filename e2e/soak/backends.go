@@ -10,12 +10,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/nats"
+	"github.com/postbus/bus/postgres"
 	"github.com/postbus/bus/rabbitmq"
 )
 
@@ -152,4 +155,25 @@ func deleteTopology(ctx context.Context, kind string, n names) error {
 		return fmt.Errorf("delete exchange %s: %w", n.exchange(), err)
 	}
 	return nil
+}
+
+// storeRows counts the rows left in the run's scheduled-message table.
+func storeRows(pool *pgxpool.Pool, n names) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var rows int
+	table := pgx.Identifier{n.schema(), postgres.DefaultTable}.Sanitize()
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&rows); err != nil {
+		return "unknown: " + err.Error()
+	}
+	return fmt.Sprint(rows)
+}
+
+// dropSchema removes the run's schema.
+func dropSchema(pool *pgxpool.Pool, n names, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{n.schema()}.Sanitize()+" CASCADE"); err != nil {
+		log.Warn("cleanup: drop schema", slog.Any("error", err))
+	}
 }

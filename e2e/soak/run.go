@@ -10,7 +10,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbus/bus"
@@ -236,27 +235,6 @@ func settle(ctx context.Context, dir string, msgs []*message, faults []fault, c 
 		}
 		log.Info("messages still missing", slog.Int("missing", missing))
 		sleepCtx(ctx, 5*time.Second)
-	}
-}
-
-// storeRows counts the rows left in the run's scheduled-message table.
-func storeRows(pool *pgxpool.Pool, n names) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var rows int
-	table := pgx.Identifier{n.schema(), postgres.DefaultTable}.Sanitize()
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&rows); err != nil {
-		return "unknown: " + err.Error()
-	}
-	return fmt.Sprint(rows)
-}
-
-// dropSchema removes the run's schema.
-func dropSchema(pool *pgxpool.Pool, n names, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{n.schema()}.Sanitize()+" CASCADE"); err != nil {
-		log.Warn("cleanup: drop schema", slog.Any("error", err))
 	}
 }
 
