@@ -4,7 +4,7 @@ MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: test test-core test-faults lint bench tidy quickstart
+.PHONY: test test-core test-faults lint bench tidy quickstart soak
 
 test:
 	@set -e; for m in $(MODULES); do \
@@ -36,3 +36,14 @@ tidy:
 
 quickstart:
 	go run ./examples/quickstart
+
+# The soak with faults (e2e/soak): 22,000 messages over 60 s through three
+# worker processes that are killed, stopped and cut off, on RabbitMQ and
+# then on NATS; it prints lost, early and duplicates. Not part of `make
+# test`. Shorter: make soak SOAK_FLAGS='-n 3000 -duration 15s'.
+SOAK_FLAGS ?=
+soak:
+	@status=0; \
+	(cd e2e && go run ./soak -transport rabbitmq $(SOAK_FLAGS)) || status=1; \
+	(cd e2e && go run ./soak -transport nats $(SOAK_FLAGS)) || status=1; \
+	exit $$status

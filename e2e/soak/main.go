@@ -1,0 +1,115 @@
+// Command soak runs Postbus under load and faults and counts what went
+// wrong: messages lost, handled before their due time, or handled more
+// than once without a killed process to explain it.
+//
+// # What it does
+//
+// Three worker processes (this program again, with -worker) receive one
+// endpoint and dispatch its scheduled messages, on one PostgreSQL store
+// and one transport (RabbitMQ or NATS JetStream). A producer in this
+// process sends -n messages evenly over -duration: half at once, half with
+// DeliverAfter up to 10 s; a tenth fail their first attempt (an immediate
+// retry handles them) and 3% ask for a delayed retry on their first
+// delivery. Each worker appends a line to a journal file of its own for
+// every message it handles, before the handler returns, and for every
+// message its dispatcher hands to the transport.
+//
+// Meanwhile the soak injects faults at random times: SIGKILL of a worker
+// (started again a second later), SIGSTOP of a worker for 2–5 s, every
+// worker connection to PostgreSQL terminated with pg_terminate_backend
+// (selected by an application_name unique to the run), and the workers'
+// broker and/or database connections cut for 3 s by TCP proxies the soak
+// owns between the workers and the services. The producer goes through the
+// same proxies (unless -cut-producer=false): a cut fails its sends, and it
+// retries each failed Send with the same message ID, as an application
+// would. Backend terminations reach the workers only. No other client of
+// the services is touched.
+//
+// After the last due time and fault, it waits -grace (and up to -wait more
+// while messages are missing), stops the workers and prints lost, early and
+// duplicates, each duplicate classified as explained (a worker that could
+// have held the message was killed or stopped in between) or unexplained.
+// The exit status is 1 when anything is lost, early or unexplained.
+//
+// # Running
+//
+//	go run ./soak -transport rabbitmq                     // 22,000 messages over 60 s
+//	go run ./soak -transport nats -n 3000 -duration 15s   // a quick run
+//
+// Services come from POSTBUS_TEST_POSTGRES_URL, POSTBUS_TEST_RABBITMQ_URL
+// and POSTBUS_TEST_NATS_URL (loopback defaults). Each run uses a schema,
+// queues, a stream and an application_name of its own, and removes them at
+// the end. The journals and worker logs stay in a temporary directory when
+// the run fails (or with -keep).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// config holds the command line.
+type config struct {
+	transport    string
+	n            int
+	duration     time.Duration
+	workers      int
+	grace        time.Duration
+	wait         time.Duration
+	kills        int
+	stops        int
+	terminations int
+	cuts         int
+	seed         uint64
+	keep         bool
+	cutProducer  bool
+
+	worker bool
+	wf     workerFlags
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.transport, "transport", "rabbitmq", "transport: rabbitmq or nats")
+	flag.IntVar(&c.n, "n", 22000, "messages to send")
+	flag.DurationVar(&c.duration, "duration", 60*time.Second, "time over which the messages are sent")
+	flag.IntVar(&c.workers, "workers", 3, "worker processes")
+	flag.DurationVar(&c.grace, "grace", 45*time.Second,
+		"wait after the last due time and fault (longer than the 30 s lease and NATS AckWait)")
+	flag.DurationVar(&c.wait, "wait", 60*time.Second, "further wait, while messages are missing")
+	flag.IntVar(&c.kills, "kills", 2, "workers to SIGKILL (each started again)")
+	flag.IntVar(&c.stops, "stops", 2, "workers to SIGSTOP for 2-5 s")
+	flag.IntVar(&c.terminations, "terminations", 2, "times to terminate the workers' PostgreSQL backends")
+	flag.IntVar(&c.cuts, "cuts", 2, "3 s cuts of the workers' broker and/or database connections")
+	flag.Uint64Var(&c.seed, "seed", 0, "random seed of the message mix and the faults (default: random)")
+	flag.BoolVar(&c.cutProducer, "cut-producer", true,
+		"the producer reaches the services through the workers' proxies, so cuts fail its sends too")
+	flag.BoolVar(&c.keep, "keep", false, "keep the journals and worker logs even when the run passes")
+	flag.BoolVar(&c.worker, "worker", false, "run as a worker process (the soak starts these itself)")
+	c.wf.register(flag.CommandLine)
+	flag.Parse()
+	c.wf.transport = c.transport
+
+	if c.worker {
+		if err := runWorker(c.wf); err != nil {
+			fmt.Fprintln(os.Stderr, "soak worker:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	failed, err := run(ctx, c)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "soak:", err)
+		os.Exit(2)
+	}
+	if failed {
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// maxExamples bounds the unexplained duplicates and early messages listed.
+const maxExamples = 10
+
+// printer writes the report, with times relative to the start of the run.
+type printer struct {
+	start time.Time
+	load  string // load average when the run started
+}
+
+func (p *printer) rel(t time.Time) string {
+	return "+" + t.Sub(p.start).Round(10*time.Millisecond).String()
+}
+
+func (p *printer) print(w io.Writer, r *report, msgs []*message, faults []fault, lag time.Duration,
+	torn int, storeRows string, unexpected []string) {
+	var delayed, once, later, retried int
+	for _, m := range msgs {
+		if m.retries > 0 {
+			retried++
+		}
+		if m.delay > 0 {
+			delayed++
+		}
+		switch m.fail {
+		case failOnce:
+			once++
+		case failLater:
+			later++
+		}
+	}
+	fmt.Fprintf(w, "load average: %s at the start, %s at the end\n", p.load, loadAverage())
+	fmt.Fprintf(w, "sent %d (%d delayed up to %s, %d fail once, %d retried later), %d not sent, %d sent again after a failed Send; last send %s behind schedule\n",
+		r.sent, delayed, maxDelay, once, later, r.unsent, retried, lag.Round(time.Millisecond))
+	fmt.Fprintf(w, "faults %d:\n", len(faults))
+	for _, f := range faults {
+		line := fmt.Sprintf("  %-9s %s", p.rel(f.start), f)
+		if f.failed != nil {
+			line += " (failed: " + f.failed.Error() + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintf(w, "handlings %d, hand-overs %d (%d messages handed over more often than needed), store rows left %s\n",
+		r.handlings, r.handOvers, r.handedAgain, storeRows)
+	fmt.Fprintf(w, "lost %d", len(r.lost))
+	if r.lostParked > 0 {
+		fmt.Fprintf(w, " (%d in the error or dead-letter queue)", r.lostParked)
+	}
+	if len(r.lost) > 0 {
+		fmt.Fprintf(w, ": %s", strings.Join(r.lost[:min(len(r.lost), maxExamples)], " "))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "early %d\n", len(r.early))
+	for _, e := range r.early[:min(len(r.early), maxExamples)] {
+		fmt.Fprintf(w, "  %s handled %s before its due time by pid %d\n", e.id, e.by.Round(time.Millisecond), e.pid)
+	}
+	unexplained := r.unexplained()
+	fmt.Fprintf(w, "duplicates %d (%d explained by kills/stops, %d unexplained", len(r.duplicates), r.explained, len(unexplained))
+	if len(unexplained) > 0 {
+		fmt.Fprintf(w, ": %d of messages whose Send the producer retried, %d with a connection cut or backend termination in between, %d with neither",
+			r.afterRetriedSend, r.nearOutage, len(unexplained)-r.afterRetriedSend-r.nearOutage)
+	}
+	fmt.Fprint(w, ")")
+	if len(r.duplicates) > 0 {
+		ids := map[string]bool{}
+		for _, d := range r.duplicates {
+			ids[d.id] = true
+		}
+		fmt.Fprintf(w, " in %d messages", len(ids))
+	}
+	fmt.Fprintln(w)
+	p.printUnexplained(w, unexplained)
+	if r.unknown > 0 {
+		fmt.Fprintf(w, "handled messages the producer never sent: %d\n", r.unknown)
+	}
+	if torn > 0 {
+		fmt.Fprintf(w, "torn journal lines: %d\n", torn)
+	}
+	for _, u := range unexpected {
+		fmt.Fprintf(w, "worker exited unexpectedly: %s\n", u)
+	}
+}
+
+// printUnexplained lists the unexplained duplicates of up to maxExamples
+// messages: every handling of each, and the faults around them.
+func (p *printer) printUnexplained(w io.Writer, dups []duplicate) {
+	var order []string
+	byID := map[string][]duplicate{}
+	for _, d := range dups {
+		if _, ok := byID[d.id]; !ok {
+			order = append(order, d.id)
+		}
+		byID[d.id] = append(byID[d.id], d)
+	}
+	if len(order) > maxExamples {
+		fmt.Fprintf(w, "  %d messages; the first %d:\n", len(order), maxExamples)
+		order = order[:maxExamples]
+	}
+	for _, id := range order {
+		ds := byID[id]
+		handlings := []string{fmt.Sprintf("pid %d at %s", ds[0].first.pid, p.rel(ds[0].first.at))}
+		near := map[string]bool{}
+		var nearList []string
+		for _, d := range ds {
+			handlings = append(handlings, fmt.Sprintf("pid %d at %s", d.second.pid, p.rel(d.second.at)))
+			for _, f := range d.near {
+				if s := f.String() + " at " + p.rel(f.start); !near[s] {
+					near[s] = true
+					nearList = append(nearList, s)
+				}
+			}
+		}
+		fmt.Fprintf(w, "  %s handled %d times: %s", id, len(handlings), strings.Join(compact(handlings), ", "))
+		if n := ds[0].sendRetries; n > 0 {
+			fmt.Fprintf(w, "; Send retried %d times", n)
+		}
+		if len(nearList) > 0 {
+			fmt.Fprintf(w, "; in between: %s", strings.Join(nearList, ", "))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// compact folds runs of equal strings into "s ×n".
+func compact(ss []string) []string {
+	var out []string
+	for i := 0; i < len(ss); {
+		j := i
+		for j < len(ss) && ss[j] == ss[i] {
+			j++
+		}
+		if j-i > 1 {
+			out = append(out, fmt.Sprintf("%s ×%d", ss[i], j-i))
+		} else {
+			out = append(out, ss[i])
+		}
+		i = j
+	}
+	return out
+}
+
+// loadAverage returns the 1, 5 and 15 minute load averages, as uptime
+// prints them, or "unknown".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbus/bus"
+	"github.com/postbus/bus/postgres"
+)
+
+// Work is the message the soak sends. Fail says how its handler misbehaves
+// before it succeeds.
+type Work struct {
+	Seq  int    `json:"seq"`
+	Fail string `json:"fail,omitempty"`
+}
+
+// How a Work message's handler fails before it succeeds.
+const (
+	// failOnce fails the first attempt of each delivery: an immediate retry
+	// handles it.
+	failOnce = "once"
+	// failLater asks for a delayed retry on the first delivery: the message
+	// goes through the store again and a dispatcher hands it back.
+	failLater = "later"
+	// retryLaterAfter is the delay failLater asks for.
+	retryLaterAfter = 2 * time.Second
+)
+
+var (
+	errFailOnce  = errors.New("soak: first attempt fails on purpose")
+	errFailLater = errors.New("soak: first delivery asks for a delayed retry")
+)
+
+// workerFlags are what the parent passes to a worker process.
+type workerFlags struct {
+	slot      int
+	dir       string
+	postgres  string // through the parent's proxy
+	broker    string // through the parent's proxy
+	names     names
+	transport string
+}
+
+func (w *workerFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&w.slot, "slot", 0, "worker: slot number (the parent restarts a killed worker in its slot)")
+	fs.StringVar(&w.dir, "dir", "", "worker: directory of the journals")
+	fs.StringVar(&w.postgres, "worker-postgres", "", "worker: PostgreSQL URL")
+	fs.StringVar(&w.broker, "worker-broker", "", "worker: broker URL")
+	fs.StringVar(&w.names.run, "run", "", "worker: run ID, which names the schema, queues and stream")
+}
+
+// args returns the command line of the worker in slot.
+func (w workerFlags) args(slot int) []string {
+	return []string{
+		"-worker", "-transport", w.transport, "-slot", fmt.Sprint(slot), "-dir", w.dir,
+		"-worker-postgres", w.postgres, "-worker-broker", w.broker, "-run", w.names.run,
+	}
+}
+
+// runWorker is a worker process: one bus receiving the soak's endpoint and
+// dispatching its scheduled messages, until SIGTERM. It prints "ready" on
+// stdout once the bus has started.
+func runWorker(w workerFlags) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	j, err := openJournal(w.dir, w.slot)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+
+	cfg, err := pgxpool.ParseConfig(w.postgres)
+	if err != nil {
+		return fmt.Errorf("postgres url: %w", err)
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = w.names.workerApp()
+	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("postgres pool: %w", err)
+	}
+	defer pool.Close()
+	store, err := postgres.New(pool, postgres.Options{Schema: w.names.schema(), Logger: logger})
+	if err != nil {
+		return fmt.Errorf("postgres store: %w", err)
+	}
+	tr, closeTr, err := openTransport(w.transport, w.broker, w.names, logger)
+	if err != nil {
+		return err
+	}
+	defer closeTr()
+
+	b, err := bus.New(bus.Config{
+		Endpoint: w.names.endpoint(), Transport: &journaledTransport{Transport: tr, endpoint: w.names.endpoint(), j: j, log: logger},
+		Persistence: store, Logger: logger, Concurrency: 8,
+		ErrorQueue: w.names.errorQueue(), DeadLetterQueue: w.names.deadLetterQueue(),
+	})
+	if err != nil {
+		return fmt.Errorf("new bus: %w", err)
+	}
+	err = bus.Handle(b, func(ctx context.Context, m Work) error {
+		immediate, delayed := bus.Attempt(ctx)
+		switch {
+		case m.Fail == failOnce && immediate == 1:
+			return errFailOnce
+		case m.Fail == failLater && delayed == 0:
+			return bus.RetryAfter(errFailLater, retryLaterAfter)
+		}
+		return j.write(eventHandled, bus.IncomingMessage(ctx).ID)
+	})
+	if err != nil {
+		return fmt.Errorf("handle: %w", err)
+	}
+	// A worker started during a cut or with the database full of clients
+	// waits for the services, as a supervised service would be restarted.
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 4*time.Second) {
+		err := b.Start(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("start: %w", err)
+		}
+		logger.Warn("soak: start failed; retrying", slog.Duration("in", wait), slog.Any("error", err))
+		sleepCtx(ctx, wait)
+	}
+	fmt.Println("ready")
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := b.Stop(sctx); err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+	return nil
+}
+
+// journaledTransport writes an event before each message the worker sends:
+// a hand-over when the dispatcher sends to the endpoint's queue (so the
+// analysis knows which processes held a scheduled message), parked when a
+// message goes to the error or dead-letter queue.
+type journaledTransport struct {
+	bus.Transport
+	endpoint string
+	j        *journal
+	log      *slog.Logger
+}
+
+// Send journals the message, then sends it.
+func (t *journaledTransport) Send(ctx context.Context, queue string, env *bus.Envelope) error {
+	kind := byte(eventParked)
+	if queue == t.endpoint {
+		kind = eventHandOver
+	}
+	t.note(kind, env)
+	return t.Transport.Send(ctx, queue, env)
+}
+
+// Publish journals the message as a hand-over, then publishes it. The soak
+// publishes nothing; this keeps the record complete if it ever does.
+func (t *journaledTransport) Publish(ctx context.Context, env *bus.Envelope) error {
+	t.note(eventHandOver, env)
+	return t.Transport.Publish(ctx, env)
+}
+
+func (t *journaledTransport) note(kind byte, env *bus.Envelope) {
+	if err := t.j.write(kind, env.ID); err != nil {
+		t.log.Error("soak: cannot journal a hand-over", slog.Any("error", err))
+	}
+}
