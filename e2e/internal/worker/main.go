@@ -84,6 +84,10 @@ var _ bus.Transport = (*stuckTransport)(nil)
 
 func (t *stuckTransport) Provision(context.Context, bus.Topology) error { return nil }
 
+// Identity stands in for the in-memory transport the test's other buses
+// use, so this process claims the rows they scheduled.
+func (t *stuckTransport) Identity() string { return "memory" }
+
 func (t *stuckTransport) Send(ctx context.Context, _ string, _ *bus.Envelope) error {
 	t.once.Do(func() { fmt.Println("claimed") })
 	<-ctx.Done()
