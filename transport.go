@@ -1,9 +1,6 @@
 package bus
 
-import (
-	"context"
-	"fmt"
-)
+import "context"
 
 // Transport moves envelopes between endpoints. RabbitMQ, NATS and the
 // in-memory transport implement it; the core adds everything else (routing
@@ -63,25 +60,28 @@ type ReceiveOptions struct {
 type DeliveryHandler func(ctx context.Context, env *Envelope) error
 
 // TransportIdentity is implemented by transports that can name what they
-// connect to: the broker and namespace (a RabbitMQ host and vhost, a NATS
-// server and stream prefix). Two Transport values with the same identity
+// connect to: the broker namespace (a RabbitMQ vhost and events exchange, a
+// NATS stream and subject prefix). Two Transport values with the same identity
 // reach the same queues. Scheduled rows carry the identity of the transport
 // they were scheduled through, and a dispatcher claims only rows of its own
 // transport's identity, so services that share a database but not a broker
 // never send each other's rows, while a send-only bus and a dispatching bus
-// on the same broker share theirs. A transport without Identity is known by
-// its Go type name.
+// on the same broker share theirs.
+//
+// A transport without Identity (or with an empty one) schedules rows with an
+// empty identity, which every dispatcher on the store claims, and its own
+// dispatcher claims only such rows. A wrapper around a transport (for
+// tracing, fault injection) should forward the wrapped transport's Identity,
+// so its rows stay scoped to the broker.
 type TransportIdentity interface {
 	// Identity names the broker and namespace; it must not contain secrets.
 	Identity() string
 }
 
-// identityOf returns t's identity for scheduled rows.
+// identityOf returns t's identity for scheduled rows; "" when it has none.
 func identityOf(t Transport) string {
 	if ti, ok := t.(TransportIdentity); ok {
-		if id := ti.Identity(); id != "" {
-			return id
-		}
+		return ti.Identity()
 	}
-	return fmt.Sprintf("%T", t)
+	return ""
 }

@@ -40,6 +40,7 @@ func ScheduledMessageTests(t *testing.T, newStore StoreFactory) {
 		{"SettleAfterLapseAndReclaimChangesNothing", testSettleAfterReclaim},
 		{"RestoreOfCancelledIDDuringLease", testRestoreDuringLease},
 		{"ClaimsOnlyRowsOfItsTransport", testTransportScope},
+		{"EmptyTransportClaimsRowsWithoutOne", testEmptyTransport},
 		{"RelativeDelayOnStoreClock", testRelativeDelay},
 		{"RelativeRetryOnStoreClock", testRelativeRetry},
 	}

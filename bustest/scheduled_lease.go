@@ -180,3 +180,19 @@ func testRelativeRetry(t *testing.T, s bus.ScheduledStore) {
 	}
 	mustCancel(t, s, "retry-relative")
 }
+
+// A store used through a transport without an identity claims the rows
+// stored without one, each once.
+func testEmptyTransport(t *testing.T, s bus.ScheduledStore) {
+	due := time.Now().Add(-time.Second)
+	a, b := row("anonymous-1", due), row("anonymous-2", due)
+	a.Transport, b.Transport = "", ""
+	mustStore(t, s, a, b)
+	got, err := s.ClaimDueOutgoing(ctxT(t), "", time.Now(), 10, time.Hour)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("claim with an empty transport = %v, %v; want both rows once", ids(got), err)
+	}
+	if n, err := s.DeleteOutgoing(ctxT(t), claims(got)); err != nil || n != 2 {
+		t.Fatalf("DeleteOutgoing = %d, %v; want 2", n, err)
+	}
+}

@@ -156,6 +156,15 @@ type journaledTransport struct {
 	log      *slog.Logger
 }
 
+// Identity forwards the wrapped transport's identity, so the rows this
+// worker schedules are the ones every soak process dispatches.
+func (t *journaledTransport) Identity() string {
+	if ti, ok := t.Transport.(bus.TransportIdentity); ok {
+		return ti.Identity()
+	}
+	return ""
+}
+
 // Send journals the message, then sends it.
 func (t *journaledTransport) Send(ctx context.Context, queue string, env *bus.Envelope) error {
 	kind := byte(eventParked)
