@@ -13,11 +13,11 @@ func (p *Persistence) CrashAfterTickets(ctx context.Context, transport string, l
 	if err != nil {
 		return 0, err
 	}
-	cands, err := p.findClaimable(ctx, transport, now, limit)
+	cands, err := p.findClaimable(ctx, transport, now, limit, nil)
 	if err != nil {
 		return 0, err
 	}
-	won, _, err := p.takeTickets(ctx, cands, now, ceilMillis(now.Add(lease)))
+	won, _, _, err := p.takeTickets(ctx, cands, now, ceilMillis(now.Add(lease)))
 	return len(won), err
 }
 

@@ -56,18 +56,17 @@ func (a attempt) ticketID() string {
 }
 
 // takeTickets inserts a ticket per candidate, unordered, and returns the
-// candidates whose insert succeeded, in candidate order, and the tickets to
+// candidates whose insert succeeded, in candidate order; the tickets to
 // delete once the claim is done: those won, and the abandoned ones stepped
-// over to win them. (An abandoned ticket is deleted only by the claimer that
+// over to win them; and the IDs of the candidates other claimers hold. (An abandoned ticket is deleted only by the claimer that
 // won the next step, after its update: deleted earlier, a third claimer could
 // win it again while the next step's winner is still updating.)
-func (p *Persistence) takeTickets(ctx context.Context, cands []candidate, now, until time.Time) ([]candidate, []string, error) {
+func (p *Persistence) takeTickets(ctx context.Context, cands []candidate, now, until time.Time) (won []candidate, drop, held []string, err error) {
 	pending := make([]attempt, len(cands))
 	for i, c := range cands {
 		pending[i] = attempt{c: c}
 	}
-	won := make(map[string]bool, len(cands))
-	var drop []string
+	ours := make(map[string]bool, len(cands))
 	for try := 0; try < maxTicketTries && len(pending) > 0; try++ {
 		docs := make([]any, len(pending))
 		for i, a := range pending {
@@ -78,29 +77,30 @@ func (p *Persistence) takeTickets(ctx context.Context, cands []candidate, now, u
 		if err != nil {
 			// Which inserts succeeded is unknown: the tickets won are
 			// abandoned, and lapse with the lease.
-			return nil, drop, fmt.Errorf("claim tickets: %w", err)
+			return nil, drop, nil, fmt.Errorf("claim tickets: %w", err)
 		}
 		var dups []attempt
 		for i, a := range pending {
 			switch dup, bad := failed[i]; {
 			case !bad:
-				won[a.c.ID] = true
+				ours[a.c.ID] = true
 				drop = append(append(drop, a.stepped...), a.ticketID())
 			case dup:
 				dups = append(dups, a)
 			}
 		}
-		if pending, err = p.abandonedTickets(ctx, dups, now); err != nil {
-			return nil, drop, err
+		var others []string
+		if pending, others, err = p.abandonedTickets(ctx, dups, now); err != nil {
+			return nil, drop, held, err
 		}
+		held = append(held, others...)
 	}
-	out := make([]candidate, 0, len(won))
 	for _, c := range cands {
-		if won[c.ID] {
-			out = append(out, c)
+		if ours[c.ID] {
+			won = append(won, c)
 		}
 	}
-	return out, drop, nil
+	return won, drop, held, nil
 }
 
 // writeErrorIndexes maps the index of every failed write of an unordered
@@ -123,13 +123,14 @@ func writeErrorIndexes(err error) (map[int]bool, error) {
 }
 
 // abandonedTickets returns, for each attempt that lost its ticket insert,
-// the next step when the ticket held is abandoned. A ticket in force means
-// another claimer holds the candidate; a missing one means its claimer
-// finished meanwhile (the token changed, or the claim did not match). Both
-// drop the candidate; the next round finds it again if it is claimable.
-func (p *Persistence) abandonedTickets(ctx context.Context, dups []attempt, now time.Time) ([]attempt, error) {
+// the next step when the ticket held is abandoned, and the IDs of the
+// candidates whose ticket is in force: another claimer holds them. A
+// missing ticket means its claimer finished meanwhile (the token changed,
+// or the claim did not match). Both drop the candidate; the next round
+// finds it again if it is claimable.
+func (p *Persistence) abandonedTickets(ctx context.Context, dups []attempt, now time.Time) ([]attempt, []string, error) {
 	if len(dups) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	ids := make([]string, len(dups))
 	for i, a := range dups {
@@ -137,25 +138,27 @@ func (p *Persistence) abandonedTickets(ctx context.Context, dups []attempt, now 
 	}
 	cur, err := p.tickets.Find(ctx, bson.D{idIn(ids)})
 	if err != nil {
-		return nil, fmt.Errorf("read claim tickets: %w", err)
+		return nil, nil, fmt.Errorf("read claim tickets: %w", err)
 	}
 	var held []ticket
 	if err := cur.All(ctx, &held); err != nil {
-		return nil, fmt.Errorf("read claim tickets: %w", err)
+		return nil, nil, fmt.Errorf("read claim tickets: %w", err)
 	}
 	lapsed := make(map[string]bool, len(held))
 	for _, t := range held {
-		if !t.Until.After(now) {
-			lapsed[t.ID] = true
-		}
+		lapsed[t.ID] = !t.Until.After(now)
 	}
 	var next []attempt
+	var others []string
 	for i, a := range dups {
-		if lapsed[ids[i]] {
+		switch abandoned, found := lapsed[ids[i]]; {
+		case abandoned:
 			next = append(next, attempt{c: a.c, step: a.step + 1, stepped: append(a.stepped, ids[i])})
+		case found:
+			others = append(others, a.c.ID)
 		}
 	}
-	return next, nil
+	return next, others, nil
 }
 
 // dropTickets deletes a claim round's tickets once its lease update is
