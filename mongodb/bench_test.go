@@ -48,17 +48,11 @@ func BenchmarkClaimDelete(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		got, err := p.ClaimDueOutgoing(ctx, time.Now(), batch, time.Minute)
+		got, err := p.ClaimDueOutgoing(ctx, testTransport, time.Now(), batch, time.Minute)
 		if err != nil || len(got) != batch {
 			b.Fatalf("claimed %d, %v; want %d", len(got), err, batch)
 		}
-		ids := make([]string, len(got))
-		for i, m := range got {
-			ids[i] = m.ID
-		}
-		if err := p.DeleteOutgoing(ctx, ids); err != nil {
-			b.Fatal(err)
-		}
+		mustDelete(b, p, got)
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
 }

@@ -75,7 +75,5 @@ func TestBusDeliversDelayedMessages(t *testing.T) {
 			t.Errorf("message %d delivered %v early", i, dueAt[i].Sub(late[i]))
 		}
 	}
-	if _, ok, err := store.NextDueOutgoing(ctx); ok || err != nil {
-		t.Errorf("store not empty after delivery: %v, %v", ok, err)
-	}
+	assertNoDocuments(t, store)
 }

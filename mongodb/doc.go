@@ -15,63 +15,120 @@
 //	_id           the message ID (so storing an ID twice keeps one document)
 //	kind          int32: bus.Kind (command, event, reply)
 //	envelope      binary: bus.MarshalEnvelope bytes
-//	due_at        int64: when it was due, exact Unix nanoseconds
-//	available_at  date: when it next becomes claimable (index with _id)
-//	lease_until   date or null: the current claim's lease
+//	due_at        int64: when it is due, exact Unix nanoseconds
+//	available_at  date: when it next becomes claimable
+//	transport     string: the identity of the transport it is sent through
+//	token         string: the lease token of the latest claim (absent before)
+//	lease_until   date or null: the end of the lease of the claim holding it
 //	failures      int32: dispatch failures so far
 //	last_error    string: the last dispatch failure
 //	created_at    date: when it was stored (client clock; informational)
-//	claims        int64: claim generation, see Claims below
 //
 // available_at starts at due_at rounded up to the millisecond (BSON dates
 // hold milliseconds; rounding up keeps a message from being early), is pushed
 // forward by each claim's lease and by each failure's retry time, and goes
 // back to due_at on release. due_at is kept exact as an integer because the
-// store must return DueAt to the nanosecond it was given.
+// store must return DueAt to the nanosecond it was given. Setup creates the
+// index (transport, available_at, _id), which serves claims and
+// NextDueOutgoing.
+//
+// # Transports
+//
+// A claim and NextDueOutgoing consider only the documents of the given
+// transport identity and those stored without one (transport "" or, in
+// documents stored by earlier versions, missing), so buses that share a
+// database but not a broker never send each other's messages.
+//
+// # Lease tokens
+//
+// Each claim round gives the documents it leases a new random 128-bit
+// token, returned as OutgoingMessage.Token. Delete, release and
+// record-failure filter by _id, token and a set lease_until, so they change
+// only documents that claim still holds, and return how many they changed: a
+// message re-claimed after its lease lapsed, or cancelled and stored again,
+// is left alone. Release and record-failure clear lease_until and keep the
+// token. CancelOutgoing deletes a document only while no lease on it runs
+// (lease_until null or passed on the server's clock).
 //
 // # Clock
 //
-// Due and lease times compare on the server's clock, so a client with a
-// skewed clock can never make a message early. MongoDB would allow an update
-// pipeline with $$NOW, but FerretDB (the MongoDB-compatible server the tests
-// run on) does not implement update pipelines, so each claim reads the
-// server's time once from the hello command's localTime and uses it in the
-// filter and for the lease. The now argument of ClaimDueOutgoing is ignored.
-// The time read is at most a millisecond plus a round trip behind the
-// server's when the claim filter runs: a message can be that much late, never
-// early. Retry times given to RecordOutgoingFailures are the caller's.
+// Due, lease and retry times are compared and computed on the server's
+// clock, so a client with a skewed clock can never make a message early.
+// MongoDB would allow an update pipeline with $$NOW, but FerretDB (the
+// MongoDB-compatible server the tests run on) does not implement update
+// pipelines. So the store reads the server's time from the hello command's
+// localTime: once per claim (the filter's now and the lease end), once per
+// StoreOutgoing call holding a message with a Delay (due = server time +
+// Delay), once per RecordOutgoingFailures call holding a RetryAfter, once
+// per CancelOutgoing, and in StoreNow. The now argument of ClaimDueOutgoing
+// is ignored. localTime has millisecond precision: a claim's now is up to a
+// millisecond plus a round trip behind the server, which can make a message
+// that much late, never early; a Delay or RetryAfter is added to the time
+// read plus a millisecond for the same reason.
 //
 // # Claims
 //
-// A claim must be exclusive when several processes claim at once. On MongoDB
-// findOneAndUpdate is atomic per document, but on FerretDB v1 it is not: it
-// reads the document, then writes it back by _id, and two concurrent claimers
-// both win (measured: 494 of 500 documents claimed twice by six claimers).
-// What both servers do atomically is refuse a second insert of the same _id.
-// So a claim takes a ticket: for each candidate found by available_at <= now,
-// it inserts {_id: "<message ID>#<generation>"} into Options.ClaimsCollection
-// ("outgoingmessages_claims" by default), where the generation is the
-// document's claims counter. Exactly one claimer wins each generation; the
-// winners then set available_at and lease_until to now + lease and increment
-// claims, in one UpdateMany filtered by _id. A claim costs four round trips
-// however many messages it takes (hello, find, insert tickets, update), fewer
-// than one findOneAndUpdate per message.
+// A claim round finds candidates (available_at <= now, earliest first),
+// leases them with a conditional update, and reads back the documents it
+// leased. The update matches a document only while it still has the token
+// it was found with and is claimable, and sets a new token: on MongoDB,
+// where an update is atomic per document, that is a compare-and-swap, and
+// it is what keeps a claim from returning a stale document. The documents
+// returned are the ones read back by the new token, as the update left
+// them: a message cancelled and stored again between the find and the update
+// is returned as stored again, or left to the next round.
 //
-// A claimer that crashes between winning a ticket and leasing the document
-// leaves a ticket whose lease passes; the next claimer sees it is stale and
-// takes the next generation, so the message is delayed by at most one lease,
-// never stuck. Tickets are deleted with their message.
+// On FerretDB v1 an update is not atomic: it reads the matching documents,
+// applies the update in its own process, and writes each one back by _id
+// alone. Two claimers with the same filter both match and both "win"
+// (measured with six claimers on two clients, one conditional updateOne per
+// document on _id, a claim counter and available_at <= now: 381 to 412 of
+// 500 documents claimed twice). What it does atomically is refuse a second insert of an
+// _id. So before its update a claimer inserts a claim ticket per candidate
+// into Options.ClaimsCollection ("outgoingmessages_claims" by default),
+// {_id: "<message ID>#<token found>#<step>", msg, until: lease end}: one
+// claimer wins each, the others get a duplicate key and skip the candidate.
+// The winner deletes its tickets after its update, so a claimer that wins
+// the same ticket later updates after that change, and its filter no longer
+// matches. Tickets exist only while a claim is in flight. A claimer that
+// crashes holding a ticket delays its candidates by at most one lease: once
+// the ticket's until has passed, the next claimer takes the next step.
+// Setup deletes tickets abandoned more than a day ago.
+//
+// A round finds up to four times the messages it wants (at most 1,000 more)
+// and works through them with ticket inserts, so claimers racing for the
+// same earliest messages go on to the next ones without another find. A
+// round that leased some messages ends the claim, even with fewer than the
+// limit; one that leased none is followed by another (at most four), which
+// skips the messages found held by others. The guarantee is the
+// lease's: a claimer that stalls longer than its lease may see its messages
+// claimed again (at-least-once delivery, same message ID). On FerretDB a
+// settle from a claimer whose lease lapsed can, in the instant between
+// FerretDB's read and write, still change a message another claim has just
+// taken, for the same reason.
 //
 // # Batching
 //
-// StoreOutgoing is one unordered insert that ignores duplicate keys;
-// DeleteOutgoing is two DeleteMany calls (messages, then tickets);
-// RecordOutgoingFailures is one UpdateMany per distinct error text and retry
-// time; ReleaseOutgoing reads the leased documents' due times and issues one
-// UpdateMany per distinct due time (no update pipelines to copy due_at into
-// available_at on FerretDB). Updates are never bulk writes of many update
-// statements: FerretDB v1 keeps each statement's cursor open until the
-// command ends and stalls on large ones.
+// StoreOutgoing is one unordered insert that ignores duplicate keys. A claim
+// round is a hello, a find, one or a few ticket inserts, one UpdateMany per
+// distinct token among the candidates won (one for messages never claimed),
+// a find of the leased documents by token, and a ticket delete.
+// DeleteOutgoing is one DeleteMany per token; RecordOutgoingFailures one
+// UpdateMany per token, error text and retry time; ReleaseOutgoing reads the
+// held documents' due times and issues one UpdateMany per distinct due time
+// (no update pipelines to copy due_at into available_at on FerretDB).
+// Updates are never bulk writes of many update statements: FerretDB v1 keeps
+// each statement's cursor open until the command ends and stalls on large
+// ones.
+//
+// # Upgrading
+//
+// Documents stored by earlier versions need no migration: their missing
+// transport and token read as empty, so any dispatcher claims them, and
+// their claims field is ignored. The index postbus_available_at on the
+// message collection and postbus_msg on the claims collection are no longer
+// used and can be dropped; old tickets there are never read again and can be
+// deleted.
 //
 // # Testing
 //

@@ -28,11 +28,13 @@ func (e *OptionsError) Error() string {
 // Unwrap returns ErrInvalidOptions.
 func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
 
-// ArgumentError reports a bad argument to a store method, such as a lease
-// that is not positive. Nothing was read or written.
+// ArgumentError reports a bad argument to a store method: a lease that is
+// not positive (ClaimDueOutgoing) or a message without an ID
+// (StoreOutgoing). Nothing was read or written. Invalid collection names are
+// reported by New as an *OptionsError.
 type ArgumentError struct {
-	Method   string // e.g. "ClaimDueOutgoing"
-	Argument string // e.g. "lease"
+	Method   string // "ClaimDueOutgoing" or "StoreOutgoing"
+	Argument string // "lease" or "msgs[i].ID"
 	Reason   string
 }
 

@@ -36,26 +36,28 @@ func ExampleNew() {
 
 	due := time.Now().Add(50 * time.Millisecond)
 	env := &bus.Envelope{ID: "order-42", Type: "PlaceOrder", Kind: bus.KindCommand, DueAt: due}
-	msg := bus.OutgoingMessage{ID: env.ID, Kind: env.Kind, Envelope: bus.MarshalEnvelope(env), DueAt: due}
+	msg := bus.OutgoingMessage{ID: env.ID, Kind: env.Kind, Envelope: bus.MarshalEnvelope(env), DueAt: due, Transport: "example"}
 	if err := store.StoreOutgoing(ctx, []bus.OutgoingMessage{msg}); err != nil {
 		fmt.Println(err)
 		return
 	}
 
-	claimed, _ := store.ClaimDueOutgoing(ctx, time.Now(), 10, time.Minute)
+	claimed, _ := store.ClaimDueOutgoing(ctx, "example", time.Now(), 10, time.Minute)
 	fmt.Println("claimed before due:", len(claimed))
 
 	for len(claimed) == 0 {
 		time.Sleep(10 * time.Millisecond)
-		claimed, err = store.ClaimDueOutgoing(ctx, time.Now(), 10, time.Minute)
+		claimed, err = store.ClaimDueOutgoing(ctx, "example", time.Now(), 10, time.Minute)
 		if err != nil {
 			fmt.Println(err)
 			return
 		}
 	}
 	fmt.Println("claimed when due:", claimed[0].ID, !time.Now().Before(due))
-	_ = store.DeleteOutgoing(ctx, []string{claimed[0].ID}) // after the transport accepted it
+	n, _ := store.DeleteOutgoing(ctx, []bus.Claim{claimed[0].Claim()}) // after the transport accepted it
+	fmt.Println("deleted:", n)
 	// Output:
 	// claimed before due: 0
 	// claimed when due: order-42 true
+	// deleted: 1
 }

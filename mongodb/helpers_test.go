@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postbus/bus"
 	"github.com/postbus/bus/mongodb"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -73,4 +74,61 @@ func storeOn(t testing.TB, client *mongo.Client, name string) *mongodb.Persisten
 		t.Fatalf("New: %v", err)
 	}
 	return p
+}
+
+// testTransport is the transport identity of the rows these tests store.
+const testTransport = "mongodb-test"
+
+// outgoing makes a row of testTransport, due at due.
+func outgoing(id string, due time.Time) bus.OutgoingMessage {
+	return outgoingBody(id, due, `{}`)
+}
+
+// outgoingBody makes a row whose envelope carries body.
+func outgoingBody(id string, due time.Time, body string) bus.OutgoingMessage {
+	env := &bus.Envelope{ID: id, Type: "test.Msg", Kind: bus.KindCommand, Body: []byte(body), DueAt: due}
+	return bus.OutgoingMessage{ID: id, Kind: bus.KindCommand, Envelope: bus.MarshalEnvelope(env), DueAt: due, Transport: testTransport}
+}
+
+func mustStore(t testing.TB, p *mongodb.Persistence, msgs ...bus.OutgoingMessage) {
+	t.Helper()
+	if err := p.StoreOutgoing(testCtx(t), msgs); err != nil {
+		t.Fatalf("StoreOutgoing: %v", err)
+	}
+}
+
+func mustClaim(t testing.TB, p *mongodb.Persistence, limit int, lease time.Duration) []bus.OutgoingMessage {
+	t.Helper()
+	got, err := p.ClaimDueOutgoing(testCtx(t), testTransport, time.Now(), limit, lease)
+	if err != nil {
+		t.Fatalf("ClaimDueOutgoing: %v", err)
+	}
+	return got
+}
+
+// mustDelete deletes claimed rows and checks that every one was held.
+func mustDelete(t testing.TB, p *mongodb.Persistence, msgs []bus.OutgoingMessage) {
+	t.Helper()
+	claims := make([]bus.Claim, len(msgs))
+	for i := range msgs {
+		claims[i] = msgs[i].Claim()
+	}
+	if n, err := p.DeleteOutgoing(testCtx(t), claims); err != nil || n != len(msgs) {
+		t.Fatalf("DeleteOutgoing = %d, %v; want %d, nil", n, err, len(msgs))
+	}
+}
+
+// assertNoDocuments checks that the store's collection is empty.
+func assertNoDocuments(t testing.TB, p *mongodb.Persistence) {
+	t.Helper()
+	if n, err := p.Collection().CountDocuments(testCtx(t), bson.D{}); err != nil || n != 0 {
+		t.Errorf("documents left in %s: %d (err %v)", p.Collection().Name(), n, err)
+	}
+}
+
+func mustCancel(t testing.TB, p *mongodb.Persistence, id string) {
+	t.Helper()
+	if ok, err := p.CancelOutgoing(testCtx(t), id); err != nil || !ok {
+		t.Fatalf("CancelOutgoing(%s) = %v, %v; want true, nil", id, ok, err)
+	}
 }

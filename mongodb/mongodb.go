@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/postbus/bus"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -17,6 +16,7 @@ import (
 var (
 	_ bus.Persistence    = (*Persistence)(nil)
 	_ bus.ScheduledStore = (*Persistence)(nil)
+	_ bus.ClockedStore   = (*Persistence)(nil)
 )
 
 // DefaultCollection is the collection that holds scheduled messages when
@@ -26,14 +26,20 @@ const DefaultCollection = "outgoingmessages"
 // claimsSuffix names the claim-ticket collection after the message collection.
 const claimsSuffix = "_claims"
 
+// claimIndex is the name of the index that serves claims and
+// NextDueOutgoing: (transport, available_at, _id).
+const claimIndex = "postbus_transport_available_at"
+
 // Options configures a Persistence. Every zero value means the documented
 // default.
 type Options struct {
 	// Collection holds the scheduled messages, one document per message.
 	// Default: "outgoingmessages".
 	Collection string
-	// ClaimsCollection holds the claim tickets that make concurrent claims
-	// exclusive (see the package documentation). Default: Collection + "_claims".
+	// ClaimsCollection holds the short-lived claim tickets that make
+	// concurrent claims exclusive on servers whose conditional updates are
+	// not atomic (see the package documentation, "Claims").
+	// Default: Collection + "_claims".
 	ClaimsCollection string
 	// Logger receives warnings about best-effort clean-up that failed.
 	// Default: slog.Default().
@@ -67,13 +73,17 @@ func (o Options) validate() error {
 }
 
 // Persistence is a durable scheduled-message store in a MongoDB database. It
-// implements bus.Persistence and bus.ScheduledStore. It is safe for
-// concurrent use, and several processes may share one collection.
+// implements bus.Persistence, bus.ScheduledStore and bus.ClockedStore. It is
+// safe for concurrent use, and several processes may share one collection.
 type Persistence struct {
-	db     *mongo.Database
-	msgs   *mongo.Collection
-	claims *mongo.Collection
-	log    *slog.Logger
+	db      *mongo.Database
+	msgs    *mongo.Collection
+	tickets *mongo.Collection
+	log     *slog.Logger
+
+	// afterFind, when set (by tests), runs in each claim round between
+	// finding the candidates and claiming them.
+	afterFind func(ctx context.Context)
 }
 
 // New returns a Persistence storing in db, which the caller keeps owning:
@@ -90,10 +100,10 @@ func New(db *mongo.Database, opts Options) (*Persistence, error) {
 		return nil, err
 	}
 	return &Persistence{
-		db:     db,
-		msgs:   db.Collection(opts.Collection),
-		claims: db.Collection(opts.ClaimsCollection),
-		log:    opts.Logger,
+		db:      db,
+		msgs:    db.Collection(opts.Collection),
+		tickets: db.Collection(opts.ClaimsCollection),
+		log:     opts.Logger,
 	}, nil
 }
 
@@ -103,77 +113,24 @@ func (p *Persistence) Durable() bool { return true }
 // Collection returns the collection holding the scheduled messages.
 func (p *Persistence) Collection() *mongo.Collection { return p.msgs }
 
-// Setup creates the indexes the store needs: (available_at, _id) on the
-// message collection, which claims and NextDueOutgoing scan, and msg on the
-// claim-ticket collection. Creating an index that exists is a no-op, so
-// Setup is idempotent and safe to run from every process at start.
+// Setup creates the index that claims and NextDueOutgoing scan,
+// (transport, available_at, _id) on the message collection, and removes
+// claim tickets left by claimers that crashed more than a day ago.
+// Documents stored by earlier versions need no migration: a missing
+// transport or token reads as empty. Creating an index that exists is a
+// no-op, so Setup is idempotent and safe to run from every process at start.
 func (p *Persistence) Setup(ctx context.Context) error {
 	_, err := p.msgs.Indexes().CreateOne(ctx, mongo.IndexModel{
-		Keys:    bson.D{{Key: fieldAvailableAt, Value: 1}, {Key: "_id", Value: 1}},
-		Options: options.Index().SetName("postbus_available_at"),
+		Keys: bson.D{
+			{Key: fieldTransport, Value: 1}, {Key: fieldAvailableAt, Value: 1}, {Key: "_id", Value: 1},
+		},
+		Options: options.Index().SetName(claimIndex),
 	})
 	if err != nil {
 		return fmt.Errorf("mongodb: setup: index on %s: %w", p.msgs.Name(), err)
 	}
-	_, err = p.claims.Indexes().CreateOne(ctx, mongo.IndexModel{
-		Keys:    bson.D{{Key: fieldMsg, Value: 1}},
-		Options: options.Index().SetName("postbus_msg"),
-	})
-	if err != nil {
-		return fmt.Errorf("mongodb: setup: index on %s: %w", p.claims.Name(), err)
+	if err := p.removeAbandonedTickets(ctx); err != nil {
+		return fmt.Errorf("mongodb: setup: %w", err)
 	}
 	return nil
-}
-
-// Document field names.
-const (
-	fieldKind        = "kind"
-	fieldEnvelope    = "envelope"
-	fieldDueAt       = "due_at"
-	fieldAvailableAt = "available_at"
-	fieldLeaseUntil  = "lease_until"
-	fieldFailures    = "failures"
-	fieldLastError   = "last_error"
-	fieldCreatedAt   = "created_at"
-	fieldClaims      = "claims"
-	fieldMsg         = "msg"
-	fieldGen         = "gen"
-	fieldUntil       = "until"
-)
-
-// message is one scheduled message as stored. DueAt is exact Unix
-// nanoseconds, because BSON dates hold milliseconds only; available_at and
-// lease_until are dates, compared with the server's clock.
-type message struct {
-	ID          string     `bson:"_id"`
-	Kind        int32      `bson:"kind"`
-	Envelope    []byte     `bson:"envelope"`
-	DueAt       int64      `bson:"due_at"`
-	AvailableAt time.Time  `bson:"available_at"`
-	LeaseUntil  *time.Time `bson:"lease_until"`
-	Failures    int32      `bson:"failures"`
-	LastError   string     `bson:"last_error"`
-	CreatedAt   time.Time  `bson:"created_at"`
-	Claims      int64      `bson:"claims"`
-}
-
-func (m *message) outgoing() bus.OutgoingMessage {
-	o := bus.OutgoingMessage{
-		ID: m.ID, Kind: bus.Kind(m.Kind), Envelope: m.Envelope,
-		DueAt: time.Unix(0, m.DueAt), Failures: int(m.Failures), LastError: m.LastError,
-	}
-	if m.LeaseUntil != nil {
-		o.LeaseUntil = *m.LeaseUntil
-	}
-	return o
-}
-
-// ceilMillis rounds t up to a whole millisecond, the precision of a BSON
-// date, so a row never becomes claimable before its time.
-func ceilMillis(t time.Time) time.Time {
-	r := t.Truncate(time.Millisecond)
-	if r.Before(t) {
-		r = r.Add(time.Millisecond)
-	}
-	return r
 }

@@ -46,12 +46,12 @@ func TestSetupIsIdempotent(t *testing.T) {
 	}
 	found := false
 	for _, ix := range idx {
-		if ix.Name == "postbus_available_at" {
-			found = len(ix.Key) == 2 && ix.Key[0].Key == "available_at" && ix.Key[1].Key == "_id"
+		if ix.Name == "postbus_transport_available_at" {
+			found = len(ix.Key) == 3 && ix.Key[0].Key == "transport" && ix.Key[1].Key == "available_at" && ix.Key[2].Key == "_id"
 		}
 	}
 	if !found {
-		t.Fatalf("no (available_at, _id) index named postbus_available_at among %+v", idx)
+		t.Fatalf("no (transport, available_at, _id) index named postbus_transport_available_at among %+v", idx)
 	}
 }
 
@@ -82,7 +82,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 func TestClaimRejectsBadLease(t *testing.T) {
 	t.Parallel()
 	p := newStore(t, testEnv.client)
-	_, err := p.ClaimDueOutgoing(testCtx(t), time.Now(), 10, 0)
+	_, err := p.ClaimDueOutgoing(testCtx(t), testTransport, time.Now(), 10, 0)
 	var ae *mongodb.ArgumentError
 	if !errors.As(err, &ae) || ae.Argument != "lease" || !errors.Is(err, mongodb.ErrInvalidArgument) {
 		t.Fatalf("ClaimDueOutgoing(lease 0) = %v, want *ArgumentError on lease", err)
@@ -102,12 +102,12 @@ func TestClaimUsesServerClock(t *testing.T) {
 	if err := p.StoreOutgoing(ctx, []bus.OutgoingMessage{outgoing("later", time.Now().Add(30*time.Minute))}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := p.ClaimDueOutgoing(ctx, time.Now().Add(time.Hour), 10, time.Minute)
+	got, err := p.ClaimDueOutgoing(ctx, testTransport, time.Now().Add(time.Hour), 10, time.Minute)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("claim with a fast client clock = %d rows, %v; want none", len(got), err)
 	}
-	if err := p.DeleteOutgoing(ctx, []string{"later"}); err != nil {
-		t.Fatal(err)
+	if ok, err := p.CancelOutgoing(ctx, "later"); err != nil || !ok {
+		t.Fatalf("CancelOutgoing = %v, %v; want true", ok, err)
 	}
 }
 
@@ -121,18 +121,17 @@ func TestStoreKeepsLeasedDocument(t *testing.T) {
 	if err := p.StoreOutgoing(ctx, []bus.OutgoingMessage{m}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := p.ClaimDueOutgoing(ctx, time.Now(), 10, time.Hour); err != nil || len(got) != 1 {
-		t.Fatalf("claim = %d, %v; want 1", len(got), err)
+	first, err := p.ClaimDueOutgoing(ctx, testTransport, time.Now(), 10, time.Hour)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("claim = %d, %v; want 1", len(first), err)
 	}
 	if err := p.StoreOutgoing(ctx, []bus.OutgoingMessage{m}); err != nil {
 		t.Fatalf("store again: %v", err)
 	}
-	if got, err := p.ClaimDueOutgoing(ctx, time.Now(), 10, time.Hour); err != nil || len(got) != 0 {
+	if got, err := p.ClaimDueOutgoing(ctx, testTransport, time.Now(), 10, time.Hour); err != nil || len(got) != 0 {
 		t.Fatalf("claim after re-store = %d, %v; want none", len(got), err)
 	}
-	if err := p.DeleteOutgoing(ctx, []string{m.ID}); err != nil {
-		t.Fatal(err)
-	}
+	mustDelete(t, p, first)
 }
 
 // Two processes (two clients, several claimers each) claiming one store at
@@ -142,55 +141,5 @@ func TestConcurrentClaimsAcrossClients(t *testing.T) {
 	a := newStore(t, newClient(t))
 	b := storeOn(t, newClient(t), a.Collection().Name())
 	bustest.ClaimConcurrently(t, 1000, a, b, a, b, a, b)
-	if _, ok, err := a.NextDueOutgoing(testCtx(t)); ok || err != nil {
-		t.Errorf("store not empty: %v, %v", ok, err)
-	}
-}
-
-func outgoing(id string, due time.Time) bus.OutgoingMessage {
-	env := &bus.Envelope{ID: id, Type: "test.Msg", Kind: bus.KindCommand, Body: []byte(`{}`), DueAt: due}
-	return bus.OutgoingMessage{ID: id, Kind: bus.KindCommand, Envelope: bus.MarshalEnvelope(env), DueAt: due}
-}
-
-// A claimer that dies after winning its tickets and before leasing leaves
-// the messages claimable-looking but ticketed: they must come back once the
-// tickets' lease passes, exactly once, and not before.
-func TestCrashedClaimerDelaysByOneLease(t *testing.T) {
-	t.Parallel()
-	p := newStore(t, testEnv.client)
-	ctx := testCtx(t)
-	due := time.Now().Add(-time.Second)
-	msgs := []bus.OutgoingMessage{outgoing("x1", due), outgoing("x2", due), outgoing("x3", due)}
-	if err := p.StoreOutgoing(ctx, msgs); err != nil {
-		t.Fatal(err)
-	}
-	const lease = 600 * time.Millisecond
-	crashed := time.Now()
-	if n, err := p.CrashAfterTickets(ctx, 10, lease); err != nil || n != 3 {
-		t.Fatalf("crashed claimer won %d tickets, %v; want 3", n, err)
-	}
-	if got, err := p.ClaimDueOutgoing(ctx, time.Now(), 10, time.Hour); err != nil || len(got) != 0 {
-		t.Fatalf("claim while the dead claimer's tickets hold = %d, %v; want none", len(got), err)
-	}
-	var got []bus.OutgoingMessage
-	for len(got) < 3 && time.Since(crashed) < 30*time.Second {
-		time.Sleep(20 * time.Millisecond)
-		more, err := p.ClaimDueOutgoing(ctx, time.Now(), 10, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, more...)
-	}
-	if len(got) != 3 {
-		t.Fatalf("recovered %d messages, want 3", len(got))
-	}
-	if el := time.Since(crashed); el < lease-20*time.Millisecond {
-		t.Errorf("messages reclaimed after %v, before the dead claimer's %v lease passed", el, lease)
-	}
-	if again, err := p.ClaimDueOutgoing(ctx, time.Now(), 10, time.Hour); err != nil || len(again) != 0 {
-		t.Fatalf("claim after recovery = %d, %v; want none (leased)", len(again), err)
-	}
-	if err := p.DeleteOutgoing(ctx, []string{"x1", "x2", "x3"}); err != nil {
-		t.Fatal(err)
-	}
+	assertNoDocuments(t, a)
 }
