@@ -132,19 +132,6 @@ func mustDelete(t *testing.T, s bus.ScheduledStore, msgs []bus.OutgoingMessage) 
 	}
 }
 
-// drain claims and deletes every row that is due now: the clean-up of
-// cases that leave due rows unclaimed.
-func drain(t *testing.T, s bus.ScheduledStore) {
-	t.Helper()
-	for {
-		got := claim(t, s, 1000, time.Minute)
-		if len(got) == 0 {
-			return
-		}
-		mustDelete(t, s, got)
-	}
-}
-
 // assertEmpty is the invariant check after every case: no row left behind,
 // leased or not.
 func assertEmpty(t *testing.T, s bus.ScheduledStore) {
