@@ -37,6 +37,7 @@ type Bus struct {
 	running       sync.WaitGroup // receive loop and dispatcher
 	dispatcher    atomic.Pointer[dispatcher]
 	retryStore    ScheduledStore // store for delayed retries; nil when they are skipped
+	outbox        OutboxStore    // set when Config.Outbox.Enabled
 	unconcluded   atomic.Int64   // deliveries in a row that could not be concluded
 	metrics       metrics
 }
@@ -69,6 +70,9 @@ func New(cfg Config) (*Bus, error) {
 		m.adoptClock(cfg.Clock)
 	}
 	b.retryStore = b.delayedRetryStore()
+	if cfg.Outbox.Enabled {
+		b.outbox = cfg.Persistence.(OutboxStore) // validate checked it
+	}
 	b.storeBreaker = newBreaker("store", cfg.CircuitBreakers.Store, cfg.Clock, cfg.OnCriticalError)
 	b.outgoing = chain(cfg.Outgoing, b.deliverOutgoing)
 	b.incoming = chain(cfg.Incoming, b.invokeHandlers)

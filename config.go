@@ -69,6 +69,9 @@ type Config struct {
 	// CircuitBreakers sets how long each kind of failure must last before
 	// OnCriticalError is called.
 	CircuitBreakers CircuitBreakerConfig
+	// Outbox turns on the transactional outbox and inbox (see OutboxConfig).
+	// Default: off.
+	Outbox OutboxConfig
 }
 
 // CircuitBreakerConfig sets each breaker's time to trigger: how long a kind
@@ -197,6 +200,7 @@ func (c Config) withDefaults() Config {
 	d.SendTimeout = cmp.Or(d.SendTimeout, min(10*time.Second, d.Lease/3))
 	d.RetryBackoff = cmp.Or(d.RetryBackoff, time.Second)
 	d.MaximumRecoveryFailuresPerSecond = cmp.Or(d.MaximumRecoveryFailuresPerSecond, 1)
+	c.Outbox.Retention = cmp.Or(c.Outbox.Retention, defaultInboxRetention)
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}
@@ -219,6 +223,11 @@ func (c Config) validate() error {
 		return &ConfigError{Field: "ErrorQueue", Reason: fmt.Sprintf(
 			"%q is also the endpoint's input queue: a message that fails there would go back to it for ever; "+
 				"to consume the error queue, give that endpoint another ErrorQueue", c.ErrorQueue)}
+	case c.Outbox.Enabled && !isOutboxStore(c.Persistence):
+		return &ConfigError{Field: "Outbox.Enabled", Reason: fmt.Sprintf(
+			"persistence %T cannot run handlings in a database transaction (bus.OutboxStore); use postgres.New or sqlite.Open", c.Persistence)}
+	case c.Outbox.Retention < 0:
+		return &ConfigError{Field: "Outbox.Retention", Reason: "must not be negative"}
 	case c.Concurrency < 0:
 		return &ConfigError{Field: "Concurrency", Reason: "must not be negative"}
 	case c.MaxMessageSize < 0:
@@ -253,4 +262,9 @@ func validateQueueName(field, name string) error {
 		}
 	}
 	return nil
+}
+
+func isOutboxStore(p Persistence) bool {
+	_, ok := p.(OutboxStore)
+	return ok
 }

@@ -47,6 +47,9 @@ const (
 	// skewInterval is how often the dispatcher measures how far the clock
 	// of a ClockedStore is from the bus's clock.
 	skewInterval = 30 * time.Second
+	// inboxPurgeInterval is how often the dispatcher deletes inbox rows
+	// older than Config.Outbox.Retention.
+	inboxPurgeInterval = time.Minute
 )
 
 func newDispatcher(b *Bus) *dispatcher {
@@ -71,10 +74,18 @@ func (d *dispatcher) poke(due time.Time) {
 }
 
 func (d *dispatcher) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	if n, ok := d.store.(DueNotifier); ok {
-		var wg sync.WaitGroup
-		defer wg.Wait()
 		wg.Go(func() { d.watch(ctx, n) })
+	}
+	if o := d.b.outbox; o != nil {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				d.purgeInbox(ctx, o)
+				sleepCtx(ctx, d.clock, inboxPurgeInterval)
+			}
+		})
 	}
 	for ctx.Err() == nil {
 		d.plan.Store(0)

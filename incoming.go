@@ -97,6 +97,9 @@ func (b *Bus) process(ctx context.Context, env *Envelope) error {
 // attempt runs the incoming middleware and the handlers once, then releases
 // the messages they sent.
 func (b *Bus) attempt(ctx context.Context, env *Envelope, attempt int) error {
+	if b.outbox != nil {
+		return b.attemptInOutbox(ctx, env, attempt)
+	}
 	s := &scope{bus: b, incoming: env, attempt: attempt}
 	if err := b.runIncoming(withScope(ctx, s), env); err != nil {
 		s.finish() // what it sent is dropped; later sends fail

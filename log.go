@@ -29,10 +29,11 @@ type Metrics struct {
 	MovedToError  uint64 // messages moved to the error queue
 	DispatchFails uint64 // failed hand-overs of due messages
 	Expired       uint64 // messages discarded by a message timer
+	Duplicates    uint64 // deliveries skipped because the inbox had handled the message (outbox)
 }
 
 type metrics struct {
-	sent, scheduled, dispatched, handled, retried, movedToError, dispatchFails, expired atomic.Uint64
+	sent, scheduled, dispatched, handled, retried, movedToError, dispatchFails, expired, duplicates atomic.Uint64
 }
 
 // Metrics returns a snapshot of the bus's counters.
@@ -41,7 +42,7 @@ func (b *Bus) Metrics() Metrics {
 	return Metrics{
 		Sent: m.sent.Load(), Scheduled: m.scheduled.Load(), Dispatched: m.dispatched.Load(),
 		Handled: m.handled.Load(), Retried: m.retried.Load(), MovedToError: m.movedToError.Load(),
-		DispatchFails: m.dispatchFails.Load(), Expired: m.expired.Load(),
+		DispatchFails: m.dispatchFails.Load(), Expired: m.expired.Load(), Duplicates: m.duplicates.Load(),
 	}
 }
 

@@ -157,6 +157,9 @@ func (b *Bus) deliverOutgoing(ctx context.Context, env *Envelope) error {
 	if s := scopeFrom(ctx); s != nil && s.bus == b {
 		return s.add(p)
 	}
+	if stored, err := b.storeInCallerTx(ctx, p); stored || err != nil {
+		return err
+	}
 	if !env.DueAt.IsZero() && env.DueAt.After(b.clock.Now()) {
 		return b.schedule(ctx, []pending{p})
 	}
@@ -196,19 +199,11 @@ func (b *Bus) transmit(ctx context.Context, env *Envelope) error {
 // their own ID, since the row of the delivery that failed may still exist.
 // Each row carries the identity of this bus's transport.
 func (b *Bus) schedule(ctx context.Context, msgs []pending) error {
-	rows := make([]OutgoingMessage, len(msgs))
+	rows := b.rows(msgs, b.clock.Now())
 	earliest := msgs[0].env.DueAt
-	transport := identityOf(b.transport)
-	for i, p := range msgs {
-		env := p.env
-		id := env.ID
-		if n := env.Header(HeaderDelayedRetries); n != "" {
-			id += "#retry-" + n
-		}
-		rows[i] = OutgoingMessage{ID: id, Kind: env.Kind, Envelope: MarshalEnvelope(env), DueAt: env.DueAt,
-			Delay: p.delay, Transport: transport}
-		if env.DueAt.Before(earliest) {
-			earliest = env.DueAt
+	for _, p := range msgs {
+		if p.env.DueAt.Before(earliest) {
+			earliest = p.env.DueAt
 		}
 	}
 	if err := b.store.StoreOutgoing(ctx, rows); err != nil {
@@ -223,6 +218,27 @@ func (b *Bus) schedule(ctx context.Context, msgs []pending) error {
 		d.poke(earliest)
 	}
 	return nil
+}
+
+// rows turns messages into store rows carrying this bus's transport
+// identity. A message without a due time is due at now.
+func (b *Bus) rows(msgs []pending, now time.Time) []OutgoingMessage {
+	rows := make([]OutgoingMessage, len(msgs))
+	transport := identityOf(b.transport)
+	for i, p := range msgs {
+		env := p.env
+		id := env.ID
+		if n := env.Header(HeaderDelayedRetries); n != "" {
+			id += "#retry-" + n
+		}
+		due := env.DueAt
+		if due.IsZero() {
+			due = now
+		}
+		rows[i] = OutgoingMessage{ID: id, Kind: env.Kind, Envelope: MarshalEnvelope(env), DueAt: due,
+			Delay: p.delay, Transport: transport}
+	}
+	return rows
 }
 
 // CancelScheduled removes a scheduled message that has not been dispatched

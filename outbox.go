@@ -1,0 +1,165 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Transactional outbox and inbox.
+//
+// With Config.Outbox.Enabled, each handling of a message runs in one
+// database transaction opened by the persistence (an OutboxStore): the
+// inbox row (endpoint, message ID) first, then the handler's own writes
+// (drivers expose the transaction through the handler's ctx, such as
+// postgres.Tx), then every message the handler sent, immediate ones as rows
+// due at once, then commit. A second delivery of a message ID the endpoint
+// already handled skips the handler. After commit the bus wakes its
+// dispatcher, which hands the rows to the transport: database effects
+// happen once per message, transport delivery stays at least once with
+// stable IDs.
+
+// OutboxConfig turns on the transactional outbox and inbox.
+type OutboxConfig struct {
+	// Enabled runs every handling in one database transaction with its
+	// outgoing messages and an inbox row. The persistence must implement
+	// OutboxStore (postgres.New, sqlite.Open); New refuses others.
+	Enabled bool
+	// Retention is how long inbox rows are kept, so a redelivery within it
+	// is recognised as a duplicate. Older rows are deleted in batches by
+	// the dispatcher. Default 7 days.
+	Retention time.Duration
+}
+
+// defaultInboxRetention is OutboxConfig.Retention's default.
+const defaultInboxRetention = 7 * 24 * time.Hour
+
+// OutboxStore is implemented by persistences that can run a handling in one
+// database transaction with the messages it sends (the transactional
+// outbox) and remember which messages an endpoint handled (the inbox).
+type OutboxStore interface {
+	ScheduledStore
+	// BeginHandling opens the transaction of one handling of messageID at
+	// endpoint and inserts its inbox row. When the endpoint already handled
+	// the message (its row is there, committed), it returns a nil
+	// HandlingTx and handled true, with nothing left open. Two concurrent
+	// calls for one message and endpoint: the second waits for the first
+	// to commit (then handled) or roll back (then it proceeds).
+	BeginHandling(ctx context.Context, endpoint, messageID string) (tx HandlingTx, handled bool, err error)
+	// StoreOutgoingInCallerTx stores msgs in the caller's own transaction
+	// when ctx carries one (such as postgres.WithTx), and reports whether
+	// it did. Without one it does nothing and returns false.
+	StoreOutgoingInCallerTx(ctx context.Context, msgs []OutgoingMessage) (bool, error)
+	// PurgeInbox deletes up to limit inbox rows older than olderThan (on
+	// the store's clock) and returns how many it deleted.
+	PurgeInbox(ctx context.Context, olderThan time.Duration, limit int) (int, error)
+}
+
+// HandlingTx is the database transaction of one handling.
+type HandlingTx interface {
+	// Context returns ctx carrying the transaction, for the handler (the
+	// driver's accessor, such as postgres.Tx, finds it there).
+	Context(ctx context.Context) context.Context
+	// StoreOutgoing stores the handler's messages in the transaction.
+	StoreOutgoing(ctx context.Context, msgs []OutgoingMessage) error
+	// Commit commits the handling: inbox row, handler writes, messages.
+	Commit(ctx context.Context) error
+	// Rollback abandons the transaction; after Commit it does nothing.
+	Rollback(ctx context.Context) error
+}
+
+// dueNow is the Delay of an outbox row for an immediate message: due at
+// once on the store's clock.
+const dueNow = time.Nanosecond
+
+// attemptInOutbox is one handling attempt inside the outbox transaction.
+func (b *Bus) attemptInOutbox(ctx context.Context, env *Envelope, attempt int) error {
+	tx, handled, err := b.outbox.BeginHandling(ctx, b.cfg.Endpoint, env.ID)
+	if err != nil {
+		return fmt.Errorf("bus: outbox: begin handling %s: %w", env.ID, err)
+	}
+	if handled {
+		b.metrics.duplicates.Add(1)
+		b.log.Info("message already handled by this endpoint; skipped", slog.String(logKeyMessageID, env.ID),
+			slog.String(logKeyType, env.Type))
+		return nil
+	}
+	rollback := func() {
+		rctx, cancel := detach(ctx, settleTimeout)
+		defer cancel()
+		if rerr := tx.Rollback(rctx); rerr != nil {
+			b.log.Warn("outbox: rollback failed", slog.String(logKeyMessageID, env.ID), slog.Any(logKeyError, rerr))
+		}
+	}
+	s := &scope{bus: b, incoming: env, attempt: attempt}
+	if err := b.runIncoming(tx.Context(withScope(ctx, s)), env); err != nil {
+		s.finish()
+		rollback()
+		return err
+	}
+	now := b.clock.Now()
+	out := s.finish()
+	if len(out) > 0 {
+		if err := tx.StoreOutgoing(ctx, b.outboxRows(out, now)); err != nil {
+			rollback()
+			return fmt.Errorf("bus: outbox: store %d message(s): %w", len(out), err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		rollback()
+		return fmt.Errorf("bus: outbox: commit: %w", err)
+	}
+	if len(out) > 0 {
+		b.metrics.scheduled.Add(uint64(len(out)))
+		if d := b.dispatcher.Load(); d != nil {
+			d.poke(now)
+		}
+	}
+	return nil
+}
+
+// outboxRows turns a handling's messages into store rows: delayed ones as
+// usual, immediate ones due at once.
+func (b *Bus) outboxRows(out []pending, now time.Time) []OutgoingMessage {
+	for i := range out {
+		if out[i].env.DueAt.IsZero() || !out[i].env.DueAt.After(now) {
+			out[i].delay = dueNow
+		}
+	}
+	return b.rows(out, now)
+}
+
+// storeInCallerTx stores a message sent outside a handler in the caller's
+// transaction, when the outbox is on and ctx carries one.
+func (b *Bus) storeInCallerTx(ctx context.Context, p pending) (bool, error) {
+	if b.outbox == nil {
+		return false, nil
+	}
+	now := b.clock.Now()
+	stored, err := b.outbox.StoreOutgoingInCallerTx(ctx, b.outboxRows([]pending{p}, now))
+	if err != nil {
+		return false, fmt.Errorf("bus: outbox: store %s in the caller's transaction: %w", p.env.ID, err)
+	}
+	if stored {
+		b.metrics.scheduled.Add(1)
+	}
+	return stored, nil
+}
+
+// purgeInbox deletes expired inbox rows in batches until none is left.
+func (d *dispatcher) purgeInbox(ctx context.Context, o OutboxStore) {
+	const batch = 1000
+	for ctx.Err() == nil {
+		n, err := o.PurgeInbox(ctx, d.b.cfg.Outbox.Retention, batch)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.logError("inbox", "cannot delete expired inbox rows", err)
+			}
+			return
+		}
+		if n < batch {
+			return
+		}
+	}
+}
