@@ -21,7 +21,8 @@ type callerKey struct{}
 // business rows through it: they commit together with the handling's inbox
 // row and the messages it sends, or not at all. The transaction belongs to
 // the bus: do not commit or roll it back, and do not use it from other
-// goroutines or after the handler returned.
+// goroutines or after the handler returned (with bus.Config.HandlerTimeout,
+// the bus rolls it back when the timeout passes: pass ctx to every query).
 func Tx(ctx context.Context) (pgx.Tx, bool) {
 	tx, ok := ctx.Value(handlingKey{}).(pgx.Tx)
 	return tx, ok && tx != nil
