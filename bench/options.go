@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // options are the command-line flags.
@@ -30,8 +32,11 @@ type options struct {
 	timeout      time.Duration
 	markdown     bool
 	mdHeader     bool
-	cpuprofile   string
-	memprofile   string
+	// outbox: throughput runs its PostgreSQL handler in the transactional
+	// outbox (Config.Outbox) instead of autocommit.
+	outbox     bool
+	cpuprofile string
+	memprofile string
 
 	postgresURL string
 	rabbitmqURL string
@@ -41,6 +46,9 @@ type options struct {
 
 	// logger is the stage's logger, for drivers that take one.
 	logger *slog.Logger
+	// pgPool is the PostgreSQL store's pool, set by the postgres driver in
+	// the owner process: the throughput handler's business INSERTs use it.
+	pgPool *pgxpool.Pool
 
 	// Worker mode (set by the parent when it re-executes the binary).
 	worker   bool
@@ -92,6 +100,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.body, "body", -1, "approximate body size in bytes (-1: 1024 for throughput, minimal otherwise)")
 	fs.IntVar(&o.instances, "instances", 0, "burst/spread/backlog: dispatch and handle in this many worker processes (0: in this process)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up waiting for receipts after this long past the last due time (0: 60s)")
+	fs.BoolVar(&o.outbox, "outbox", false, "throughput with -persistence postgres: handle in the transactional outbox (the handler's INSERT and event commit together)")
 	fs.BoolVar(&o.markdown, "markdown", false, "also print a Markdown table row")
 	fs.BoolVar(&o.mdHeader, "markdown-header", false, "print the Markdown table header and exit")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
@@ -151,6 +160,10 @@ func (o *options) check() error {
 		return fmt.Errorf("-over and -idle must be positive; -lead and -timeout must not be negative")
 	case o.instances > 0 && (o.workload == "schedule" || o.workload == "throughput"):
 		return fmt.Errorf("-instances works with the burst, spread and backlog workloads only")
+	case o.outbox && o.persistence != "postgres":
+		return fmt.Errorf("-outbox needs -persistence postgres (the store the business INSERT and the outbox share); got %s", o.persistence)
+	case o.outbox && o.workload != "throughput":
+		return fmt.Errorf("-outbox works with the throughput workload only")
 	case o.instances > 0 && !pd.shared:
 		return fmt.Errorf("-instances needs a persistence shared across processes; %s is not", o.persistence)
 	}
