@@ -39,10 +39,12 @@ type options struct {
 	memprofile string
 
 	postgresURL string
-	rabbitmqURL string
-	natsURL     string
-	sqlitePath  string
-	mongodbURI  string
+	// postgresNoNotify sets postgres.Options.DisableNotify.
+	postgresNoNotify bool
+	rabbitmqURL      string
+	natsURL          string
+	sqlitePath       string
+	mongodbURI       string
 
 	// logger is the stage's logger, for drivers that take one.
 	logger *slog.Logger
@@ -106,6 +108,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile at the end of the run to this file")
 	fs.StringVar(&o.postgresURL, "postgres-url", "postgres://root@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL connection URL")
+	fs.BoolVar(&o.postgresNoNotify, "postgres-no-notify", false, "PostgreSQL: set Options.DisableNotify (no pg_notify at store or commit; other processes wake by polling)")
 	fs.StringVar(&o.rabbitmqURL, "rabbitmq-url", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ URL")
 	fs.StringVar(&o.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS URL")
 	fs.StringVar(&o.mongodbURI, "mongodb-uri", "mongodb://127.0.0.1:27017/", "MongoDB (or FerretDB) URI")

@@ -31,7 +31,7 @@ func postgresDriver() persistenceDriver {
 				o.pgPool = pool
 			}
 			schema := postgresSchema(run)
-			p, err := postgres.New(pool, postgres.Options{Schema: schema, Logger: o.logger})
+			p, err := postgres.New(pool, postgres.Options{Schema: schema, Logger: o.logger, DisableNotify: o.postgresNoNotify})
 			if err != nil {
 				pool.Close()
 				return nil, nil, err
