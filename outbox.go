@@ -39,6 +39,7 @@ const defaultInboxRetention = 7 * 24 * time.Hour
 // database transaction with the messages it sends (the transactional
 // outbox) and remember which messages an endpoint handled (the inbox).
 type OutboxStore interface {
+	Persistence
 	ScheduledStore
 	// BeginHandling opens the transaction of one handling of messageID at
 	// endpoint and inserts its inbox row. When the endpoint already handled
