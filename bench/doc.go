@@ -29,7 +29,14 @@
 //     (default 1 KiB) from -concurrency senders (default 8; -senders, when
 //     given, sets them apart from the handlers' -concurrency), with at most
 //     -inflight messages sent but not yet handled. Reports messages/s and
-//     latency (handled time − SentAt) percentiles.
+//     latency (handled time − SentAt) percentiles. On -persistence postgres
+//     each handling also INSERTs one row into a table of the run's schema
+//     and publishes one Ticked event to a second endpoint on the same
+//     transport; the run waits for every event and reports the time from
+//     the handler's end to the event's receipt (commit→receipt), and checks
+//     one business row per message. -outbox runs that handling in the
+//     transactional outbox (Config.Outbox, postgres.Tx); without it the
+//     INSERT autocommits on the pool and the event is published at once.
 //
 // # Measurements
 //

@@ -40,6 +40,7 @@ type stage struct {
 	stray       *tracker // receipts while no batch is being measured
 	fleet       *fleet   // worker processes, with -instances
 	pad         string
+	business    *business // the throughput handler's work on PostgreSQL
 }
 
 // tracker returns the tracker receipts go to now.
@@ -129,6 +130,7 @@ func (s *stage) newBus(sendOnly bool, handlers int, report func(seq int64, id st
 		// sees two runs (or a run and an application) share one.
 		ErrorQueue: s.endpoint + "-error", DeadLetterQueue: s.endpoint + "-deadletter",
 		Logger: s.logger, SendOnly: sendOnly, Concurrency: handlers,
+		Outbox: bus.OutboxConfig{Enabled: s.o.outbox},
 		Dispatcher: bus.DispatcherConfig{
 			BatchSize: s.o.dispatch.batch, Concurrency: s.o.dispatch.concurrency, PollInterval: s.o.dispatch.poll,
 		},
@@ -144,8 +146,13 @@ func (s *stage) newBus(sendOnly bool, handlers int, report func(seq int64, id st
 		return b, nil
 	}
 	err = bus.Handle(b, func(ctx context.Context, m Tick) error {
-		now := time.Now()
 		in := bus.IncomingMessage(ctx)
+		if s.business != nil {
+			if err := s.business.handle(ctx, b, m, in.ID); err != nil {
+				return err
+			}
+		}
+		now := time.Now()
 		ref := in.DueAt
 		if ref.IsZero() {
 			ref = in.SentAt // immediate messages: send→handler latency

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // options are the command-line flags.
@@ -30,17 +32,25 @@ type options struct {
 	timeout      time.Duration
 	markdown     bool
 	mdHeader     bool
-	cpuprofile   string
-	memprofile   string
+	// outbox: throughput runs its PostgreSQL handler in the transactional
+	// outbox (Config.Outbox) instead of autocommit.
+	outbox     bool
+	cpuprofile string
+	memprofile string
 
 	postgresURL string
-	rabbitmqURL string
-	natsURL     string
-	sqlitePath  string
-	mongodbURI  string
+	// postgresNoNotify sets postgres.Options.DisableNotify.
+	postgresNoNotify bool
+	rabbitmqURL      string
+	natsURL          string
+	sqlitePath       string
+	mongodbURI       string
 
 	// logger is the stage's logger, for drivers that take one.
 	logger *slog.Logger
+	// pgPool is the PostgreSQL store's pool, set by the postgres driver in
+	// the owner process: the throughput handler's business INSERTs use it.
+	pgPool *pgxpool.Pool
 
 	// Worker mode (set by the parent when it re-executes the binary).
 	worker   bool
@@ -92,11 +102,13 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.body, "body", -1, "approximate body size in bytes (-1: 1024 for throughput, minimal otherwise)")
 	fs.IntVar(&o.instances, "instances", 0, "burst/spread/backlog: dispatch and handle in this many worker processes (0: in this process)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up waiting for receipts after this long past the last due time (0: 60s)")
+	fs.BoolVar(&o.outbox, "outbox", false, "throughput with -persistence postgres: handle in the transactional outbox (the handler's INSERT and event commit together)")
 	fs.BoolVar(&o.markdown, "markdown", false, "also print a Markdown table row")
 	fs.BoolVar(&o.mdHeader, "markdown-header", false, "print the Markdown table header and exit")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile at the end of the run to this file")
 	fs.StringVar(&o.postgresURL, "postgres-url", "postgres://root@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL connection URL")
+	fs.BoolVar(&o.postgresNoNotify, "postgres-no-notify", false, "PostgreSQL: set Options.DisableNotify (no pg_notify at store or commit; other processes wake by polling)")
 	fs.StringVar(&o.rabbitmqURL, "rabbitmq-url", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ URL")
 	fs.StringVar(&o.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS URL")
 	fs.StringVar(&o.mongodbURI, "mongodb-uri", "mongodb://127.0.0.1:27017/", "MongoDB (or FerretDB) URI")
@@ -151,6 +163,10 @@ func (o *options) check() error {
 		return fmt.Errorf("-over and -idle must be positive; -lead and -timeout must not be negative")
 	case o.instances > 0 && (o.workload == "schedule" || o.workload == "throughput"):
 		return fmt.Errorf("-instances works with the burst, spread and backlog workloads only")
+	case o.outbox && o.persistence != "postgres":
+		return fmt.Errorf("-outbox needs -persistence postgres (the store the business INSERT and the outbox share); got %s", o.persistence)
+	case o.outbox && o.workload != "throughput":
+		return fmt.Errorf("-outbox works with the throughput workload only")
 	case o.instances > 0 && !pd.shared:
 		return fmt.Errorf("-instances needs a persistence shared across processes; %s is not", o.persistence)
 	}

@@ -19,7 +19,7 @@ func postgresDriver() persistenceDriver {
 		storeCost:   200 * time.Microsecond,
 		serverProcs: []string{"postgres"},
 		open: func(ctx context.Context, o *options, run string, owner bool) (bus.Persistence, func(), error) {
-			pool, err := pgxpool.New(ctx, o.postgresURL)
+			pool, err := openPool(ctx, o)
 			if err != nil {
 				return nil, nil, fmt.Errorf("connect: %w", err)
 			}
@@ -27,8 +27,11 @@ func postgresDriver() persistenceDriver {
 				pool.Close()
 				return nil, nil, fmt.Errorf("connect %s: %w", o.postgresURL, err)
 			}
+			if owner {
+				o.pgPool = pool
+			}
 			schema := postgresSchema(run)
-			p, err := postgres.New(pool, postgres.Options{Schema: schema, Logger: o.logger})
+			p, err := postgres.New(pool, postgres.Options{Schema: schema, Logger: o.logger, DisableNotify: o.postgresNoNotify})
 			if err != nil {
 				pool.Close()
 				return nil, nil, err
@@ -62,3 +65,18 @@ func postgresDriver() persistenceDriver {
 }
 
 func postgresSchema(run string) string { return "bench_" + run }
+
+// openPool connects to o.postgresURL. The throughput workload's handlers
+// each hold a connection for their handling (the outbox transaction, or the
+// business INSERT), so its pool is sized above -concurrency, with room for
+// the dispatcher and sends, whether or not -outbox is on.
+func openPool(ctx context.Context, o *options) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(o.postgresURL)
+	if err != nil {
+		return nil, err
+	}
+	if o.workload == "throughput" {
+		cfg.MaxConns = max(cfg.MaxConns, int32(o.concurrency)+4)
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}

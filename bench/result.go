@@ -55,7 +55,14 @@ type Result struct {
 	ServerCPUMSPer1k    *float64     `json:"server_cpu_ms_per_1k,omitempty"`
 	ServerIdleCPUPct    *float64     `json:"server_idle_cpu_percent,omitempty"`
 	ServerIdleQueriesPS *float64     `json:"server_idle_queries_per_s,omitempty"`
-	GoVersion           string       `json:"go_version"`
+	// Throughput on PostgreSQL: whether the handler ran in the outbox, the
+	// Ticked events received, the time from the handler's end (its commit)
+	// to each event's receipt, and the business rows written.
+	Outbox          bool         `json:"outbox,omitempty"`
+	Events          int          `json:"events,omitempty"`
+	CommitToReceipt *Percentiles `json:"commit_to_receipt_ms,omitempty"`
+	BusinessRows    *int         `json:"business_rows,omitempty"`
+	GoVersion       string       `json:"go_version"`
 	// LoadAvg is the machine's 1-minute load average when the run started:
 	// other work on the machine skews every figure.
 	LoadAvg float64 `json:"load_avg_1m"`
@@ -103,7 +110,8 @@ func ptr[T any](v T) *T { return &v }
 
 // Failed reports whether the run lost, duplicated or advanced a message.
 func (r *Result) Failed() bool {
-	return r.Early != 0 || r.Duplicates != 0 || r.Missing != 0 || r.IDMismatches != 0 || r.Unexpected != 0
+	return r.Early != 0 || r.Duplicates != 0 || r.Missing != 0 || r.IDMismatches != 0 || r.Unexpected != 0 ||
+		(r.BusinessRows != nil && *r.BusinessRows != r.N)
 }
 
 // applyTally copies a tracker's counts into r.
@@ -180,6 +188,16 @@ func (r *Result) notes() string {
 	}
 	if r.ServerIdleQueriesPS != nil {
 		n = append(n, fmt.Sprintf("%.1f idle queries/s", *r.ServerIdleQueriesPS))
+	}
+	if r.BusinessRows != nil {
+		mode := "autocommit"
+		if r.Outbox {
+			mode = "outbox"
+		}
+		n = append(n, fmt.Sprintf("%s: %d rows, %d events", mode, *r.BusinessRows, r.Events))
+	}
+	if p := r.CommitToReceipt; p != nil {
+		n = append(n, fmt.Sprintf("commit→receipt p50 %.2f p99 %.2f max %.2f ms", p.P50, p.P99, p.Max))
 	}
 	if r.Note != "" {
 		n = append(n, r.Note)

@@ -13,6 +13,11 @@ import (
 // accepted the message (a broker's confirm), so the rate is what a sender
 // gets with delivery guarantees on; latency is the handler's time minus the
 // envelope's SentAt.
+//
+// On PostgreSQL each handling also does business work (see business): one
+// INSERT and one Ticked event, received by a second endpoint; the run then
+// waits for every event too and reports the commit→receipt times. -outbox
+// runs that work in the transactional outbox.
 func runThroughput(ctx context.Context, s *stage, r *Result) error {
 	n := s.o.n
 	senders := s.o.concurrency
@@ -25,6 +30,21 @@ func runThroughput(ctx context.Context, s *stage, r *Result) error {
 	s.current.Store(tr)
 	defer s.current.Store(nil)
 	slots := make(chan struct{}, s.o.inflight)
+	var events *tracker
+	if s.o.persistence == "postgres" {
+		w, err := newBusiness(ctx, s)
+		if err != nil {
+			return err
+		}
+		s.business, r.Outbox = w, s.o.outbox
+		defer func() { s.business = nil }()
+		events = newTracker(0, n)
+		rb, err := s.startReceiver(ctx, events)
+		if err != nil {
+			return err
+		}
+		defer rb.Stop(context.WithoutCancel(ctx))
+	}
 	b, err := s.newBus(false, s.o.concurrency, func(int64, string, time.Time, time.Duration) {
 		select {
 		case <-slots:
@@ -76,5 +96,8 @@ func runThroughput(ctx context.Context, s *stage, r *Result) error {
 	r.MsgsPerSec = round(float64(t.Received)/d.Seconds(), 0)
 	r.Latency = percentiles(t.Lateness)
 	r.applyTally(t)
+	if events != nil {
+		return s.finishBusiness(ctx, s.business, events, r)
+	}
 	return nil
 }

@@ -32,7 +32,8 @@ func rabbitmqDriver() transportDriver {
 				_ = t.Close(cctx)
 				if owner {
 					queue := "bench-" + run
-					if err := deleteRabbitMQ(o.rabbitmqURL, exchange, queue, queue+"-error", queue+"-deadletter"); err != nil {
+					// queue-events: the Ticked receiver of throughput on PostgreSQL.
+					if err := deleteRabbitMQ(o.rabbitmqURL, exchange, queue, queue+"-events", queue+"-error", queue+"-deadletter"); err != nil {
 						o.logger.Error("cannot delete the run's queue and exchange", "error", err)
 					}
 				}

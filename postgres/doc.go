@@ -1,6 +1,7 @@
 // Package postgres is the durable PostgreSQL persistence of Postbus: a
 // scheduled-message store (bus.ScheduledStore) with leased claims and
-// cross-instance wake-up (bus.DueNotifier), on github.com/jackc/pgx/v5.
+// cross-instance wake-up (bus.DueNotifier), and the transactional outbox
+// and inbox (bus.OutboxStore), on github.com/jackc/pgx/v5.
 //
 //	pool, err := pgxpool.New(ctx, "postgres://app@db/app")
 //	store, err := postgres.New(pool, postgres.Options{})
@@ -85,6 +86,23 @@
 // ahead by one instance is dispatched on time by another, without waiting
 // for its poll. Behind PgBouncer in transaction pooling mode LISTEN cannot
 // work: set Options.DisableNotify and dispatchers fall back to polling.
+//
+// # Transactional outbox and inbox
+//
+// A Persistence is a bus.OutboxStore. With bus.Config.Outbox enabled, each
+// handling runs in one transaction on a pooled connection (BeginHandling):
+// first its row in the inbox table (Options.InboxTable, default
+// <table>_inbox, keyed by endpoint and message ID), then the handler's
+// writes through Tx(ctx), then the messages it sent, with their pg_notify,
+// then commit. A message the endpoint already handled is skipped; a second
+// handling of a message still in progress waits on the inbox row's key.
+// Outside handlers, WithTx(ctx, tx) makes Send and Publish store in the
+// caller's own transaction (StoreOutgoingInCallerTx); a transaction on
+// another database is refused with an *OtherDatabaseError. PurgeInbox
+// deletes expired inbox rows in batches (the dispatcher calls it). A
+// handling holds its connection until it ends: size the pool above the
+// bus's Concurrency plus the dispatcher's and the handlers' other needs.
+// See docs/guide/outbox.md.
 //
 // # Lifecycle and errors
 //

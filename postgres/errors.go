@@ -61,3 +61,25 @@ func (e *InvalidRowError) Error() string {
 
 // Unwrap returns ErrInvalidRow.
 func (e *InvalidRowError) Unwrap() error { return ErrInvalidRow }
+
+// ErrOtherDatabase is wrapped by every *OtherDatabaseError.
+var ErrOtherDatabase = errors.New("postgres: transaction on another database than the store's")
+
+// OtherDatabaseError reports a transaction passed with WithTx that is
+// connected to another database than the store's pool. Nothing was stored.
+type OtherDatabaseError struct {
+	Store  string // the store's database, when known
+	Tx     string // the transaction's database, when known
+	Reason string
+}
+
+// Error describes the failure.
+func (e *OtherDatabaseError) Error() string {
+	if e.Store == "" && e.Tx == "" {
+		return fmt.Sprintf("%v: %s", ErrOtherDatabase, e.Reason)
+	}
+	return fmt.Sprintf("%v: the store is on %s, the transaction on %s: %s", ErrOtherDatabase, e.Store, e.Tx, e.Reason)
+}
+
+// Unwrap returns ErrOtherDatabase.
+func (e *OtherDatabaseError) Unwrap() error { return ErrOtherDatabase }

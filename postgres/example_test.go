@@ -64,4 +64,11 @@ func ExampleMigrations() {
 	// 	ADD COLUMN IF NOT EXISTS transport   text COLLATE "C" NOT NULL DEFAULT '';
 	// CREATE INDEX IF NOT EXISTS "outgoing_messages_claim_idx" ON "public"."outgoing_messages" (transport, available_at, id);
 	// DROP INDEX IF EXISTS "public"."outgoing_messages_available_at_idx";
+	// CREATE TABLE IF NOT EXISTS "public"."outgoing_messages_inbox" (
+	// 	endpoint   text        COLLATE "C" NOT NULL,
+	// 	message_id text        COLLATE "C" NOT NULL,
+	// 	handled_at timestamptz NOT NULL DEFAULT now(),
+	// 	PRIMARY KEY (endpoint, message_id)
+	// );
+	// CREATE INDEX IF NOT EXISTS "outgoing_messages_inbox_purge_idx" ON "public"."outgoing_messages_inbox" (handled_at);
 }

@@ -37,6 +37,9 @@ var shared struct {
 }
 
 func TestMain(m *testing.M) {
+	if args, ok := bustest.OutboxChild(); ok {
+		runOutboxChild(args) // the outbox crash case's child; never returns
+	}
 	code := m.Run()
 	if shared.pool != nil {
 		shared.pool.Close()

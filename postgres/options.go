@@ -29,6 +29,13 @@ const (
 	oldIndexSuffix = "_available_at_idx"
 )
 
+// Inbox table names: the default is <Table><inboxSuffix>; its purge index is
+// <InboxTable><inboxIndexSuffix>, which must fit in maxIdentifierLen.
+const (
+	inboxSuffix      = "_inbox"
+	inboxIndexSuffix = "_purge_idx"
+)
+
 // Options configures a Persistence. Every zero value means the documented
 // default.
 type Options struct {
@@ -39,6 +46,11 @@ type Options struct {
 	// underscores, not starting with a digit); they are always quoted, so
 	// their case is kept.
 	Table string
+	// InboxTable is the inbox of the transactional outbox: one row per
+	// message an endpoint handled, (endpoint, message_id, handled_at), in
+	// Schema. Default Table + "_inbox" ("outgoing_messages_inbox"). A plain
+	// identifier of at most 53 bytes.
+	InboxTable string
 	// DisableNotify turns LISTEN/NOTIFY off: StoreOutgoing issues no
 	// pg_notify and WatchDue only waits for its context to end, so
 	// dispatchers rely on polling. Set it behind PgBouncer in transaction
@@ -68,6 +80,7 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	o.Schema = cmp.Or(o.Schema, DefaultSchema)
 	o.Table = cmp.Or(o.Table, DefaultTable)
+	o.InboxTable = cmp.Or(o.InboxTable, o.Table+inboxSuffix)
 	o.MaxBatchRows = cmp.Or(o.MaxBatchRows, DefaultMaxBatchRows)
 	o.MaxConcurrentInserts = cmp.Or(o.MaxConcurrentInserts, DefaultMaxConcurrentInserts)
 	o.NotifyWithin = cmp.Or(o.NotifyWithin, DefaultNotifyWithin)
@@ -84,6 +97,9 @@ func (o Options) validate() error {
 		return err
 	}
 	if err := checkName("Table", o.Table, maxIdentifierLen-max(len(indexSuffix), len(oldIndexSuffix))); err != nil {
+		return err
+	}
+	if err := checkName("InboxTable", o.InboxTable, maxIdentifierLen-len(inboxIndexSuffix)); err != nil {
 		return err
 	}
 	if o.MaxBatchRows < 0 {

@@ -94,8 +94,9 @@ func TestInvalidRowsAreRejectedBeforeStoring(t *testing.T) {
 func TestMigrationsAndNames(t *testing.T) {
 	t.Parallel()
 	m := postgres.Migrations()
-	if len(m) != 5 || !strings.Contains(m[1], `"public"."outgoing_messages"`) ||
-		!strings.Contains(m[3], `(transport, available_at, id)`) {
+	if len(m) != 7 || !strings.Contains(m[1], `"public"."outgoing_messages"`) ||
+		!strings.Contains(m[3], `(transport, available_at, id)`) ||
+		!strings.Contains(m[5], `"public"."outgoing_messages_inbox"`) || !strings.Contains(m[6], `(handled_at)`) {
 		t.Errorf("Migrations() = %q", m)
 	}
 	p, err := postgres.New(lazyPool(t), postgres.Options{Schema: "Billing", Table: "scheduled"})

@@ -19,10 +19,17 @@ func Migrations() []string {
 }
 
 // MigrationsFor returns the DDL that Setup runs for the given schema and
-// table; empty names mean the defaults. An invalid name is an
-// *NameError.
+// table, with the default inbox table (<table>_inbox); empty names mean the
+// defaults. An invalid name is an *NameError.
 func MigrationsFor(schema, table string) ([]string, error) {
-	o := Options{Schema: schema, Table: table}.withDefaults()
+	return MigrationsForOptions(Options{Schema: schema, Table: table})
+}
+
+// MigrationsForOptions returns the DDL that Setup runs for the names in
+// opts (Schema, Table, InboxTable; other fields are ignored). An invalid
+// name is an *NameError.
+func MigrationsForOptions(opts Options) ([]string, error) {
+	o := Options{Schema: opts.Schema, Table: opts.Table, InboxTable: opts.InboxTable}.withDefaults()
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
@@ -38,6 +45,10 @@ type names struct {
 	regIdx   string // schema.index for to_regclass
 	regOld   string // schema.old index for to_regclass
 	regTbl   string // schema.table for to_regclass
+	inbox    string // quoted schema.inbox table
+	inboxIdx string // quoted inbox purge index name (unqualified)
+	regInbox string // schema.inbox for to_regclass
+	regInIdx string // schema.inbox purge index for to_regclass
 	channel  string // NOTIFY channel, raw (pg_notify takes text)
 	lockKey  string // advisory lock key text, hashed by the server
 }
@@ -51,6 +62,10 @@ func newNames(o Options) names {
 		regIdx:   pgx.Identifier{o.Schema, o.Table + indexSuffix}.Sanitize(),
 		regOld:   pgx.Identifier{o.Schema, o.Table + oldIndexSuffix}.Sanitize(),
 		regTbl:   pgx.Identifier{o.Schema, o.Table}.Sanitize(),
+		inbox:    pgx.Identifier{o.Schema, o.InboxTable}.Sanitize(),
+		inboxIdx: pgx.Identifier{o.InboxTable + inboxIndexSuffix}.Sanitize(),
+		regInbox: pgx.Identifier{o.Schema, o.InboxTable}.Sanitize(),
+		regInIdx: pgx.Identifier{o.Schema, o.InboxTable + inboxIndexSuffix}.Sanitize(),
 		channel:  channelName(o.Schema, o.Table),
 		lockKey:  "postbus.setup." + o.Schema,
 	}
@@ -70,7 +85,9 @@ func newNames(o Options) names {
 // The statements after CREATE TABLE migrate tables made by earlier
 // versions: the two columns (metadata-only changes: their defaults are
 // constants), the claim index, and the drop of the (available_at, id)
-// index it replaces.
+// index it replaces. The last two statements are the inbox of the
+// transactional outbox, keyed by (endpoint, message_id), and its handled_at
+// index for the retention purge.
 func ddl(n names) []string {
 	return []string{
 		fmt.Sprintf(`CREATE SCHEMA IF NOT EXISTS %s`, n.schema),
@@ -92,11 +109,19 @@ func ddl(n names) []string {
 	ADD COLUMN IF NOT EXISTS transport   text COLLATE "C" NOT NULL DEFAULT ''`, n.table),
 		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (transport, available_at, id)`, n.index, n.table),
 		fmt.Sprintf(`DROP INDEX IF EXISTS %s`, n.oldIndex),
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+	endpoint   text        COLLATE "C" NOT NULL,
+	message_id text        COLLATE "C" NOT NULL,
+	handled_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (endpoint, message_id)
+)`, n.inbox),
+		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (handled_at)`, n.inboxIdx, n.inbox),
 	}
 }
 
-// Setup creates the schema, table and index if they are missing, and
-// migrates a table made by an earlier version (see Migrations). It is
+// Setup creates the schema, table and index, and the inbox table and its
+// index, if they are missing, and migrates a table made by an earlier
+// version (see Migrations). It is
 // idempotent, and safe when several processes run it at once: the DDL runs
 // in one transaction under a transaction-scoped advisory lock per schema.
 // When everything is already in place it only reads the catalog, so it
@@ -124,8 +149,9 @@ func (p *Persistence) setupOnce(ctx context.Context) error {
 	var present bool
 	err := p.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL
 	AND to_regclass($3) IS NULL
+	AND to_regclass($4) IS NOT NULL AND to_regclass($5) IS NOT NULL
 	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'lease_token' AND NOT attisdropped)`,
-		p.names.regTbl, p.names.regIdx, p.names.regOld).Scan(&present)
+		p.names.regTbl, p.names.regIdx, p.names.regOld, p.names.regInbox, p.names.regInIdx).Scan(&present)
 	if err != nil || present {
 		return err
 	}

@@ -251,7 +251,8 @@ func TestSetupMigratesTablesOfEarlierVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"outgoing_messages_claim_idx", "outgoing_messages_pkey"}; strings.Join(indexes, " ") != strings.Join(want, " ") {
+	if want := []string{"outgoing_messages_claim_idx", "outgoing_messages_inbox_pkey", "outgoing_messages_inbox_purge_idx",
+		"outgoing_messages_pkey"}; strings.Join(indexes, " ") != strings.Join(want, " ") {
 		t.Errorf("indexes after the migration = %v, want %v", indexes, want)
 	}
 	p, _ := postgres.New(pool, postgres.Options{Schema: schema})

@@ -15,6 +15,8 @@ type statements struct {
 	cancel   string
 	nextDue  string
 	now      string
+	inbox    string // the inbox row of a handling
+	purge    string // expired inbox rows
 }
 
 // Durations travel as bigint microseconds and become intervals in SQL, so
@@ -24,12 +26,16 @@ const microsSQL = `* interval '1 microsecond'`
 
 func newStatements(n names, notify bool) statements {
 	t := n.table
-	// A row with a positive delay is due at the server's now() + delay;
-	// otherwise at the due time the client gave.
+	// A row with a positive delay is due at the server's statement start +
+	// delay; otherwise at the due time the client gave. The statement
+	// start is now() for an autocommitted INSERT, and inside a longer
+	// transaction (an outbox handling, a caller's) it is the time of the
+	// send, not of BEGIN, so a delay is never cut short by the handler's
+	// run time.
 	insert := fmt.Sprintf(`INSERT INTO %s (id, kind, envelope, due_at, available_at, transport)
 SELECT r.id, r.kind, r.envelope, r.due, r.due, r.transport
 FROM (SELECT u.id, u.kind, u.envelope, u.transport,
-             CASE WHEN u.delay_us > 0 THEN now() + u.delay_us %s ELSE u.due_at END AS due
+             CASE WHEN u.delay_us > 0 THEN statement_timestamp() + u.delay_us %s ELSE u.due_at END AS due
       FROM unnest($1::text[], $2::int2[], $3::bytea[], $4::timestamptz[], $5::bigint[], $6::text[])
            AS u(id, kind, envelope, due_at, delay_us, transport)) AS r
 ON CONFLICT (id) DO NOTHING`, t, microsSQL)
@@ -56,7 +62,15 @@ SELECT pg_notify($7, (extract(epoch FROM min(due_at)) * 1000000)::bigint::text) 
 		// One index probe per transport value; least ignores NULLs.
 		nextDue: fmt.Sprintf(`SELECT least((SELECT min(available_at) FROM %[1]s WHERE transport = $1),
 	(SELECT min(available_at) FROM %[1]s WHERE transport = ''))`, t),
-		now: `SELECT now()`,
+		now:   `SELECT now()`,
+		inbox: fmt.Sprintf(`INSERT INTO %s (endpoint, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, n.inbox),
+		// One statement: the sub-select picks at most $2 expired rows,
+		// skipping rows a concurrent purge holds.
+		purge: fmt.Sprintf(`DELETE FROM %[1]s WHERE (endpoint, message_id) IN (
+	SELECT endpoint, message_id FROM %[1]s
+	WHERE handled_at < now() - $1::bigint %[2]s
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED)`, n.inbox, microsSQL),
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/postbus/bus"
 )
 
@@ -51,8 +52,19 @@ func checkRow(m *bus.OutgoingMessage) error {
 	return nil
 }
 
+// execer runs a statement: the pool, or a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
 // insert runs one grouped INSERT; the batcher calls it.
 func (p *Persistence) insert(ctx context.Context, msgs []bus.OutgoingMessage) error {
+	return p.insertOn(ctx, p.pool, msgs)
+}
+
+// insertOn inserts msgs with q (the pool or a transaction), notifying in
+// the same transaction when notifications are on and a row is due soon.
+func (p *Persistence) insertOn(ctx context.Context, q execer, msgs []bus.OutgoingMessage) error {
 	ids := make([]string, len(msgs))
 	kinds := make([]int16, len(msgs))
 	envs := make([][]byte, len(msgs))
@@ -77,10 +89,10 @@ func (p *Persistence) insert(ctx context.Context, msgs []bus.OutgoingMessage) er
 	// client clock is good enough for that choice, which never affects
 	// when a row becomes claimable.
 	if p.sql.notify != "" && earliest.Sub(now) <= p.opts.NotifyWithin {
-		_, err := p.pool.Exec(ctx, p.sql.notify, ids, kinds, envs, dues, delays, transports, p.names.channel)
+		_, err := q.Exec(ctx, p.sql.notify, ids, kinds, envs, dues, delays, transports, p.names.channel)
 		return err
 	}
-	_, err := p.pool.Exec(ctx, p.sql.insert, ids, kinds, envs, dues, delays, transports)
+	_, err := q.Exec(ctx, p.sql.insert, ids, kinds, envs, dues, delays, transports)
 	return err
 }
 

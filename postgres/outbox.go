@@ -1,0 +1,167 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/postbus/bus"
+)
+
+// handlingKey carries the transaction of an outbox handling in a context.
+type handlingKey struct{}
+
+// callerKey carries a caller's transaction in a context (WithTx).
+type callerKey struct{}
+
+// Tx returns the transaction of the outbox handling that ctx belongs to, and
+// false outside one. With bus.Config.Outbox enabled, a handler writes its
+// business rows through it: they commit together with the handling's inbox
+// row and the messages it sends, or not at all. The transaction belongs to
+// the bus: do not commit or roll it back, and do not use it from other
+// goroutines or after the handler returned (with bus.Config.HandlerTimeout,
+// the bus rolls it back when the timeout passes: pass ctx to every query).
+func Tx(ctx context.Context) (pgx.Tx, bool) {
+	tx, ok := ctx.Value(handlingKey{}).(pgx.Tx)
+	return tx, ok && tx != nil
+}
+
+// WithTx returns ctx carrying tx, a transaction of the caller's own on the
+// store's database. With bus.Config.Outbox enabled, Send and Publish with
+// that ctx store the message in tx instead of sending it: it is dispatched
+// after the caller commits tx, and never if tx rolls back. A transaction on
+// another database is refused at send with an *OtherDatabaseError, and
+// nothing is stored.
+func WithTx(ctx context.Context, tx pgx.Tx) context.Context {
+	return context.WithValue(ctx, callerKey{}, tx)
+}
+
+// BeginHandling opens the transaction of one handling of messageID at
+// endpoint on a pooled connection and inserts its inbox row (ON CONFLICT DO
+// NOTHING). When the row is already there, committed, the transaction is
+// rolled back and handled is true. A concurrent handling of the same
+// message at the same endpoint that has inserted the row but not committed
+// makes this call wait on the row's key: then it sees the row (handled) if
+// that handling commits, or inserts it if that one rolls back.
+//
+// The transaction holds its connection until Commit or Rollback: size the
+// pool above Concurrency plus what the dispatcher and the handlers' other
+// queries need.
+func (p *Persistence) BeginHandling(ctx context.Context, endpoint, messageID string) (bus.HandlingTx, bool, error) {
+	tx, err := p.pool.Begin(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: begin handling: %w", err)
+	}
+	tag, err := tx.Exec(ctx, p.sql.inbox, cleanText(endpoint), cleanText(messageID))
+	if err != nil || tag.RowsAffected() == 0 {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		rerr := tx.Rollback(rctx)
+		cancel()
+		if err != nil {
+			return nil, false, fmt.Errorf("postgres: begin handling: inbox row: %w", err)
+		}
+		if rerr != nil {
+			return nil, false, fmt.Errorf("postgres: begin handling: rollback: %w", rerr)
+		}
+		return nil, true, nil
+	}
+	return &handling{p: p, tx: tx}, false, nil
+}
+
+// handling is the bus.HandlingTx of a Persistence.
+type handling struct {
+	p         *Persistence
+	tx        pgx.Tx
+	committed bool
+}
+
+// Context returns ctx carrying the transaction, found by Tx.
+func (h *handling) Context(ctx context.Context) context.Context {
+	return context.WithValue(ctx, handlingKey{}, h.tx)
+}
+
+// StoreOutgoing inserts msgs in the transaction, as Persistence.StoreOutgoing
+// does (ON CONFLICT DO NOTHING, Delay from the statement time, transport,
+// pg_notify when a row is due soon and notifications are on); the rows and
+// the notification become visible at commit.
+func (h *handling) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMessage) error {
+	if len(msgs) == 0 {
+		return ctx.Err()
+	}
+	for i := range msgs {
+		if err := checkRow(&msgs[i]); err != nil {
+			return err
+		}
+	}
+	if err := h.p.insertOn(ctx, h.tx, msgs); err != nil {
+		return fmt.Errorf("postgres: store outgoing in handling: %w", err)
+	}
+	return nil
+}
+
+// Commit commits the inbox row, the handler's writes and the messages.
+func (h *handling) Commit(ctx context.Context) error {
+	if err := h.tx.Commit(ctx); err != nil {
+		return fmt.Errorf("postgres: commit handling: %w", err)
+	}
+	h.committed = true
+	return nil
+}
+
+// Rollback abandons the transaction. After Commit, or after a failed
+// Commit (which already ended it), it does nothing.
+func (h *handling) Rollback(ctx context.Context) error {
+	if h.committed {
+		return nil
+	}
+	if err := h.tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		return fmt.Errorf("postgres: rollback handling: %w", err)
+	}
+	return nil
+}
+
+// StoreOutgoingInCallerTx stores msgs in the transaction ctx carries from
+// WithTx, as StoreOutgoing would (a notification too, delivered when the
+// caller commits), and reports true. Without one it does nothing and
+// reports false. A transaction on another database than the store's pool
+// is an *OtherDatabaseError, and nothing is stored.
+func (p *Persistence) StoreOutgoingInCallerTx(ctx context.Context, msgs []bus.OutgoingMessage) (bool, error) {
+	tx, ok := ctx.Value(callerKey{}).(pgx.Tx)
+	if !ok || tx == nil {
+		return false, nil
+	}
+	for i := range msgs {
+		if err := checkRow(&msgs[i]); err != nil {
+			return false, err
+		}
+	}
+	if err := p.checkSameDatabase(ctx, tx); err != nil {
+		return false, err
+	}
+	if len(msgs) == 0 {
+		return true, ctx.Err()
+	}
+	if err := p.insertOn(ctx, tx, msgs); err != nil {
+		return false, fmt.Errorf("postgres: store outgoing in the caller's transaction: %w", err)
+	}
+	return true, nil
+}
+
+// PurgeInbox deletes up to limit inbox rows handled more than olderThan
+// ago on the server's clock, in one statement, and returns how many it
+// deleted. Rows a concurrent purge is deleting are skipped.
+func (p *Persistence) PurgeInbox(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, ctx.Err()
+	}
+	tag, err := p.pool.Exec(ctx, p.sql.purge, micros(olderThan), limit)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: purge inbox: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// InboxTable returns the quoted, schema-qualified inbox table name.
+func (p *Persistence) InboxTable() string { return p.names.inbox }
