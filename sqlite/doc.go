@@ -1,7 +1,7 @@
 // Package sqlite is a durable Postbus persistence in a single SQLite file:
 // the embedded store for single-machine deployments, with no server to run.
-// It implements bus.Persistence, bus.ScheduledStore, bus.ClockedStore and
-// bus.DueNotifier, so messages sent with bus.DeliverAfter or bus.DeliverAt
+// It implements bus.Persistence, bus.ScheduledStore, bus.ClockedStore,
+// bus.DueNotifier and bus.OutboxStore, so messages sent with bus.DeliverAfter or bus.DeliverAt
 // survive a restart of the process.
 // It uses modernc.org/sqlite, a pure Go build of SQLite: no cgo.
 //
@@ -99,6 +99,44 @@
 // it claims for, so a row another process stores is not held back until
 // the next poll. WAL needs shared memory between the processes, so do not
 // put the file on a network file system.
+//
+// # Transactional outbox and inbox
+//
+// With bus.Config.Outbox.Enabled, each handling runs in one write
+// transaction (BEGIN IMMEDIATE) that BeginHandling opens: it inserts the
+// inbox row (endpoint, message_id) into <table>_inbox with INSERT OR
+// IGNORE (no row inserted: the endpoint handled the message already, and
+// the handler is skipped), then the handler writes through sqlite.Tx(ctx),
+// then the messages it sent are inserted as rows of the scheduled table
+// (immediate ones due at once), then it commits. The bus wakes its own
+// dispatcher after the commit; other processes on the file wake through
+// WatchDue. Setup creates the inbox table and its index on handled_at;
+// PurgeInbox, which the dispatcher calls, deletes rows older than
+// bus.OutboxConfig.Retention in batches.
+//
+//	<table>_inbox(endpoint TEXT, message_id TEXT, handled_at INTEGER,
+//	    PRIMARY KEY (endpoint, message_id))
+//	index <table>_inbox_handled_idx (handled_at)
+//
+// The store's pool holds one connection, and a handling holds it from
+// BeginHandling to its commit: the handlings of a process, its dispatcher
+// and every other call on the store run one after another, and in other
+// processes they wait for the file's write lock (Options.BusyTimeout). So:
+// inside a handler use the transaction sqlite.Tx returns, never p.DB()
+// (that statement waits for the connection the handling holds, until ctx
+// ends), and do not make a handler wait for anything that needs another
+// handling or the dispatcher of the same store to progress. Keep handlers
+// short: their duration is the throughput limit of the file.
+//
+// Outside handlers, sqlite.WithTx(ctx, tx) with a transaction begun on the
+// store's own handle, p.DB().BeginTx, makes bus.Send and bus.Publish store
+// the message in tx: it goes out after tx commits, never if it rolls back.
+// That transaction also holds the single connection until it ends. The
+// store first asks through tx which file it is on: a finished transaction,
+// or one on another database, fails with a *TxError (ErrUnusableTx) and
+// nothing is stored. The commit of tx does not change PRAGMA data_version
+// for the store's own connection, so the store flags the row, and WatchDue
+// wakes this process's dispatcher at its next tick.
 //
 // # Durability
 //

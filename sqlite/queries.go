@@ -27,6 +27,11 @@ type queries struct {
 	nextDue    string
 	cancelOne  string
 	countRows  string
+
+	inbox       string // the inbox table, created by Setup
+	inboxIndex  string
+	inboxInsert string
+	inboxPurge  string
 }
 
 // addColumn is a column that tables created by earlier versions lack.
@@ -92,5 +97,18 @@ func newQueries(table string) queries {
 		nextDue:    "SELECT min(a) FROM (" + first("transport = ?1") + " UNION ALL " + first("transport = '' AND ?1 <> ''") + ")",
 		cancelOne:  "DELETE FROM " + t + " WHERE id = ?1 AND (lease_token IS NULL OR lease_until <= ?2)",
 		countRows:  "SELECT count(*) FROM " + t,
+
+		// The inbox: one row per message an endpoint handled through the
+		// outbox, kept for the retention and purged by handled_at.
+		inbox: fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s_inbox (
+	endpoint   TEXT    NOT NULL,
+	message_id TEXT    NOT NULL,
+	handled_at INTEGER NOT NULL,
+	PRIMARY KEY (endpoint, message_id)
+)`, t),
+		inboxIndex:  fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s_inbox_handled_idx ON %s_inbox (handled_at)", t, t),
+		inboxInsert: "INSERT OR IGNORE INTO " + t + "_inbox (endpoint, message_id, handled_at) VALUES (?1, ?2, ?3)",
+		inboxPurge: "DELETE FROM " + t + "_inbox WHERE rowid IN (SELECT rowid FROM " + t +
+			"_inbox WHERE handled_at < ?1 ORDER BY handled_at LIMIT ?2)",
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/postbus/bus"
@@ -24,6 +25,7 @@ var (
 	_ bus.ScheduledStore = (*Persistence)(nil)
 	_ bus.DueNotifier    = (*Persistence)(nil)
 	_ bus.ClockedStore   = (*Persistence)(nil)
+	_ bus.OutboxStore    = (*Persistence)(nil)
 )
 
 // Defaults for the zero values of Options.
@@ -102,6 +104,9 @@ type Persistence struct {
 	memory bool
 	watch  time.Duration
 
+	file   string      // the main database's file as SQLite names it, to recognise a caller's transaction
+	stored atomic.Bool // rows stored in a caller's transaction since WatchDue last looked
+
 	mu         sync.Mutex
 	transports map[string]struct{} // the transports this handle claimed for, for WatchDue
 }
@@ -152,13 +157,18 @@ func Open(path string, opts Options) (*Persistence, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
+	var file string
+	if err := db.QueryRowContext(ctx, queryFile).Scan(&file); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
 	memory := path == ":memory:"
 	if !memory && !strings.EqualFold(mode, "wal") {
 		opts.Logger.Warn("sqlite: database is not in WAL mode; readers and writers will block each other",
 			"path", path, "journal_mode", mode)
 	}
 	opts.Logger.Debug("sqlite: opened", "path", path, "journal_mode", mode)
-	return &Persistence{db: db, path: path, log: opts.Logger, q: newQueries(opts.Table), memory: memory, watch: opts.WatchInterval,
+	return &Persistence{db: db, path: path, log: opts.Logger, q: newQueries(opts.Table), memory: memory, watch: opts.WatchInterval, file: file,
 		transports: map[string]struct{}{}}, nil
 }
 

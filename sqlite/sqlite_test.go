@@ -15,7 +15,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if runClaimerIfAsked() {
+	if runClaimerIfAsked() || runOutboxChildIfAsked() {
 		return
 	}
 	goleak.VerifyTestMain(m)

@@ -36,6 +36,20 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 		return fmt.Errorf("sqlite: store: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	if err := p.insertRows(ctx, tx, msgs, now); err != nil {
+		return fmt.Errorf("sqlite: store: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: store: %w", err)
+	}
+	return nil
+}
+
+// insertRows inserts msgs in tx with INSERT OR IGNORE, in multi-row
+// statements of insertChunk rows and single-row ones for the rest. now is
+// the store's clock, for relative delays and created_at.
+func (p *Persistence) insertRows(ctx context.Context, tx *sql.Tx, msgs []bus.OutgoingMessage, now time.Time) error {
+	created := nanos(now)
 	args := make([]any, 0, 7*min(len(msgs), insertChunk))
 	appendRow := func(m *bus.OutgoingMessage) {
 		due := nanos(dueAt(m, now))
@@ -45,7 +59,7 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 	if len(msgs) >= insertChunk {
 		stmt, err := tx.PrepareContext(ctx, p.q.insert)
 		if err != nil {
-			return fmt.Errorf("sqlite: store: %w", err)
+			return err
 		}
 		defer func() { _ = stmt.Close() }()
 		for len(rest) >= insertChunk {
@@ -54,7 +68,7 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 				appendRow(&rest[i])
 			}
 			if _, err := stmt.ExecContext(ctx, args...); err != nil {
-				return fmt.Errorf("sqlite: store: %w", err)
+				return err
 			}
 			rest = rest[insertChunk:]
 		}
@@ -63,11 +77,8 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 		args = args[:0]
 		appendRow(&rest[i])
 		if _, err := tx.ExecContext(ctx, p.q.insertOne, args...); err != nil {
-			return fmt.Errorf("sqlite: store: %w", err)
+			return err
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: store: %w", err)
 	}
 	return nil
 }

@@ -12,7 +12,9 @@ import (
 // then it calls wake with the next due time of the transports this
 // Persistence has claimed for (rows of other transports are not its
 // dispatcher's to send). Commits of this Persistence do not count: the bus
-// wakes its own dispatcher for those. It returns nil when ctx ends, and an
+// wakes its own dispatcher for those, except for rows stored in a caller's
+// transaction (WithTx), whose commit the bus does not see: for those it
+// wakes too. It returns nil when ctx ends, and an
 // error when the database cannot be read.
 func (p *Persistence) WatchDue(ctx context.Context, wake func(due time.Time)) error {
 	if p.watch < 0 {
@@ -35,7 +37,12 @@ func (p *Persistence) WatchDue(ctx context.Context, wake func(due time.Time)) er
 			}
 			return fmt.Errorf("sqlite: watch: %w", err)
 		}
-		changed := last >= 0 && version != last
+		// A caller's transaction through this handle does not change
+		// data_version: StoreOutgoingInCallerTx flags it instead. The
+		// query above waited for that transaction to end, if it was still
+		// open (the pool holds one connection).
+		local := p.stored.Swap(false)
+		changed := local || (last >= 0 && version != last)
 		last = version
 		if !changed {
 			continue
