@@ -107,14 +107,12 @@ func (w *outboxWorld) handler(b *bus.Bus, h OutboxHarness, billing string) func(
 }
 
 func (w *outboxWorld) start(t *testing.T, h OutboxHarness, ns string, poll time.Duration) *bus.Bus {
-	var self *bus.Bus
-	self = StartBus(t, bus.Config{Endpoint: w.endpoint, Transport: w.tr, Persistence: h.Store,
+	return StartBus(t, bus.Config{Endpoint: w.endpoint, Transport: w.tr, Persistence: h.Store,
 		Outbox:     bus.OutboxConfig{Enabled: true},
 		Retries:    bus.RetryConfig{Immediate: -1, Delayed: -1},
 		Dispatcher: bus.DispatcherConfig{PollInterval: poll}}, func(b *bus.Bus) {
 		_ = bus.Handle(b, w.handler(b, h, ns+"-billing"))
 	})
-	return self
 }
 
 func envelopeFor(ns, id, key string) *bus.Envelope {
