@@ -1,9 +1,11 @@
 package bustest
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -305,4 +307,40 @@ func RunOutboxChild(store bus.OutboxStore, insert func(ctx context.Context, key 
 	}
 	fmt.Println("committed")
 	select {}
+}
+
+// CrashOutboxChild is the body of a Crash hook: it runs the test binary
+// again as the crash case's child (its TestMain must call RunOutboxChild
+// when OutboxChild reports true), with args and env added to its
+// environment, waits until the child printed "committed", SIGKILLs it and
+// waits for it to exit. It fails the test if the child exits or stays
+// silent for 2 minutes first.
+func CrashOutboxChild(t *testing.T, args OutboxChildArgs, env ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), args.Env()), env...)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewScanner(stdout)
+	committed := false
+	var lines []string
+	for !committed && out.Scan() {
+		lines = append(lines, out.Text())
+		committed = out.Text() == "committed"
+	}
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL
+		t.Errorf("kill the child: %v", err)
+	}
+	_ = cmd.Wait() // killed: its error says so
+	if !committed {
+		t.Fatalf("the child did not commit: output %q, %v", lines, out.Err())
+	}
 }

@@ -1,14 +1,11 @@
 package postgres_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -72,7 +69,9 @@ func outboxHarness(t *testing.T, pool *pgxpool.Pool) bustest.OutboxHarness {
 			txCtx := postgres.WithTx(context.WithValue(ctx, callerTxKey{}, tx), tx)
 			return txCtx, func() error { return tx.Commit(ctx) }, func() error { return tx.Rollback(ctx) }, nil
 		},
-		Crash: func(t *testing.T, args bustest.OutboxChildArgs) { crashChild(t, schema, args) },
+		Crash: func(t *testing.T, args bustest.OutboxChildArgs) {
+			bustest.CrashOutboxChild(t, args, outboxSchemaEnv+"="+schema, "POSTBUS_TEST_POSTGRES_URL="+testURL())
+		},
 	}
 }
 
@@ -80,53 +79,6 @@ func TestOutboxConformance(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
 	bustest.OutboxTests(t, func(t *testing.T) bustest.OutboxHarness { return outboxHarness(t, pool) })
-}
-
-// crashChild re-executes the test binary as the crash case's child (see
-// TestMain), waits for it to print "committed", SIGKILLs it and returns.
-func crashChild(t *testing.T, schema string, args bustest.OutboxChildArgs) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), args.Env(), outboxSchemaEnv+"="+schema, "POSTBUS_TEST_POSTGRES_URL="+testURL())
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 16)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	deadline := time.After(2 * time.Minute)
-	for committed := false; !committed; {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				_ = cmd.Wait()
-				t.Fatal("the child exited before it committed")
-			}
-			committed = line == "committed"
-			if !committed {
-				t.Logf("child: %s", line)
-			}
-		case <-deadline:
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			t.Fatal("the child did not commit within 2 minutes")
-		}
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait() // killed: the error says so
-	for range lines {
-	}
 }
 
 // runOutboxChild is the crash case's child, run from TestMain: it never

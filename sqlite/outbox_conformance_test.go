@@ -1,12 +1,10 @@
 package sqlite_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -50,7 +48,9 @@ func outboxHarness(t *testing.T) bustest.OutboxHarness {
 			}
 			return sqlite.WithTx(ctx, tx), tx.Commit, tx.Rollback, nil
 		},
-		Crash: func(t *testing.T, args bustest.OutboxChildArgs) { crashOutboxChild(t, path, args) },
+		Crash: func(t *testing.T, args bustest.OutboxChildArgs) {
+			bustest.CrashOutboxChild(t, args, outboxFileEnv+"="+path)
+		},
 	}
 }
 
@@ -62,38 +62,6 @@ func insertBusiness(ctx context.Context, key string) error {
 	}
 	_, err := tx.ExecContext(ctx, "INSERT INTO business (key) VALUES (?)", key)
 	return err
-}
-
-// crashOutboxChild runs this test binary again as the crash case's child on
-// the file at path, waits for it to commit its handling and SIGKILLs it.
-func crashOutboxChild(t *testing.T, path string, args bustest.OutboxChildArgs) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), args.Env(), outboxFileEnv+"="+path)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	out := bufio.NewScanner(stdout)
-	committed := false
-	var lines []string
-	for !committed && out.Scan() {
-		lines = append(lines, out.Text())
-		committed = out.Text() == "committed"
-	}
-	if err := cmd.Process.Kill(); err != nil { // SIGKILL
-		t.Errorf("kill the child: %v", err)
-	}
-	_ = cmd.Wait() // killed: its error says so
-	if !committed {
-		t.Fatalf("the child did not commit: output %q, %v", lines, out.Err())
-	}
 }
 
 // runOutboxChildIfAsked is the crash case's child: it never returns when
