@@ -28,7 +28,9 @@ type OutboxHarness struct {
 	Begin func(ctx context.Context) (txCtx context.Context, commit, rollback func() error, err error)
 	// Crash runs a child process that calls RunOutboxChild with args on
 	// the same store, waits until it printed "committed", SIGKILLs it and
-	// returns. Nil: the crash case is skipped (and fails under CI=true).
+	// returns: usually CrashOutboxChild with the environment the child
+	// needs to open the store. Nil: the crash case is skipped (and fails
+	// under CI=true).
 	Crash func(t *testing.T, args OutboxChildArgs)
 }
 
