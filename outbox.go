@@ -102,7 +102,11 @@ func (b *Bus) attemptInOutbox(ctx context.Context, env *Envelope, attempt int) e
 	now := b.clock.Now()
 	out := s.finish()
 	if len(out) > 0 {
-		if err := tx.StoreOutgoing(ctx, b.outboxRows(out, now)); err != nil {
+		sctx := ctx
+		if b.dispatcher.Load() != nil {
+			sctx = context.WithValue(ctx, localDispatcherKey{}, true)
+		}
+		if err := tx.StoreOutgoing(sctx, b.outboxRows(out, now)); err != nil {
 			rollback()
 			return fmt.Errorf("bus: outbox: store %d message(s): %w", len(out), err)
 		}
@@ -163,4 +167,16 @@ func (d *dispatcher) purgeInbox(ctx context.Context, o OutboxStore) {
 			return
 		}
 	}
+}
+
+type localDispatcherKey struct{}
+
+// LocalDispatcher reports whether the rows a HandlingTx stores with ctx
+// will be sent by a dispatcher in this process, woken as soon as the
+// handling commits (and at each row's due time). A store that notifies
+// other processes of new rows (PostgreSQL NOTIFY) may skip the
+// notification for them: it costs every commit, and nobody else needs it.
+func LocalDispatcher(ctx context.Context) bool {
+	v, _ := ctx.Value(localDispatcherKey{}).(bool)
+	return v
 }

@@ -84,8 +84,9 @@ func (h *handling) Context(ctx context.Context) context.Context {
 
 // StoreOutgoing inserts msgs in the transaction, as Persistence.StoreOutgoing
 // does (ON CONFLICT DO NOTHING, Delay from the statement time, transport,
-// pg_notify when a row is due soon and notifications are on); the rows and
-// the notification become visible at commit.
+// pg_notify when a row is due soon and notifications are on, unless
+// bus.LocalDispatcher says this process sends them); the rows and the
+// notification become visible at commit.
 func (h *handling) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMessage) error {
 	if len(msgs) == 0 {
 		return ctx.Err()
@@ -95,7 +96,9 @@ func (h *handling) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMessage
 			return err
 		}
 	}
-	if err := h.p.insertOn(ctx, h.tx, msgs); err != nil {
+	// Rows a dispatcher in this process sends as soon as the handling
+	// commits need no NOTIFY, which would cost every commit.
+	if err := h.p.insertOn(ctx, h.tx, msgs, !bus.LocalDispatcher(ctx)); err != nil {
 		return fmt.Errorf("postgres: store outgoing in handling: %w", err)
 	}
 	return nil
@@ -143,7 +146,7 @@ func (p *Persistence) StoreOutgoingInCallerTx(ctx context.Context, msgs []bus.Ou
 	if len(msgs) == 0 {
 		return true, ctx.Err()
 	}
-	if err := p.insertOn(ctx, tx, msgs); err != nil {
+	if err := p.insertOn(ctx, tx, msgs, true); err != nil {
 		return false, fmt.Errorf("postgres: store outgoing in the caller's transaction: %w", err)
 	}
 	return true, nil

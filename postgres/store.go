@@ -59,12 +59,13 @@ type execer interface {
 
 // insert runs one grouped INSERT; the batcher calls it.
 func (p *Persistence) insert(ctx context.Context, msgs []bus.OutgoingMessage) error {
-	return p.insertOn(ctx, p.pool, msgs)
+	return p.insertOn(ctx, p.pool, msgs, true)
 }
 
 // insertOn inserts msgs with q (the pool or a transaction), notifying in
-// the same transaction when notifications are on and a row is due soon.
-func (p *Persistence) insertOn(ctx context.Context, q execer, msgs []bus.OutgoingMessage) error {
+// the same transaction when wake is set, notifications are on and a row is
+// due soon.
+func (p *Persistence) insertOn(ctx context.Context, q execer, msgs []bus.OutgoingMessage, wake bool) error {
 	ids := make([]string, len(msgs))
 	kinds := make([]int16, len(msgs))
 	envs := make([][]byte, len(msgs))
@@ -88,7 +89,7 @@ func (p *Persistence) insertOn(ctx context.Context, q execer, msgs []bus.Outgoin
 	// Only rows due before the dispatchers' next polls need a wake-up; the
 	// client clock is good enough for that choice, which never affects
 	// when a row becomes claimable.
-	if p.sql.notify != "" && earliest.Sub(now) <= p.opts.NotifyWithin {
+	if wake && p.sql.notify != "" && earliest.Sub(now) <= p.opts.NotifyWithin {
 		_, err := q.Exec(ctx, p.sql.notify, ids, kinds, envs, dues, delays, transports, p.names.channel)
 		return err
 	}
