@@ -56,7 +56,7 @@ func TransportTests(t *testing.T, newTransport TransportFactory, features Featur
 		{"PositiveAcknowledgements", testPositiveAcks},
 		{"DeadLetterQueueConsumerNeverExpiresAgain", testDeadLetterFinal},
 	}
-	for _, c := range append(cases, featureCases(features)...) {
+	for _, c := range append(cases, featureCases(t, features)...) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			tr := newRecordingTransport(newTransport(t))

@@ -7,7 +7,7 @@ import (
 	"github.com/postbus/bus"
 )
 
-// TestDelayedTwoInstances is issue 5 item 3, first half: two instances of
+// TestDelayedTwoInstances: two instances of
 // one endpoint (each its own pool and transport value, both dispatching and
 // both consuming) schedule 2,000 messages due over 5 s in one PostgreSQL
 // table. Every message is handled exactly once, none before its due time.

@@ -68,7 +68,7 @@ func restartPostgres(t testing.TB, c *pgcluster.Cluster, pool *pgxpool.Pool) tim
 }
 
 // TestFaultPostgresRestart restarts the test's own PostgreSQL while 5,000 scheduled
-// messages fall due (issue 7 item 5): every message is delivered at least
+// messages fall due: every message is delivered at least
 // once and none early. Rows whose deletion failed during the restart come
 // back after the lease: duplicates, never losses.
 func TestFaultPostgresRestart(t *testing.T) {
@@ -257,7 +257,7 @@ func (r *rejecting) Send(ctx context.Context, queue string, env *bus.Envelope) e
 }
 
 // TestFaultRabbitMQRejectOne: a transport that refuses one due message
-// (issue 7 item 5, on RabbitMQ): it reaches the error queue after
+// (on RabbitMQ): it reaches the error queue after
 // Dispatcher.NumberOfRetries failed hand-overs, with its ID, body and the
 // dispatch failure headers, while every other message flows.
 func TestFaultRabbitMQRejectOne(t *testing.T) {

@@ -84,7 +84,7 @@ func runNATS(t testing.TB, dir string, port int) *server.Server {
 	return s
 }
 
-// TestBrokerOutage is issue 5 item 3, second half: the broker is away while
+// TestBrokerOutage: the broker is away while
 // scheduled messages fall due. They wait in the PostgreSQL store with their
 // failures counted, nothing reaches a handler, and once the broker is back
 // every message is delivered, none early.

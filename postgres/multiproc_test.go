@@ -20,7 +20,7 @@ import (
 	"github.com/postbus/bus/postgres"
 )
 
-// TestMultiProcess is the proof of issue 4 item 8: three OS processes, each
+// TestMultiProcess runs three OS processes, each
 // a bus with its own pool and its own in-memory transport, dispatch 20,000
 // messages due within the same second from one table; every handler records
 // each receipt in a table without a unique key, so duplicates would show.

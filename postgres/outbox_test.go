@@ -161,7 +161,8 @@ func TestWithTxOnTheSameDatabaseByAnotherHostName(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.ConnConfig.Host != "127.0.0.1" {
-		t.Skipf("the test server is %s, not 127.0.0.1", cfg.ConnConfig.Host)
+		bustest.SkipOutsideCI(t, "the test server is %s, not 127.0.0.1", cfg.ConnConfig.Host)
+		return
 	}
 	cfg.ConnConfig.Host = "localhost"
 	cfg.ConnConfig.Fallbacks = nil
@@ -174,7 +175,8 @@ func TestWithTxOnTheSameDatabaseByAnotherHostName(t *testing.T) {
 	t.Cleanup(alias.Close)
 	tx, err := alias.Begin(ctx)
 	if err != nil {
-		t.Skipf("the server is not reachable as localhost: %v", err)
+		bustest.SkipOutsideCI(t, "the server is not reachable as localhost: %v", err)
+		return
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	row := bus.OutgoingMessage{ID: "same-db", Kind: bus.KindCommand, Envelope: []byte("x"), Delay: time.Nanosecond}
