@@ -16,6 +16,7 @@ type Bus struct {
 	cfg       Config
 	log       *slog.Logger
 	transport Transport
+	identity  string // the transport's identity, stamped on scheduled rows
 	store     ScheduledStore // nil when the persistence cannot schedule
 	ids       *idGenerator
 	names     typeNames
@@ -60,6 +61,7 @@ func New(cfg Config) (*Bus, error) {
 		cfg:       cfg,
 		log:       cfg.Logger.With(slog.String(logKeyEndpoint, cfg.Endpoint)),
 		transport: cfg.Transport,
+		identity:  identityOf(cfg.Transport),
 		ids:       newIDGenerator(),
 		clock:     cfg.Clock,
 		handlers:  map[string]*handlerSet{},

@@ -131,20 +131,11 @@ func TestSendConcurrentWithStartIsRaceFree(t *testing.T) {
 	_ = b.Stop(ctxT(t))
 }
 
-// hangingErrorQueue never accepts a message to the error queue until ctx ends.
-type hangingErrorQueue struct{ bus.Transport }
-
-func (h hangingErrorQueue) Send(ctx context.Context, queue string, env *bus.Envelope) error {
-	if queue == "error" {
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	return h.Transport.Send(ctx, queue, env)
-}
-
 func TestErrorQueueSendIsBoundedBySendTimeout(t *testing.T) {
 	t.Parallel()
-	b, err := bus.New(bus.Config{Endpoint: "sales", Transport: hangingErrorQueue{bus.NewMemoryTransport()}, Logger: quiet(),
+	tr := &hanging{Transport: bus.NewMemoryTransport(), queue: "error"} // never accepts until ctx ends
+	tr.down.Store(true)
+	b, err := bus.New(bus.Config{Endpoint: "sales", Transport: tr, Logger: quiet(),
 		Retries: bus.RetryConfig{Immediate: -1, Delayed: -1}, Dispatcher: bus.DispatcherConfig{SendTimeout: 100 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)

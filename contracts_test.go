@@ -61,25 +61,14 @@ func TestCancelScheduledWhileDispatchingReturnsFalse(t *testing.T) {
 	}
 }
 
-// failOnce fails the first send to queue.
-type failOnce struct {
-	bus.Transport
-	queue  string
-	failed atomic.Bool
-}
-
-func (f *failOnce) Send(ctx context.Context, queue string, env *bus.Envelope) error {
-	if queue == f.queue && f.failed.CompareAndSwap(false, true) {
-		return errors.New("injected send failure")
-	}
-	return f.Transport.Send(ctx, queue, env)
-}
-
 func TestHandlerRetryReusesOutgoingIDs(t *testing.T) {
 	t.Parallel()
 	mem := bus.NewMemoryTransport()
 	store := bus.NewMemoryPersistence()
-	tr := &failOnce{Transport: mem, queue: "shipping"}
+	var failed atomic.Bool // the first send to shipping fails
+	tr := &rejecting{Transport: mem, reject: func(q string, _ *bus.Envelope) bool {
+		return q == "shipping" && failed.CompareAndSwap(false, true)
+	}}
 	var calls atomic.Int64
 	bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store,
 		Dispatcher: bus.DispatcherConfig{Disabled: true}}, func(b *bus.Bus) {
@@ -165,18 +154,13 @@ func TestAbandonedHandlerSendFailsWithErrHandlerDone(t *testing.T) {
 	}
 }
 
-// broker is a memory transport that passes for a broker: another identity.
-type broker struct{ *bus.MemoryTransport }
-
-func (broker) Identity() string { return "broker://test" }
-
 func TestDelayedRetriesSkippedWithBrokerAndNonDurableStore(t *testing.T) {
 	t.Parallel()
 	mem := bus.NewMemoryTransport()
 	store := bus.NewMemoryPersistence()
 	var logs logBuffer
 	var calls atomic.Int64
-	bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: broker{mem}, Persistence: store, Logger: logs.logger(),
+	bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: named{mem, "broker://test"}, // passes for a broker Persistence: store, Logger: logs.logger(),
 		Retries: bus.RetryConfig{Immediate: 1, Delayed: 3}}, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(context.Context, PlaceOrder) error { calls.Add(1); return errors.New("fails") })
 	})

@@ -54,7 +54,7 @@ const (
 
 func newDispatcher(b *Bus) *dispatcher {
 	return &dispatcher{
-		b: b, store: b.store, transport: identityOf(b.transport), cfg: b.cfg.Dispatcher, clock: b.clock,
+		b: b, store: b.store, transport: b.identity, cfg: b.cfg.Dispatcher, clock: b.clock,
 		log: b.log.With(slog.String("component", "dispatcher")), limiter: newRateLimiter(logInterval),
 		wake:     make(chan struct{}, 1),
 		fetch:    newBreaker("fetch", b.cfg.CircuitBreakers.Fetch, b.clock, b.cfg.OnCriticalError),

@@ -224,7 +224,6 @@ func (b *Bus) schedule(ctx context.Context, msgs []pending) error {
 // identity. A message without a due time is due at now.
 func (b *Bus) rows(msgs []pending, now time.Time) []OutgoingMessage {
 	rows := make([]OutgoingMessage, len(msgs))
-	transport := identityOf(b.transport)
 	for i, p := range msgs {
 		env := p.env
 		id := env.ID
@@ -236,7 +235,7 @@ func (b *Bus) rows(msgs []pending, now time.Time) []OutgoingMessage {
 			due = now
 		}
 		rows[i] = OutgoingMessage{ID: id, Kind: env.Kind, Envelope: MarshalEnvelope(env), DueAt: due,
-			Delay: p.delay, Transport: transport}
+			Delay: p.delay, Transport: b.identity}
 	}
 	return rows
 }

@@ -62,7 +62,7 @@ func (b *Bus) delayedRetryStore() ScheduledStore {
 }
 
 func (b *Bus) inMemoryTransport() bool {
-	return identityOf(b.transport) == memoryIdentity
+	return b.identity == memoryIdentity
 }
 
 // warnNonDurableRetries logs, at Start, that delayed retries are skipped
