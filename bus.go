@@ -16,7 +16,7 @@ type Bus struct {
 	cfg       Config
 	log       *slog.Logger
 	transport Transport
-	identity  string // the transport's identity, stamped on scheduled rows
+	identity  string         // the transport's identity, stamped on scheduled rows
 	store     ScheduledStore // nil when the persistence cannot schedule
 	ids       *idGenerator
 	names     typeNames

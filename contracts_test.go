@@ -160,7 +160,7 @@ func TestDelayedRetriesSkippedWithBrokerAndNonDurableStore(t *testing.T) {
 	store := bus.NewMemoryPersistence()
 	var logs logBuffer
 	var calls atomic.Int64
-	bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: named{mem, "broker://test"}, // passes for a broker Persistence: store, Logger: logs.logger(),
+	bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: named{mem, "broker://test"}, Persistence: store, Logger: logs.logger(),
 		Retries: bus.RetryConfig{Immediate: 1, Delayed: 3}}, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(context.Context, PlaceOrder) error { calls.Add(1); return errors.New("fails") })
 	})
