@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	natsio "github.com/nats-io/nats.go"
+
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
 	"github.com/postbus/bus/nats"
@@ -43,16 +45,7 @@ func TestNATSRetryAfterFailedSendIsStoredOnce(t *testing.T) {
 	if got := streamMsgs(t, nc, opts); got != 1 {
 		t.Fatalf("stream holds %d copies of one message sent and retried, want 1", got)
 	}
-	r := startReceive(t, tr, queue, 1, nil)
-	eventually(t, 30*time.Second, "the message", func() bool { return r.count(env.ID) >= 1 })
-	eventually(t, 30*time.Second, "its ack", func() bool {
-		info := consumerInfo(t, nc, opts, queue)
-		return info.NumAckPending == 0 && info.NumPending == 0
-	})
-	r.stop(t)
-	if c := r.count(env.ID); c != 1 {
-		t.Errorf("handled %d times, want once", c)
-	}
+	expectHandledOnce(t, tr, nc, opts, queue, env.ID)
 }
 
 // TestNATSFailedPublishNeverLandsLater sends while the server is down, on a
@@ -100,16 +93,7 @@ func TestNATSFailedPublishNeverLandsLater(t *testing.T) {
 	if err := tr.Send(testCtx(t), queue, asRetry(env)); err != nil {
 		t.Fatalf("the caller's retry: %v", err)
 	}
-	r := startReceive(t, tr, queue, 1, nil)
-	eventually(t, 30*time.Second, "the message", func() bool { return r.count(env.ID) >= 1 })
-	eventually(t, 30*time.Second, "its ack", func() bool {
-		info := consumerInfo(t, nc, opts, queue)
-		return info.NumAckPending == 0 && info.NumPending == 0
-	})
-	r.stop(t)
-	if c := r.count(env.ID); c != 1 {
-		t.Errorf("handled %d times, want exactly once", c)
-	}
+	expectHandledOnce(t, tr, nc, opts, queue, env.ID)
 	if got := streamLastSeq(t, nc, opts); got != 2 {
 		t.Errorf("the stream stored %d messages, want 2 (the warm-up and one copy)", got)
 	}
@@ -213,5 +197,21 @@ func TestNATSReplayIsNotSwallowedAsDuplicate(t *testing.T) {
 	})
 	if got := streamMsgs(t, nc, opts); got != 1 {
 		t.Errorf("the stream holds %d messages after the replay, want 1: the one the filter passed over, back in the error queue", got)
+	}
+}
+
+// expectHandledOnce receives queue until the message id was handled and
+// acknowledged, and fails the test unless it was handled exactly once.
+func expectHandledOnce(t *testing.T, tr *nats.Transport, nc *natsio.Conn, opts nats.Options, queue, id string) {
+	t.Helper()
+	r := startReceive(t, tr, queue, 1, nil)
+	eventually(t, 30*time.Second, "the message", func() bool { return r.count(id) >= 1 })
+	eventually(t, 30*time.Second, "its ack", func() bool {
+		info := consumerInfo(t, nc, opts, queue)
+		return info.NumAckPending == 0 && info.NumPending == 0
+	})
+	r.stop(t)
+	if c := r.count(id); c != 1 {
+		t.Errorf("handled %d times, want exactly once", c)
 	}
 }
