@@ -34,6 +34,7 @@ type MemoryPersistence struct {
 	claims   uint64              // lease tokens
 	watchers map[int]func(time.Time)
 	nextWID  int
+	sagas    memorySagas
 }
 
 type memRow struct {
