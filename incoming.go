@@ -58,6 +58,10 @@ func (b *Bus) process(ctx context.Context, env *Envelope) error {
 			return b.discardExpired(ctx, env, class)
 		}
 		err := b.attempt(ctx, env, attempt)
+		for conflicts := 1; errors.Is(err, ErrSagaConflict) && conflicts < maxSagaConflicts && ctx.Err() == nil; conflicts++ {
+			b.metrics.sagaConflicts.Add(1) // not a failure: run again on fresh state
+			err = b.attempt(ctx, env, attempt)
+		}
 		if err == nil {
 			b.metrics.handled.Add(1)
 			b.acknowledge(ctx, env, AckPositive, AckReceived)
@@ -105,7 +109,11 @@ func (b *Bus) attempt(ctx context.Context, env *Envelope, attempt int) error {
 		s.finish() // what it sent is dropped; later sends fail
 		return err
 	}
-	return s.flush(ctx)
+	if err := s.flush(ctx); err != nil {
+		return err
+	}
+	s.succeeded(ctx)
+	return nil
 }
 
 // runIncoming runs the incoming pipeline, bounded by Config.HandlerTimeout

@@ -30,10 +30,13 @@ type Metrics struct {
 	DispatchFails uint64 // failed hand-overs of due messages
 	Expired       uint64 // messages discarded by a message timer
 	Duplicates    uint64 // deliveries skipped because the inbox had handled the message (outbox)
+	SagaConflicts uint64 // saga handler runs repeated because the instance changed concurrently
+	SagaNotFound  uint64 // saga messages acknowledged without an instance to handle them
 }
 
 type metrics struct {
 	sent, scheduled, dispatched, handled, retried, movedToError, dispatchFails, expired, duplicates atomic.Uint64
+	sagaConflicts, sagaNotFound                                                                     atomic.Uint64
 }
 
 // Metrics returns a snapshot of the bus's counters.
@@ -43,6 +46,7 @@ func (b *Bus) Metrics() Metrics {
 		Sent: m.sent.Load(), Scheduled: m.scheduled.Load(), Dispatched: m.dispatched.Load(),
 		Handled: m.handled.Load(), Retried: m.retried.Load(), MovedToError: m.movedToError.Load(),
 		DispatchFails: m.dispatchFails.Load(), Expired: m.expired.Load(), Duplicates: m.duplicates.Load(),
+		SagaConflicts: m.sagaConflicts.Load(), SagaNotFound: m.sagaNotFound.Load(),
 	}
 }
 

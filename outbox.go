@@ -115,6 +115,7 @@ func (b *Bus) attemptInOutbox(ctx context.Context, env *Envelope, attempt int) e
 		rollback()
 		return fmt.Errorf("bus: outbox: commit: %w", err)
 	}
+	s.succeeded(ctx)
 	if len(out) > 0 {
 		b.metrics.scheduled.Add(uint64(len(out)))
 		if d := b.dispatcher.Load(); d != nil {

@@ -18,6 +18,7 @@ type scope struct {
 	outbox   []pending
 	sends    int  // messages given IDs so far: the position of the next send
 	done     bool // the attempt is settled
+	after    []func(context.Context)
 }
 
 type scopeKey struct{}
@@ -111,4 +112,23 @@ func (s *scope) flush(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// afterSuccess runs fn once the attempt succeeded and what it sent was
+// released (or committed with the outbox); a failed attempt drops it.
+func (s *scope) afterSuccess(fn func(context.Context)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.after = append(s.after, fn)
+}
+
+// succeeded runs what afterSuccess registered.
+func (s *scope) succeeded(ctx context.Context) {
+	s.mu.Lock()
+	after := s.after
+	s.after = nil
+	s.mu.Unlock()
+	for _, fn := range after {
+		fn(ctx)
+	}
 }
