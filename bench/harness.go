@@ -41,6 +41,8 @@ type stage struct {
 	fleet       *fleet   // worker processes, with -instances
 	pad         string
 	business    *business // the throughput handler's work on PostgreSQL
+	// sagaConflicts sums the workers' saga conflicts (saga workload).
+	sagaConflicts atomic.Uint64
 }
 
 // tracker returns the tracker receipts go to now.
@@ -135,6 +137,14 @@ func (s *stage) newBus(sendOnly bool, handlers int, report func(seq int64, id st
 			BatchSize: s.o.dispatch.batch, Concurrency: s.o.dispatch.concurrency, PollInterval: s.o.dispatch.poll,
 		},
 	}
+	if s.o.workload == "saga" && !sendOnly {
+		cfg.Incoming = []bus.Middleware{sagaReceipts(func(seq int64, id string, at time.Time, late time.Duration) {
+			if report != nil {
+				report(seq, id, at, late)
+			}
+			s.tracker().record(seq, id, at, late)
+		})}
+	}
 	b, err := bus.New(cfg)
 	if err != nil {
 		return nil, err
@@ -144,6 +154,9 @@ func (s *stage) newBus(sendOnly bool, handlers int, report func(seq int64, id st
 	}
 	if sendOnly {
 		return b, nil
+	}
+	if s.o.workload == "saga" {
+		return b, s.registerSaga(b)
 	}
 	err = bus.Handle(b, func(ctx context.Context, m Tick) error {
 		in := bus.IncomingMessage(ctx)

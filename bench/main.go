@@ -91,7 +91,7 @@ func measure(ctx context.Context, o *options, stderr io.Writer) (*Result, error)
 	}
 	workloads := map[string]func(context.Context, *stage, *Result) error{
 		"schedule": runSchedule, "burst": runBurst, "spread": runSpread,
-		"backlog": runBacklog, "throughput": runThroughput,
+		"backlog": runBacklog, "throughput": runThroughput, "saga": runSagaWorkload,
 	}
 	if err := workloads[o.workload](ctx, s, r); err != nil {
 		return nil, fmt.Errorf("%s: %w", o.workload, err)

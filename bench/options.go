@@ -12,11 +12,13 @@ import (
 
 // options are the command-line flags.
 type options struct {
-	workload    string
-	persistence string
-	transport   string
-	n           int
-	senders     int
+	workload string
+	// sagaMessages is the steps per instance of the saga workload.
+	sagaMessages int
+	persistence  string
+	transport    string
+	n            int
+	senders      int
 	// sendersGiven: -senders was on the command line; throughput then
 	// uses it instead of -concurrency for its senders.
 	sendersGiven bool
@@ -79,6 +81,8 @@ func defaultN(workload string) (int, bool) {
 		return 5_000, true
 	case "throughput":
 		return 50_000, true
+	case "saga":
+		return 1_000, true
 	}
 	return 0, false
 }
@@ -87,7 +91,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.workload, "workload", "burst", "schedule, burst, spread, backlog or throughput")
+	fs.StringVar(&o.workload, "workload", "burst", "schedule, burst, spread, backlog, throughput or saga")
 	fs.StringVar(&o.persistence, "persistence", "memory", "scheduled-message store: "+fmt.Sprint(names(persistences())))
 	fs.StringVar(&o.transport, "transport", "memory", "transport: "+fmt.Sprint(names(transports())))
 	fs.IntVar(&o.n, "n", 0, "messages per run (0: 200000 schedule, 100000 burst, 5000 spread and backlog, 50000 throughput)")
@@ -103,6 +107,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.instances, "instances", 0, "burst/spread/backlog: dispatch and handle in this many worker processes (0: in this process)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up waiting for receipts after this long past the last due time (0: 60s)")
 	fs.BoolVar(&o.outbox, "outbox", false, "throughput with -persistence postgres: handle in the transactional outbox (the handler's INSERT and event commit together)")
+	fs.IntVar(&o.sagaMessages, "saga-messages", 10, "saga: steps each instance receives (-n is the number of instances)")
 	fs.BoolVar(&o.markdown, "markdown", false, "also print a Markdown table row")
 	fs.BoolVar(&o.mdHeader, "markdown-header", false, "print the Markdown table header and exit")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
@@ -135,7 +140,7 @@ func (o *options) check() error {
 	}
 	dn, ok := defaultN(o.workload)
 	if !ok && !o.worker {
-		return fmt.Errorf("-workload %q: want schedule, burst, spread, backlog or throughput", o.workload)
+		return fmt.Errorf("-workload %q: want schedule, burst, spread, backlog, throughput or saga", o.workload)
 	}
 	pd, ok := persistences()[o.persistence]
 	if !ok {
@@ -162,11 +167,13 @@ func (o *options) check() error {
 	case o.over <= 0 || o.idle <= 0 || o.lead < 0 || o.timeout < 0:
 		return fmt.Errorf("-over and -idle must be positive; -lead and -timeout must not be negative")
 	case o.instances > 0 && (o.workload == "schedule" || o.workload == "throughput"):
-		return fmt.Errorf("-instances works with the burst, spread and backlog workloads only")
+		return fmt.Errorf("-instances works with the burst, spread, backlog and saga workloads only")
 	case o.outbox && o.persistence != "postgres":
 		return fmt.Errorf("-outbox needs -persistence postgres (the store the business INSERT and the outbox share); got %s", o.persistence)
-	case o.outbox && o.workload != "throughput":
-		return fmt.Errorf("-outbox works with the throughput workload only")
+	case o.outbox && o.workload != "throughput" && o.workload != "saga":
+		return fmt.Errorf("-outbox works with the throughput and saga workloads only")
+	case o.sagaMessages < 1:
+		return fmt.Errorf("-saga-messages must be positive")
 	case o.instances > 0 && !pd.shared:
 		return fmt.Errorf("-instances needs a persistence shared across processes; %s is not", o.persistence)
 	}

@@ -62,7 +62,14 @@ type Result struct {
 	Events          int          `json:"events,omitempty"`
 	CommitToReceipt *Percentiles `json:"commit_to_receipt_ms,omitempty"`
 	BusinessRows    *int         `json:"business_rows,omitempty"`
-	GoVersion       string       `json:"go_version"`
+	// Saga workload: instances completed per second, handler runs repeated
+	// on a conflict, instances whose final state missed or doubled a step,
+	// and the steps the instance sent 50 at once saw.
+	SagaInstancesPerSec float64 `json:"saga_instances_per_s,omitempty"`
+	SagaConflicts       *uint64 `json:"saga_conflicts,omitempty"`
+	SagaLostUpdates     *int    `json:"saga_lost_updates,omitempty"`
+	SagaHotCount        *int    `json:"saga_hot_count,omitempty"`
+	GoVersion           string  `json:"go_version"`
 	// LoadAvg is the machine's 1-minute load average when the run started:
 	// other work on the machine skews every figure.
 	LoadAvg float64 `json:"load_avg_1m"`

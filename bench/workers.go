@@ -21,6 +21,9 @@ type receipt struct {
 	ID    string `json:"id,omitempty"`
 	At    int64  `json:"at,omitempty"`   // Unix nanoseconds
 	Late  int64  `json:"late,omitempty"` // nanoseconds; negative: early
+	// SagaConflicts, on a worker's last line, is its bus's
+	// Metrics().SagaConflicts.
+	SagaConflicts uint64 `json:"saga_conflicts,omitempty"`
 }
 
 // fleet is the worker processes of a run started with -instances.
@@ -95,6 +98,7 @@ func (s *stage) workerArgs() []string {
 		"-sqlite-path", o.sqlitePath, "-mongodb-uri", o.mongodbURI, "-handlers", strconv.Itoa(o.handlers),
 		"-dispatch-batch", strconv.Itoa(o.dispatch.batch), "-dispatch-concurrency", strconv.Itoa(o.dispatch.concurrency),
 		"-dispatch-poll", o.dispatch.poll.String(), "-v=" + strconv.FormatBool(o.verbose),
+		"-outbox=" + strconv.FormatBool(o.outbox), "-saga-messages", strconv.Itoa(o.sagaMessages),
 	}
 }
 
@@ -107,6 +111,10 @@ func (s *stage) readReceipts(r io.Reader, ready chan<- error) {
 		var rc receipt
 		if err := json.Unmarshal(sc.Bytes(), &rc); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: worker wrote %q: %v\n", sc.Text(), err)
+			continue
+		}
+		if rc.SagaConflicts > 0 {
+			s.sagaConflicts.Add(rc.SagaConflicts)
 			continue
 		}
 		if rc.Ready {
@@ -205,6 +213,9 @@ func runWorker(ctx context.Context, o *options, stdin io.Reader, stdout, stderr 
 	})
 	_, _ = io.Copy(io.Discard, stdin) // the parent closes it to stop us
 	err = b.Stop(context.WithoutCancel(ctx))
+	if c := b.Metrics().SagaConflicts; c > 0 {
+		emit(receipt{SagaConflicts: c})
+	}
 	close(stopFlushing)
 	flusher.Wait()
 	flush()
