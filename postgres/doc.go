@@ -1,7 +1,8 @@
 // Package postgres is the durable PostgreSQL persistence of Postbus: a
 // scheduled-message store (bus.ScheduledStore) with leased claims and
 // cross-instance wake-up (bus.DueNotifier), and the transactional outbox
-// and inbox (bus.OutboxStore), on github.com/jackc/pgx/v5.
+// and inbox (bus.OutboxStore) and saga instances (bus.SagaStore), on
+// github.com/jackc/pgx/v5.
 //
 //	pool, err := pgxpool.New(ctx, "postgres://app@db/app")
 //	store, err := postgres.New(pool, postgres.Options{})
@@ -103,6 +104,19 @@
 // handling holds its connection until it ends: size the pool above the
 // bus's Concurrency plus the dispatcher's and the handlers' other needs.
 // See docs/guide/outbox.md.
+//
+// # Sagas
+//
+// A Persistence is a bus.SagaStore: saga instances are rows of the saga
+// table (Options.SagaTable, default <table>_sagas), keyed by (saga,
+// correlation), with the state as json (the exact bytes the saga stored,
+// readable with ->> and ->), the pending timeouts as text[] and a version.
+// An insert is ON CONFLICT DO NOTHING, and updates and deletes name the
+// version they read: no affected row is an error wrapping
+// bus.ErrSagaConflict, and never aborts the transaction the statement ran
+// in. When ctx carries the outbox handling's transaction (Tx), or a
+// caller's (WithTx), the saga statements run in it, so the state commits
+// with the handler's writes and the messages it sent.
 //
 // # Lifecycle and errors
 //

@@ -71,4 +71,15 @@ func ExampleMigrations() {
 	// 	PRIMARY KEY (endpoint, message_id)
 	// );
 	// CREATE INDEX IF NOT EXISTS "outgoing_messages_inbox_purge_idx" ON "public"."outgoing_messages_inbox" (handled_at);
+	// CREATE TABLE IF NOT EXISTS "public"."outgoing_messages_sagas" (
+	// 	saga        text        COLLATE "C" NOT NULL,
+	// 	correlation text        COLLATE "C" NOT NULL,
+	// 	id          text        COLLATE "C" NOT NULL,
+	// 	state       json        NOT NULL,
+	// 	timeouts    text[]      NOT NULL DEFAULT '{}',
+	// 	version     bigint      NOT NULL,
+	// 	created_at  timestamptz NOT NULL DEFAULT now(),
+	// 	updated_at  timestamptz NOT NULL DEFAULT now(),
+	// 	PRIMARY KEY (saga, correlation)
+	// );
 }

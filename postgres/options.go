@@ -36,6 +36,9 @@ const (
 	inboxIndexSuffix = "_purge_idx"
 )
 
+// sagaSuffix names the default saga table: <Table><sagaSuffix>.
+const sagaSuffix = "_sagas"
+
 // Options configures a Persistence. Every zero value means the documented
 // default.
 type Options struct {
@@ -51,6 +54,10 @@ type Options struct {
 	// Schema. Default Table + "_inbox" ("outgoing_messages_inbox"). A plain
 	// identifier of at most 53 bytes.
 	InboxTable string
+	// SagaTable holds the saga instances (bus.SagaStore): one row per
+	// (saga, correlation), in Schema. Default Table + "_sagas"
+	// ("outgoing_messages_sagas"). A plain identifier of at most 63 bytes.
+	SagaTable string
 	// DisableNotify turns LISTEN/NOTIFY off: StoreOutgoing issues no
 	// pg_notify and WatchDue only waits for its context to end, so
 	// dispatchers rely on polling. Set it behind PgBouncer in transaction
@@ -81,6 +88,7 @@ func (o Options) withDefaults() Options {
 	o.Schema = cmp.Or(o.Schema, DefaultSchema)
 	o.Table = cmp.Or(o.Table, DefaultTable)
 	o.InboxTable = cmp.Or(o.InboxTable, o.Table+inboxSuffix)
+	o.SagaTable = cmp.Or(o.SagaTable, o.Table+sagaSuffix)
 	o.MaxBatchRows = cmp.Or(o.MaxBatchRows, DefaultMaxBatchRows)
 	o.MaxConcurrentInserts = cmp.Or(o.MaxConcurrentInserts, DefaultMaxConcurrentInserts)
 	o.NotifyWithin = cmp.Or(o.NotifyWithin, DefaultNotifyWithin)
@@ -100,6 +108,9 @@ func (o Options) validate() error {
 		return err
 	}
 	if err := checkName("InboxTable", o.InboxTable, maxIdentifierLen-len(inboxIndexSuffix)); err != nil {
+		return err
+	}
+	if err := checkName("SagaTable", o.SagaTable, maxIdentifierLen); err != nil {
 		return err
 	}
 	if o.MaxBatchRows < 0 {

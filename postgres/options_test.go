@@ -94,9 +94,10 @@ func TestInvalidRowsAreRejectedBeforeStoring(t *testing.T) {
 func TestMigrationsAndNames(t *testing.T) {
 	t.Parallel()
 	m := postgres.Migrations()
-	if len(m) != 7 || !strings.Contains(m[1], `"public"."outgoing_messages"`) ||
+	if len(m) != 8 || !strings.Contains(m[1], `"public"."outgoing_messages"`) ||
 		!strings.Contains(m[3], `(transport, available_at, id)`) ||
-		!strings.Contains(m[5], `"public"."outgoing_messages_inbox"`) || !strings.Contains(m[6], `(handled_at)`) {
+		!strings.Contains(m[5], `"public"."outgoing_messages_inbox"`) || !strings.Contains(m[6], `(handled_at)`) ||
+		!strings.Contains(m[7], `"public"."outgoing_messages_sagas"`) {
 		t.Errorf("Migrations() = %q", m)
 	}
 	p, err := postgres.New(lazyPool(t), postgres.Options{Schema: "Billing", Table: "scheduled"})

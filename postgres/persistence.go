@@ -15,6 +15,7 @@ var (
 	_ bus.DueNotifier    = (*Persistence)(nil)
 	_ bus.ClockedStore   = (*Persistence)(nil)
 	_ bus.OutboxStore    = (*Persistence)(nil)
+	_ bus.SagaStore      = (*Persistence)(nil)
 )
 
 // Persistence is the durable PostgreSQL scheduled-message store. It is safe
@@ -28,7 +29,9 @@ type Persistence struct {
 	names names
 	log   *slog.Logger
 	sql   statements
-	batch *batcher
+	// sagaSQL is the SQL of the saga store (saga.go).
+	sagaSQL sagaStatements
+	batch   *batcher
 }
 
 // New returns a Persistence on pool, configured by opts (zero values mean
@@ -45,6 +48,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
 	}
 	p := &Persistence{pool: pool, opts: opts, names: newNames(opts), log: opts.Logger}
 	p.sql = newStatements(p.names, !opts.DisableNotify)
+	p.sagaSQL = newSagaStatements(p.names)
 	p.batch = newBatcher(opts.MaxBatchRows, opts.MaxConcurrentInserts, p.insert)
 	return p, nil
 }

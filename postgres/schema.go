@@ -19,17 +19,17 @@ func Migrations() []string {
 }
 
 // MigrationsFor returns the DDL that Setup runs for the given schema and
-// table, with the default inbox table (<table>_inbox); empty names mean the
-// defaults. An invalid name is an *NameError.
+// table, with the default inbox table (<table>_inbox) and saga table
+// (<table>_sagas); empty names mean the defaults. An invalid name is an *NameError.
 func MigrationsFor(schema, table string) ([]string, error) {
 	return MigrationsForOptions(Options{Schema: schema, Table: table})
 }
 
 // MigrationsForOptions returns the DDL that Setup runs for the names in
-// opts (Schema, Table, InboxTable; other fields are ignored). An invalid
-// name is an *NameError.
+// opts (Schema, Table, InboxTable, SagaTable; other fields are ignored). An
+// invalid name is an *NameError.
 func MigrationsForOptions(opts Options) ([]string, error) {
-	o := Options{Schema: opts.Schema, Table: opts.Table, InboxTable: opts.InboxTable}.withDefaults()
+	o := Options{Schema: opts.Schema, Table: opts.Table, InboxTable: opts.InboxTable, SagaTable: opts.SagaTable}.withDefaults()
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
@@ -49,6 +49,8 @@ type names struct {
 	inboxIdx string // quoted inbox purge index name (unqualified)
 	regInbox string // schema.inbox for to_regclass
 	regInIdx string // schema.inbox purge index for to_regclass
+	sagas    string // quoted schema.saga table
+	regSagas string // schema.sagas for to_regclass
 	channel  string // NOTIFY channel, raw (pg_notify takes text)
 	lockKey  string // advisory lock key text, hashed by the server
 }
@@ -66,6 +68,8 @@ func newNames(o Options) names {
 		inboxIdx: pgx.Identifier{o.InboxTable + inboxIndexSuffix}.Sanitize(),
 		regInbox: pgx.Identifier{o.Schema, o.InboxTable}.Sanitize(),
 		regInIdx: pgx.Identifier{o.Schema, o.InboxTable + inboxIndexSuffix}.Sanitize(),
+		sagas:    pgx.Identifier{o.Schema, o.SagaTable}.Sanitize(),
+		regSagas: pgx.Identifier{o.Schema, o.SagaTable}.Sanitize(),
 		channel:  channelName(o.Schema, o.Table),
 		lockKey:  "postbus.setup." + o.Schema,
 	}
@@ -87,7 +91,10 @@ func newNames(o Options) names {
 // constants), the claim index, and the drop of the (available_at, id)
 // index it replaces. The last two statements are the inbox of the
 // transactional outbox, keyed by (endpoint, message_id), and its handled_at
-// index for the retention purge.
+// index for the retention purge; the very last is the saga table
+// (bus.SagaStore), keyed by (saga, correlation). Its state column is json,
+// not jsonb: json keeps the bytes the saga stored exactly (jsonb would
+// normalise them), and still reads with ->> and ->.
 func ddl(n names) []string {
 	return []string{
 		fmt.Sprintf(`CREATE SCHEMA IF NOT EXISTS %s`, n.schema),
@@ -116,11 +123,22 @@ func ddl(n names) []string {
 	PRIMARY KEY (endpoint, message_id)
 )`, n.inbox),
 		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (handled_at)`, n.inboxIdx, n.inbox),
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+	saga        text        COLLATE "C" NOT NULL,
+	correlation text        COLLATE "C" NOT NULL,
+	id          text        COLLATE "C" NOT NULL,
+	state       json        NOT NULL,
+	timeouts    text[]      NOT NULL DEFAULT '{}',
+	version     bigint      NOT NULL,
+	created_at  timestamptz NOT NULL DEFAULT now(),
+	updated_at  timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (saga, correlation)
+)`, n.sagas),
 	}
 }
 
-// Setup creates the schema, table and index, and the inbox table and its
-// index, if they are missing, and migrates a table made by an earlier
+// Setup creates the schema, table and index, the inbox table and its
+// index, and the saga table, if they are missing, and migrates a table made by an earlier
 // version (see Migrations). It is
 // idempotent, and safe when several processes run it at once: the DDL runs
 // in one transaction under a transaction-scoped advisory lock per schema.
@@ -149,9 +167,9 @@ func (p *Persistence) setupOnce(ctx context.Context) error {
 	var present bool
 	err := p.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL
 	AND to_regclass($3) IS NULL
-	AND to_regclass($4) IS NOT NULL AND to_regclass($5) IS NOT NULL
+	AND to_regclass($4) IS NOT NULL AND to_regclass($5) IS NOT NULL AND to_regclass($6) IS NOT NULL
 	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'lease_token' AND NOT attisdropped)`,
-		p.names.regTbl, p.names.regIdx, p.names.regOld, p.names.regInbox, p.names.regInIdx).Scan(&present)
+		p.names.regTbl, p.names.regIdx, p.names.regOld, p.names.regInbox, p.names.regInIdx, p.names.regSagas).Scan(&present)
 	if err != nil || present {
 		return err
 	}

@@ -252,7 +252,7 @@ func TestSetupMigratesTablesOfEarlierVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if want := []string{"outgoing_messages_claim_idx", "outgoing_messages_inbox_pkey", "outgoing_messages_inbox_purge_idx",
-		"outgoing_messages_pkey"}; strings.Join(indexes, " ") != strings.Join(want, " ") {
+		"outgoing_messages_pkey", "outgoing_messages_sagas_pkey"}; strings.Join(indexes, " ") != strings.Join(want, " ") {
 		t.Errorf("indexes after the migration = %v, want %v", indexes, want)
 	}
 	p, _ := postgres.New(pool, postgres.Options{Schema: schema})

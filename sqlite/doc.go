@@ -138,6 +138,24 @@
 // for the store's own connection, so the store flags the row, and WatchDue
 // wakes this process's dispatcher at its next tick.
 //
+// # Sagas
+//
+// A Persistence is a bus.SagaStore. Setup creates the saga table, one row
+// per instance:
+//
+//	<table>_sagas(saga TEXT, correlation TEXT, id TEXT, state TEXT,
+//	    timeouts TEXT, version INTEGER, created_at INTEGER, updated_at INTEGER,
+//	    PRIMARY KEY (saga, correlation))
+//
+// state holds the saga's JSON bytes exactly, as TEXT, so json_extract reads
+// it; timeouts is a JSON array of message IDs. An insert is ON CONFLICT DO
+// NOTHING, and updates and deletes name the version they read: no changed
+// row is an error wrapping bus.ErrSagaConflict, and the transaction stays
+// usable. When ctx carries a transaction (Tx: the handling's, or the
+// caller's from WithTx) the saga statements run in it, so the state
+// commits with the handler's writes and the messages it sent; inside a
+// handler they must, as the handling holds the store's only connection.
+//
 // # Durability
 //
 // With WAL and synchronous=NORMAL a committed store survives the process

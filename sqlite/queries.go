@@ -32,6 +32,8 @@ type queries struct {
 	inboxIndex  string
 	inboxInsert string
 	inboxPurge  string
+
+	sagas sagaQueries // the saga table, created by Setup
 }
 
 // addColumn is a column that tables created by earlier versions lack.
@@ -110,5 +112,7 @@ func newQueries(table string) queries {
 		inboxInsert: "INSERT OR IGNORE INTO " + t + "_inbox (endpoint, message_id, handled_at) VALUES (?1, ?2, ?3)",
 		inboxPurge: "DELETE FROM " + t + "_inbox WHERE rowid IN (SELECT rowid FROM " + t +
 			"_inbox WHERE handled_at < ?1 ORDER BY handled_at LIMIT ?2)",
+
+		sagas: newSagaQueries(t + "_sagas"),
 	}
 }

@@ -26,6 +26,7 @@ var (
 	_ bus.DueNotifier    = (*Persistence)(nil)
 	_ bus.ClockedStore   = (*Persistence)(nil)
 	_ bus.OutboxStore    = (*Persistence)(nil)
+	_ bus.SagaStore      = (*Persistence)(nil)
 )
 
 // Defaults for the zero values of Options.
