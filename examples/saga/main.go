@@ -8,7 +8,7 @@
 //
 // With -postgres the saga state and the timeouts live in PostgreSQL
 // (POSTBUS_POSTGRES_URL, default postgres://postgres@127.0.0.1:5432/test,
-// schema saga_example): the bus is stopped after the orders are placed and
+// schema saga_example, emptied first): the bus is stopped after the orders are placed and
 // a new one is started on the same database, as after a deployment; the
 // reminder and the cancellation still arrive, from the stored timeouts.
 package main
@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbus/bus"
@@ -186,6 +187,11 @@ func runPostgres(ctx context.Context, out io.Writer, url, schema string, t timin
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer pool.Close()
+	// The schema is the example's own: start from an empty one, so an
+	// interrupted earlier run leaves nothing behind.
+	if _, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+		return err
+	}
 	store, err := postgres.New(pool, postgres.Options{Schema: schema})
 	if err != nil {
 		return err
