@@ -15,6 +15,7 @@ const (
 	DefaultBlock        = time.Second
 	DefaultClaimBatch   = 100
 	DefaultSettleBatch  = 256
+	DefaultPrefetch     = 64
 	minLease            = time.Second
 	minBlock            = 10 * time.Millisecond
 	defaultShutdownWait = 10 * time.Second
@@ -50,7 +51,8 @@ type Options struct {
 	// Prefetch is how many messages each Receive reads ahead of its
 	// handlers, on top of ReceiveOptions.Concurrency. Messages read ahead
 	// are this consumer's (their claim is renewed) and are handed back to
-	// the stream when Receive stops. Default 0.
+	// the stream when Receive stops. Default 64; -1 reads no more than
+	// there are free handlers.
 	Prefetch int
 	// MaxLen caps each stream at about this many entries (XADD MAXLEN ~).
 	// Acknowledged entries are deleted at once, so a stream only holds the
@@ -69,6 +71,12 @@ func (o Options) withDefaults() Options {
 	o.ClaimInterval = cmp.Or(o.ClaimInterval, o.Lease/2)
 	o.ClaimBatch = cmp.Or(o.ClaimBatch, DefaultClaimBatch)
 	o.Block = cmp.Or(o.Block, DefaultBlock)
+	switch o.Prefetch {
+	case 0:
+		o.Prefetch = DefaultPrefetch
+	case -1:
+		o.Prefetch = 0
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}

@@ -21,6 +21,7 @@ var (
 type Transport struct {
 	rdb    goredis.UniversalClient
 	opts   Options
+	sends  *batcher
 	closed atomic.Bool
 }
 
@@ -35,7 +36,7 @@ func New(client goredis.UniversalClient, opts Options) (*Transport, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	return &Transport{rdb: client, opts: opts}, nil
+	return &Transport{rdb: client, opts: opts, sends: &batcher{rdb: client}}, nil
 }
 
 // Identity names the key prefix: "redis:<prefix>". Scheduled rows carry it,
@@ -121,7 +122,7 @@ func (t *Transport) ensureGroup(ctx context.Context, queue string) error {
 }
 
 // Send adds env to the stream of queue (XADD) and returns once Redis
-// stored it. A queue nobody provisioned yet gets its stream; its group,
+// stored it. Concurrent calls share pipelines. A queue nobody provisioned yet gets its stream; its group,
 // created later, starts at the beginning, so the message is kept.
 func (t *Transport) Send(ctx context.Context, queue string, env *bus.Envelope) error {
 	if err := t.checkOpen(); err != nil {
@@ -140,7 +141,7 @@ func (t *Transport) Send(ctx context.Context, queue string, env *bus.Envelope) e
 	if t.opts.MaxLen > 0 {
 		args.MaxLen, args.Approx = t.opts.MaxLen, true
 	}
-	if err := t.rdb.XAdd(ctx, args).Err(); err != nil {
+	if err := t.sends.add(ctx, args); err != nil {
 		return fmt.Errorf("redis: send %s to %s: %w", env.ID, queue, err)
 	}
 	return nil

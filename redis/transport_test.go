@@ -27,7 +27,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	t.Parallel()
 	rdb := goredis.NewClient(&goredis.Options{Addr: serverAddr()})
 	defer rdb.Close()
-	for _, o := range []redis.Options{{Lease: time.Millisecond}, {Block: time.Microsecond}, {Prefetch: -1}, {MaxLen: -1}, {ClaimBatch: -1}} {
+	for _, o := range []redis.Options{{Lease: time.Millisecond}, {Block: time.Microsecond}, {Prefetch: -2}, {MaxLen: -1}, {ClaimBatch: -1}} {
 		_, err := redis.New(rdb, o)
 		var oe *redis.OptionsError
 		if !errors.Is(err, redis.ErrInvalidOptions) || !errors.As(err, &oe) {
