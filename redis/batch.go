@@ -10,10 +10,15 @@ import (
 // maxBatch bounds the commands one pipeline carries.
 const maxBatch = 256
 
+// leaderRounds bounds the pipelines a Send call runs for others.
+const leaderRounds = 4
+
 // batcher pipelines the XADDs of concurrent Send calls: while one pipeline
 // is on the wire, the calls that arrive queue up and go together in the
 // next, so many senders share round trips instead of each waiting for its
-// own. A goroutine runs while calls are queued and exits when none are.
+// own. The call that finds no pipeline running sends the queue itself (no
+// goroutine hand-off on the way), for at most leaderRounds pipelines; a
+// goroutine takes over what is still queued after that.
 type batcher struct {
 	rdb goredis.UniversalClient
 
@@ -35,11 +40,12 @@ func (b *batcher) add(ctx context.Context, args *goredis.XAddArgs) error {
 	c := &addCall{ctx: ctx, args: args, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
-	if !b.running {
-		b.running = true
-		go b.run()
-	}
+	lead := !b.running
+	b.running = true
 	b.mu.Unlock()
+	if lead && !b.run(leaderRounds) {
+		go b.run(0)
+	}
 	select {
 	case <-c.done:
 		return c.err
@@ -48,15 +54,21 @@ func (b *batcher) add(ctx context.Context, args *goredis.XAddArgs) error {
 	}
 }
 
-func (b *batcher) run() {
+// run sends queued calls until the queue is empty (true) or it ran rounds
+// pipelines (false; 0: no bound). The caller holds the running flag.
+func (b *batcher) run(rounds int) bool {
 	var spare []*addCall
-	for {
+	for i := 0; ; i++ {
 		b.mu.Lock()
 		calls := b.queue
 		if len(calls) == 0 {
 			b.running = false
 			b.mu.Unlock()
-			return
+			return true
+		}
+		if rounds > 0 && i == rounds {
+			b.mu.Unlock()
+			return false
 		}
 		if len(calls) > maxBatch {
 			b.queue = append(spare[:0], calls[maxBatch:]...)

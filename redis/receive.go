@@ -33,6 +33,7 @@ const (
 	maxRetryDelay = 2 * time.Second
 	renewBatch    = 500
 	ackAttempts   = 3
+	ackGather     = 500 * time.Microsecond
 )
 
 // Receive reads the queue's stream in its consumer group, as a consumer of
@@ -348,6 +349,10 @@ func (r *receiver) ackLoop() {
 	batch := make([]string, 0, DefaultSettleBatch)
 	for id := range r.acks {
 		batch = append(batch[:0], id)
+		// Let the handlers finishing about now join the batch: one round
+		// trip then settles many messages, at the cost of keeping them
+		// pending a little longer.
+		time.Sleep(ackGather)
 	more:
 		for len(batch) < DefaultSettleBatch {
 			select {
