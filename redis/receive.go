@@ -56,7 +56,7 @@ const (
 // not started back to the stream, waits for the handlers in flight, settles
 // their messages, removes its consumer from the group if it holds nothing,
 // and returns nil. It returns an error only when the group cannot be
-// created at the start.
+// created at the start, or the client is closed.
 func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveOptions, h bus.DeliveryHandler) error {
 	if err := t.checkOpen(); err != nil {
 		return err
@@ -96,9 +96,12 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 	renewCtx, stopRenew := context.WithCancel(r.hctx)
 	var renew, claim sync.WaitGroup
 	renew.Go(func() { r.renewLoop(renewCtx) })
-	claim.Go(func() { r.claimLoop(ctx) })
+	claimCtx, stopClaim := context.WithCancel(ctx)
+	defer stopClaim()
+	claim.Go(func() { r.claimLoop(claimCtx) })
 
-	r.readLoop(ctx)
+	readErr := r.readLoop(ctx)
+	stopClaim()
 	claim.Wait()
 	r.handlers.Wait()
 	stopRenew()
@@ -106,6 +109,9 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 	close(r.acks)
 	<-ackDone
 	r.retire()
+	if readErr != nil {
+		return fmt.Errorf("redis: receive %s: %w", queue, readErr)
+	}
 	return nil
 }
 
@@ -179,13 +185,14 @@ func (r *receiver) release(n int) {
 	}
 }
 
-// readLoop reads new messages until ctx ends.
-func (r *receiver) readLoop(ctx context.Context) {
+// readLoop reads new messages until ctx ends. It returns an error only
+// when the client was closed.
+func (r *receiver) readLoop(ctx context.Context) error {
 	delay := minRetryDelay
 	for ctx.Err() == nil {
 		n := r.acquire(ctx, cap(r.slots))
 		if n == 0 {
-			return
+			return nil
 		}
 		// The read runs on a ctx that outlives Receive's: a read cut short
 		// by the client after the server handed out messages would leave
@@ -200,12 +207,15 @@ func (r *receiver) readLoop(ctx context.Context) {
 		}
 		if err != nil {
 			r.release(n)
+			if errors.Is(err, goredis.ErrClosed) {
+				return err
+			}
 			r.log.Warn("redis: read failed; retrying", logError, err, "retry_in", delay)
 			if isNoGroup(err) {
 				_ = r.t.ensureGroup(r.hctx, r.queue)
 			}
 			if !sleep(ctx, delay) {
-				return
+				return nil
 			}
 			delay = min(delay*2, maxRetryDelay)
 			continue
@@ -224,6 +234,7 @@ func (r *receiver) readLoop(ctx context.Context) {
 		}
 		r.release(n - got)
 	}
+	return nil
 }
 
 // claimLoop takes over messages idle for longer than the lease, every

@@ -296,3 +296,30 @@ func TestPublishAndRequeue(t *testing.T) {
 		}
 	}
 }
+
+// Receive returns an error, instead of retrying for ever, once the client
+// it reads with is closed.
+func TestReceiveEndsWhenClientClosed(t *testing.T) {
+	t.Parallel()
+	shared := connect(t)
+	opts := namespace(t, shared)
+	rdb := goredis.NewClient(&goredis.Options{Addr: serverAddr()})
+	tr := mustNew(t, rdb, opts)
+	if err := tr.Provision(testCtx(t), bus.Topology{Queue: "closing"}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- tr.Receive(context.Background(), "closing", bus.ReceiveOptions{Concurrency: 1}, func(context.Context, *bus.Envelope) error { return nil })
+	}()
+	time.Sleep(100 * time.Millisecond)
+	_ = rdb.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, goredis.ErrClosed) {
+			t.Errorf("Receive = %v, want goredis.ErrClosed", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Receive still running 30s after its client was closed")
+	}
+}
