@@ -114,8 +114,10 @@ func TestKilledConsumerMessagesTakenOver(t *testing.T) {
 			t.Errorf("handled %s, which the killed consumer did not hold", id)
 		}
 	}
-	// The child's last renewal was at most Lease/3 before the kill.
-	if d := (<-firstAt).Sub(killedAt); d < childLease-childLease/3-100*time.Millisecond {
+	// The child renewed its claims every Lease/3 until the kill, so its
+	// messages become idle for a lease at least 2/3 of a lease after it;
+	// the bound leaves room for a renewal delayed on a busy machine.
+	if d := (<-firstAt).Sub(killedAt); d < childLease/3 {
 		t.Errorf("first message taken over %v after the kill, before its lease of %v ran out", d, childLease)
 	}
 }
