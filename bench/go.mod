@@ -12,11 +12,13 @@ require (
 	github.com/postbus/bus/nats v0.0.0
 	github.com/postbus/bus/postgres v0.0.0
 	github.com/postbus/bus/rabbitmq v0.0.0
+	github.com/postbus/bus/redis v0.0.0
 	github.com/postbus/bus/sqlite v0.0.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 )
 
 require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -31,6 +33,7 @@ require (
 	github.com/xdg-go/scram v1.4.0 // indirect
 	github.com/xdg-go/stringprep v1.0.4 // indirect
 	github.com/youmark/pkcs8 v0.0.0-20240726163527-a2c0da244d78 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
@@ -45,11 +48,13 @@ replace (
 	github.com/postbus/bus/nats => ../nats
 	github.com/postbus/bus/postgres => ../postgres
 	github.com/postbus/bus/rabbitmq => ../rabbitmq
+	github.com/postbus/bus/redis => ../redis
 	github.com/postbus/bus/sqlite => ../sqlite
 )
 
 require (
 	github.com/postbus/bus/mongodb v0.0.0
+	github.com/redis/go-redis/v9 v9.23.0
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 )
 

@@ -7,6 +7,7 @@ replace (
 	github.com/postbus/bus/nats => ../nats
 	github.com/postbus/bus/postgres => ../postgres
 	github.com/postbus/bus/rabbitmq => ../rabbitmq
+	github.com/postbus/bus/redis => ../redis
 )
 
 require (
@@ -17,12 +18,15 @@ require (
 	github.com/postbus/bus/nats v0.0.0
 	github.com/postbus/bus/postgres v0.0.0
 	github.com/postbus/bus/rabbitmq v0.0.0
+	github.com/postbus/bus/redis v0.0.0
 	github.com/rabbitmq/amqp091-go v1.16.0
+	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
 )
 
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -32,6 +36,7 @@ require (
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect

@@ -1,0 +1,149 @@
+package redis
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults used for zero Options fields.
+const (
+	DefaultPrefix       = "postbus"
+	DefaultLease        = 30 * time.Second
+	DefaultBlock        = time.Second
+	DefaultClaimBatch   = 100
+	DefaultSettleBatch  = 256
+	DefaultPrefetch     = 64
+	minLease            = time.Second
+	minBlock            = 10 * time.Millisecond
+	defaultShutdownWait = 10 * time.Second
+)
+
+// Options configure a Transport. Every zero value means the documented
+// default, so Options{} is a working configuration.
+type Options struct {
+	// Prefix starts every key the transport uses: <prefix>:q:<queue> for
+	// the stream of a queue and <prefix>:sub:<type> for the set of queues
+	// subscribed to an event type. Endpoints that talk to each other must
+	// use the same Prefix. On Redis Cluster, wrap it in a hash tag
+	// ("{postbus}") so all of a bus's keys live in one slot: Publish adds
+	// an event to every subscriber's stream in one script. Default
+	// DefaultPrefix ("postbus").
+	Prefix string
+	// Lease is how long a message read by one consumer stays its own
+	// without a sign of life. While the message is in hand (handled or
+	// waiting for a handler) the consumer renews its claim every Lease/3;
+	// a message idle for longer than Lease (its consumer died or lost its
+	// connection) is taken over by another consumer of the queue with
+	// XAUTOCLAIM. Default 30s; at least 1s.
+	Lease time.Duration
+	// ClaimInterval is how often each Receive looks for messages idle for
+	// longer than Lease. Default Lease/2.
+	ClaimInterval time.Duration
+	// ClaimBatch bounds the messages one XAUTOCLAIM takes over. Default 100.
+	ClaimBatch int
+	// Block is how long one XREADGROUP waits on the server for new
+	// messages. It also bounds how long Receive takes to notice that its
+	// ctx ended. Default 1s.
+	Block time.Duration
+	// Prefetch is how many messages each Receive reads ahead of its
+	// handlers, on top of ReceiveOptions.Concurrency. Messages read ahead
+	// are this consumer's (their claim is renewed) and are handed back to
+	// the stream when Receive stops. Default 64; -1 reads no more than
+	// there are free handlers.
+	Prefetch int
+	// MaxLen caps each stream at about this many entries (XADD MAXLEN ~).
+	// Acknowledged entries are deleted at once, so a stream only holds the
+	// messages not yet handled; a cap therefore drops the oldest messages
+	// nobody handled yet, pending ones included. Use it only as a guard
+	// against unbounded memory when losing a backlog is acceptable.
+	// Default 0: no cap.
+	MaxLen int64
+	// Logger receives the transport's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	o.Prefix = cmp.Or(o.Prefix, DefaultPrefix)
+	o.Lease = cmp.Or(o.Lease, DefaultLease)
+	o.ClaimInterval = cmp.Or(o.ClaimInterval, o.Lease/2)
+	o.ClaimBatch = cmp.Or(o.ClaimBatch, DefaultClaimBatch)
+	o.Block = cmp.Or(o.Block, DefaultBlock)
+	switch o.Prefetch {
+	case 0:
+		o.Prefetch = DefaultPrefetch
+	case -1:
+		o.Prefetch = 0
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.Lease < minLease:
+		return &OptionsError{Field: "Lease", Reason: "must be at least 1s"}
+	case o.ClaimInterval < 0:
+		return &OptionsError{Field: "ClaimInterval", Reason: "must not be negative"}
+	case o.ClaimBatch < 0:
+		return &OptionsError{Field: "ClaimBatch", Reason: "must not be negative"}
+	case o.Block < minBlock:
+		return &OptionsError{Field: "Block", Reason: "must be at least 10ms"}
+	case o.Prefetch < 0:
+		return &OptionsError{Field: "Prefetch", Reason: "must not be negative"}
+	case o.MaxLen < 0:
+		return &OptionsError{Field: "MaxLen", Reason: "must not be negative"}
+	}
+	return nil
+}
+
+// Sentinel errors; the typed errors below wrap them.
+var (
+	// ErrInvalidOptions is wrapped by every *OptionsError.
+	ErrInvalidOptions = errors.New("redis: invalid options")
+	// ErrInvalidName is wrapped by every *NameError.
+	ErrInvalidName = errors.New("redis: invalid name")
+	// ErrClosed is returned by calls on a closed Transport.
+	ErrClosed = errors.New("redis: transport closed")
+)
+
+// OptionsError reports an invalid Options field or New argument.
+type OptionsError struct {
+	Field  string // the Options field, e.g. "Lease"
+	Reason string
+}
+
+// Error describes the failure.
+func (e *OptionsError) Error() string {
+	return fmt.Sprintf("redis: invalid options: %s: %s", e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalidOptions.
+func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
+
+// NameError reports a queue or message type name the transport cannot use,
+// such as an empty one.
+type NameError struct {
+	What   string // "queue", "event type" or "handler"
+	Name   string
+	Reason string
+}
+
+// Error describes the failure.
+func (e *NameError) Error() string {
+	return fmt.Sprintf("redis: invalid %s %q: %s", e.What, e.Name, e.Reason)
+}
+
+// Unwrap returns ErrInvalidName.
+func (e *NameError) Unwrap() error { return ErrInvalidName }
+
+func checkName(what, name string) error {
+	if name == "" {
+		return &NameError{What: what, Name: name, Reason: "must not be empty"}
+	}
+	return nil
+}

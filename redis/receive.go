@@ -1,0 +1,471 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/postbus/bus"
+)
+
+// Log keys.
+const (
+	logQueue    = "queue"
+	logConsumer = "consumer"
+	logError    = "error"
+	logMsgID    = "message_id"
+	logEntry    = "entry_id"
+)
+
+// Bounds of the pause between attempts after a failed read.
+const (
+	minRetryDelay = 50 * time.Millisecond
+	maxRetryDelay = 2 * time.Second
+	renewBatch    = 500
+	ackAttempts   = 3
+	ackGather     = 500 * time.Microsecond
+)
+
+// Receive reads the queue's stream in its consumer group, as a consumer of
+// its own, and calls h for each message, with at most opts.Concurrency calls
+// at once and Options.Prefetch more messages read ahead. Processes receiving
+// the same queue compete for its messages.
+//
+// A message whose handler returned nil is acknowledged and deleted from the
+// stream (XACK and XDEL, batched). One whose handler failed is handed back:
+// added again at the end of the stream and the original acknowledged, in
+// one script, so it is delivered again at once, to this or another
+// consumer. While a message is in hand its claim is renewed every Lease/3;
+// a message another consumer took over meanwhile (this one was cut off for
+// longer than Lease) has its delivery ctx cancelled and is neither handed
+// back nor retried here. Every ClaimInterval, Receive takes over messages
+// idle for longer than Lease (XAUTOCLAIM): those of consumers that died.
+//
+// Reads resume by themselves after a connection loss. When ctx ends,
+// Receive stops reading (within Options.Block), hands the messages it had
+// not started back to the stream, waits for the handlers in flight, settles
+// their messages, removes its consumer from the group if it holds nothing,
+// and returns nil. It returns an error only when the group cannot be
+// created at the start, or the client is closed.
+func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveOptions, h bus.DeliveryHandler) error {
+	if err := t.checkOpen(); err != nil {
+		return err
+	}
+	if err := checkName("queue", queue); err != nil {
+		return err
+	}
+	if h == nil {
+		return &NameError{What: "handler", Name: queue, Reason: "must not be nil"}
+	}
+	if err := t.ensureGroup(ctx, queue); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("redis: receive %s: %w", queue, err)
+	}
+	conc := max(opts.Concurrency, 1)
+	hold := conc + t.opts.Prefetch
+	r := &receiver{
+		t:        t,
+		queue:    queue,
+		key:      t.streamKey(queue),
+		group:    groupName(queue),
+		consumer: consumerName(),
+		h:        h,
+		hctx:     context.WithoutCancel(ctx),
+		stop:     ctx,
+		slots:    make(chan struct{}, hold),
+		sem:      make(chan struct{}, conc),
+		acks:     make(chan string, hold),
+		held:     make(map[string]*delivery, hold),
+	}
+	r.log = t.opts.Logger.With(logQueue, queue, logConsumer, r.consumer)
+
+	ackDone := make(chan struct{})
+	go func() { defer close(ackDone); r.ackLoop() }()
+	renewCtx, stopRenew := context.WithCancel(r.hctx)
+	var renew, claim sync.WaitGroup
+	renew.Go(func() { r.renewLoop(renewCtx) })
+	claimCtx, stopClaim := context.WithCancel(ctx)
+	defer stopClaim()
+	claim.Go(func() { r.claimLoop(claimCtx) })
+
+	readErr := r.readLoop(ctx)
+	stopClaim()
+	claim.Wait()
+	r.handlers.Wait()
+	stopRenew()
+	renew.Wait()
+	close(r.acks)
+	<-ackDone
+	r.retire()
+	if readErr != nil {
+		return fmt.Errorf("redis: receive %s: %w", queue, readErr)
+	}
+	return nil
+}
+
+// consumerName returns a consumer name unique to this Receive call: host,
+// process and a random suffix.
+func consumerName() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", cmpOr(host, "host"), os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// delivery is one message in this consumer's hands.
+type delivery struct {
+	id     string
+	env    *bus.Envelope
+	cancel context.CancelFunc
+	lost   atomic.Bool // another consumer took the message over
+}
+
+type receiver struct {
+	t        *Transport
+	queue    string
+	key      string
+	group    string
+	consumer string
+	h        bus.DeliveryHandler
+	hctx     context.Context // outlives Receive's ctx: settling
+	stop     context.Context // Receive's ctx
+	log      *slog.Logger
+
+	slots    chan struct{} // one per message in hand (Concurrency + Prefetch)
+	sem      chan struct{} // one per handler call running
+	acks     chan string   // entry IDs to acknowledge
+	handlers sync.WaitGroup
+
+	mu   sync.Mutex
+	held map[string]*delivery
+}
+
+// acquire waits for one free slot, then takes as many more as are free, up
+// to limit. It returns 0 when ctx ended first.
+func (r *receiver) acquire(ctx context.Context, limit int) int {
+	select {
+	case r.slots <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	n := 1
+	for n < limit {
+		select {
+		case r.slots <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+func (r *receiver) release(n int) {
+	for range n {
+		<-r.slots
+	}
+}
+
+// readLoop reads new messages until ctx ends. It returns an error only
+// when the client was closed.
+func (r *receiver) readLoop(ctx context.Context) error {
+	delay := minRetryDelay
+	for ctx.Err() == nil {
+		n := r.acquire(ctx, cap(r.slots))
+		if n == 0 {
+			return nil
+		}
+		// The read runs on a ctx that outlives Receive's: a read cut short
+		// by the client after the server handed out messages would leave
+		// them in this consumer's hands until their lease ran out.
+		res, err := r.t.rdb.XReadGroup(r.hctx, &goredis.XReadGroupArgs{
+			Group: r.group, Consumer: r.consumer, Streams: []string{r.key, ">"},
+			Count: int64(n), Block: r.t.opts.Block,
+		}).Result()
+		if errors.Is(err, goredis.Nil) {
+			r.release(n)
+			continue
+		}
+		if err != nil {
+			r.release(n)
+			if errors.Is(err, goredis.ErrClosed) {
+				return err
+			}
+			r.log.Warn("redis: read failed; retrying", logError, err, "retry_in", delay)
+			if isNoGroup(err) {
+				_ = r.t.ensureGroup(r.hctx, r.queue)
+			}
+			if !sleep(ctx, delay) {
+				return nil
+			}
+			delay = min(delay*2, maxRetryDelay)
+			continue
+		}
+		delay = minRetryDelay
+		got := 0
+		for _, s := range res {
+			for _, m := range s.Messages {
+				if got == n { // never more than asked; kept in hand by the lease
+					r.log.Warn("redis: read returned more messages than asked", logEntry, m.ID)
+					continue
+				}
+				got++
+				r.dispatch(m)
+			}
+		}
+		r.release(n - got)
+	}
+	return nil
+}
+
+// claimLoop takes over messages idle for longer than the lease, every
+// ClaimInterval, until ctx ends.
+func (r *receiver) claimLoop(ctx context.Context) {
+	for {
+		r.claimIdle(ctx)
+		if !sleep(ctx, r.t.opts.ClaimInterval) {
+			return
+		}
+	}
+}
+
+func (r *receiver) claimIdle(ctx context.Context) {
+	start := "0-0"
+	for ctx.Err() == nil {
+		n := r.acquire(ctx, r.t.opts.ClaimBatch)
+		if n == 0 {
+			return
+		}
+		msgs, next, err := r.t.rdb.XAutoClaim(r.hctx, &goredis.XAutoClaimArgs{
+			Stream: r.key, Group: r.group, Consumer: r.consumer,
+			MinIdle: r.t.opts.Lease, Start: start, Count: int64(n),
+		}).Result()
+		if err != nil {
+			r.release(n)
+			if !errors.Is(err, goredis.Nil) {
+				r.log.Warn("redis: taking over idle messages failed", logError, err)
+			}
+			return
+		}
+		got := 0
+		for _, m := range msgs {
+			if got == n {
+				continue
+			}
+			got++
+			r.log.Info("redis: took over a message idle for longer than the lease", logEntry, m.ID)
+			r.dispatch(m)
+		}
+		r.release(n - got)
+		if next == "0-0" || next == "" {
+			return
+		}
+		start = next
+	}
+}
+
+// dispatch starts the handling of m, which holds one slot.
+func (r *receiver) dispatch(m goredis.XMessage) {
+	r.mu.Lock()
+	if _, dup := r.held[m.ID]; dup { // taken over from ourselves
+		r.mu.Unlock()
+		r.release(1)
+		return
+	}
+	dctx, cancel := context.WithCancel(r.hctx)
+	d := &delivery{id: m.ID, env: decode(m), cancel: cancel}
+	r.held[m.ID] = d
+	r.mu.Unlock()
+	r.handlers.Go(func() {
+		defer r.release(1)
+		defer r.forget(d)
+		defer cancel()
+		select {
+		case r.sem <- struct{}{}:
+		case <-r.stop.Done():
+			r.requeue(d, "not started before Receive stopped")
+			return
+		}
+		defer func() { <-r.sem }()
+		if r.stop.Err() != nil {
+			r.requeue(d, "not started before Receive stopped")
+			return
+		}
+		if err := r.h(dctx, d.env); err != nil {
+			if d.lost.Load() {
+				return // another consumer has it
+			}
+			r.requeue(d, "handler failed")
+			return
+		}
+		r.acks <- d.id
+	})
+}
+
+func (r *receiver) forget(d *delivery) {
+	r.mu.Lock()
+	delete(r.held, d.id)
+	r.mu.Unlock()
+}
+
+// decode rebuilds the envelope of a stream entry. An entry it cannot read
+// still yields an envelope: the raw bytes, the entry ID as the message ID,
+// and bus.HeaderDecodeError saying what was wrong.
+func decode(m goredis.XMessage) *bus.Envelope {
+	raw, ok := m.Values[fieldEnvelope].(string)
+	if !ok {
+		return &bus.Envelope{ID: m.ID, Headers: map[string]string{
+			bus.HeaderDecodeError: "redis: stream entry without an envelope field " + fieldEnvelope}}
+	}
+	env, err := bus.UnmarshalEnvelope([]byte(raw))
+	if err != nil {
+		return &bus.Envelope{ID: m.ID, Body: []byte(raw), Headers: map[string]string{bus.HeaderDecodeError: "redis: " + err.Error()}}
+	}
+	return env
+}
+
+// requeue hands d back to the stream, if this consumer still owns it.
+func (r *receiver) requeue(d *delivery, why string) {
+	ctx, cancel := context.WithTimeout(r.hctx, defaultShutdownWait)
+	defer cancel()
+	err := requeueScript.Run(ctx, r.t.rdb, []string{r.key}, r.group, r.consumer, r.t.opts.MaxLen, d.id).Err()
+	if err != nil {
+		r.log.Warn("redis: handing a message back failed; it is taken over after the lease", "reason", why,
+			logMsgID, d.env.ID, logEntry, d.id, logError, err)
+	}
+}
+
+// ackLoop acknowledges and deletes handled messages, in batches, until
+// r.acks is closed.
+func (r *receiver) ackLoop() {
+	batch := make([]string, 0, DefaultSettleBatch)
+	for id := range r.acks {
+		batch = append(batch[:0], id)
+		// Let the handlers finishing about now join the batch: one round
+		// trip then settles many messages, at the cost of keeping them
+		// pending a little longer.
+		time.Sleep(ackGather)
+	more:
+		for len(batch) < DefaultSettleBatch {
+			select {
+			case id, ok := <-r.acks:
+				if !ok {
+					break more
+				}
+				batch = append(batch, id)
+			default:
+				break more
+			}
+		}
+		r.ack(batch)
+	}
+}
+
+func (r *receiver) ack(ids []string) {
+	var err error
+	for attempt := range ackAttempts {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(r.hctx, defaultShutdownWait)
+		_, err = r.t.rdb.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			p.XAck(ctx, r.key, r.group, ids...)
+			p.XDel(ctx, r.key, ids...)
+			return nil
+		})
+		cancel()
+		if err == nil {
+			return
+		}
+	}
+	r.log.Warn("redis: acknowledging handled messages failed; they are delivered again after the lease",
+		"count", len(ids), logError, err)
+}
+
+// renewLoop renews the claim on every message in hand every Lease/3 until
+// ctx ends, and cancels the delivery of those another consumer took over.
+func (r *receiver) renewLoop(ctx context.Context) {
+	for sleep(ctx, r.t.opts.Lease/3) {
+		r.mu.Lock()
+		ids := make([]string, 0, len(r.held))
+		for id, d := range r.held {
+			if !d.lost.Load() {
+				ids = append(ids, id)
+			}
+		}
+		r.mu.Unlock()
+		for len(ids) > 0 {
+			chunk := ids[:min(len(ids), renewBatch)]
+			ids = ids[len(chunk):]
+			args := make([]any, 0, 2+len(chunk))
+			args = append(args, r.group, r.consumer)
+			for _, id := range chunk {
+				args = append(args, id)
+			}
+			lost, err := renewScript.Run(ctx, r.t.rdb, []string{r.key}, args...).StringSlice()
+			if err != nil {
+				if ctx.Err() == nil {
+					r.log.Warn("redis: renewing the claim on messages in hand failed", logError, err)
+				}
+				continue
+			}
+			r.markLost(lost)
+		}
+	}
+}
+
+func (r *receiver) markLost(ids []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		if d, ok := r.held[id]; ok && !d.lost.Swap(true) {
+			r.log.Warn("redis: another consumer took over a message in hand; its handling is cancelled",
+				logMsgID, d.env.ID, logEntry, id)
+			d.cancel()
+		}
+	}
+}
+
+// retire removes this consumer from the group when it holds no message.
+func (r *receiver) retire() {
+	ctx, cancel := context.WithTimeout(r.hctx, defaultShutdownWait)
+	defer cancel()
+	if err := retireScript.Run(ctx, r.t.rdb, []string{r.key}, r.group, r.consumer).Err(); err != nil && !isNoGroup(err) {
+		r.log.Debug("redis: removing the consumer from its group", logError, err)
+	}
+}
+
+func isNoGroup(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "NOGROUP")
+}
+
+// sleep waits for d or the end of ctx, and reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
