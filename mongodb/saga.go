@@ -31,7 +31,8 @@ const completedAfter = 24 * time.Hour
 // the same latest write only one stores the next. The public version is
 // seq - base, where base is the seq before the instance's first write.
 // A delete writes a mark (Deleted) instead of an instance. Older writes
-// are removed after each write.
+// are shrunk to their _id after each write, and removed by Setup a day
+// later.
 type sagaDoc struct {
 	ID          string    `bson:"_id"`
 	Saga        string    `bson:"saga"`
@@ -63,7 +64,11 @@ func (p *Persistence) setupSagas(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("index on %s: %w", p.sagas.Name(), err)
 	}
-	filter := bson.D{{Key: "deleted", Value: true}, {Key: "written_at", Value: bson.D{{Key: "$lt", Value: time.Now().Add(-completedAfter)}}}}
+	// Marks of completed instances, and earlier writes (shrunk to their
+	// _id), once a day old: a writer that read one of them that long ago
+	// could store its seq again, but no handling lasts a day.
+	filter := bson.D{{Key: "written_at", Value: bson.D{{Key: "$lt", Value: time.Now().Add(-completedAfter)}}},
+		{Key: "$or", Value: bson.A{bson.D{{Key: "deleted", Value: true}}, bson.D{{Key: "state", Value: bson.D{{Key: "$exists", Value: false}}}}}}}
 	if _, err := p.sagas.DeleteMany(ctx, filter); err != nil {
 		return fmt.Errorf("completed sagas in %s: %w", p.sagas.Name(), err)
 	}
@@ -183,9 +188,14 @@ func (p *Persistence) writeSaga(ctx context.Context, d sagaDoc) error {
 		return err
 	}
 	if d.Seq > 1 {
-		older := append(sagaKey(d.Saga, d.Correlation), bson.E{Key: "seq", Value: bson.D{{Key: "$lt", Value: d.Seq}}})
-		if _, err := p.sagas.DeleteMany(ctx, older); err != nil {
-			p.log.Warn("mongodb: removing earlier saga writes failed; the next write retries",
+		// Older writes keep their _id (so a writer that read one of them
+		// cannot store its seq again) but lose their state; Setup removes
+		// them once they are a day old.
+		older := append(sagaKey(d.Saga, d.Correlation),
+			bson.E{Key: "seq", Value: bson.D{{Key: "$lt", Value: d.Seq}}}, bson.E{Key: "state", Value: bson.D{{Key: "$exists", Value: true}}})
+		shrink := bson.D{{Key: "$unset", Value: bson.D{{Key: "state", Value: ""}, {Key: "timeouts", Value: ""}}}}
+		if _, err := p.sagas.UpdateMany(ctx, older, shrink); err != nil {
+			p.log.Warn("mongodb: shrinking earlier saga writes failed; the next write retries",
 				"saga", d.Saga, "correlation", d.Correlation, "error", err)
 		}
 	}
