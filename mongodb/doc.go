@@ -107,6 +107,21 @@
 // FerretDB's read and write, still change a message another claim has just
 // taken, for the same reason.
 //
+// # Sagas
+//
+// A Persistence is a bus.SagaStore, in Options.SagaCollection
+// (Collection + "_sagas" by default). Every write of an instance inserts a
+// new document, _id "<len(saga)>:<saga>:<seq>:<correlation>", with fields
+// saga, correlation, seq, base, instance (the instance ID), state (binary:
+// the saga's JSON bytes exactly), timeouts and written_at; the version is
+// seq - base. A writer reads the latest document (index saga, correlation,
+// seq descending) and inserts the next seq: a duplicate key means another
+// writer won, an error wrapping bus.ErrSagaConflict. After a write the
+// instance's earlier documents are removed. A delete writes a completion
+// mark, which Setup removes a day later. Writes never rely on the
+// atomicity of a conditional update, which FerretDB v1 lacks (see
+// "Claims").
+//
 // # Batching
 //
 // StoreOutgoing is one unordered insert that ignores duplicate keys. A claim

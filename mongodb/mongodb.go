@@ -17,6 +17,7 @@ var (
 	_ bus.Persistence    = (*Persistence)(nil)
 	_ bus.ScheduledStore = (*Persistence)(nil)
 	_ bus.ClockedStore   = (*Persistence)(nil)
+	_ bus.SagaStore      = (*Persistence)(nil)
 )
 
 // DefaultCollection is the collection that holds scheduled messages when
@@ -41,6 +42,9 @@ type Options struct {
 	// not atomic (see the package documentation, "Claims").
 	// Default: Collection + "_claims".
 	ClaimsCollection string
+	// SagaCollection holds the saga instances (bus.SagaStore; see the
+	// package documentation, "Sagas"). Default: Collection + "_sagas".
+	SagaCollection string
 	// Logger receives warnings about best-effort clean-up that failed.
 	// Default: slog.Default().
 	Logger *slog.Logger
@@ -49,6 +53,7 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	o.Collection = cmp.Or(o.Collection, DefaultCollection)
 	o.ClaimsCollection = cmp.Or(o.ClaimsCollection, o.Collection+claimsSuffix)
+	o.SagaCollection = cmp.Or(o.SagaCollection, o.Collection+sagasSuffix)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -57,7 +62,7 @@ func (o Options) withDefaults() Options {
 
 func (o Options) validate() error {
 	for _, f := range []struct{ field, name string }{
-		{"Collection", o.Collection}, {"ClaimsCollection", o.ClaimsCollection},
+		{"Collection", o.Collection}, {"ClaimsCollection", o.ClaimsCollection}, {"SagaCollection", o.SagaCollection},
 	} {
 		switch {
 		case strings.ContainsAny(f.name, "$\x00"):
@@ -69,6 +74,9 @@ func (o Options) validate() error {
 	if o.Collection == o.ClaimsCollection {
 		return &OptionsError{Field: "ClaimsCollection", Reason: "must differ from Collection"}
 	}
+	if o.SagaCollection == o.Collection || o.SagaCollection == o.ClaimsCollection {
+		return &OptionsError{Field: "SagaCollection", Reason: "must differ from Collection and ClaimsCollection"}
+	}
 	return nil
 }
 
@@ -79,6 +87,7 @@ type Persistence struct {
 	db      *mongo.Database
 	msgs    *mongo.Collection
 	tickets *mongo.Collection
+	sagas   *mongo.Collection
 	log     *slog.Logger
 
 	// afterFind, when set (by tests), runs in each claim round between
@@ -103,6 +112,7 @@ func New(db *mongo.Database, opts Options) (*Persistence, error) {
 		db:      db,
 		msgs:    db.Collection(opts.Collection),
 		tickets: db.Collection(opts.ClaimsCollection),
+		sagas:   db.Collection(opts.SagaCollection),
 		log:     opts.Logger,
 	}, nil
 }
@@ -115,7 +125,9 @@ func (p *Persistence) Collection() *mongo.Collection { return p.msgs }
 
 // Setup creates the index that claims and NextDueOutgoing scan,
 // (transport, available_at, _id) on the message collection, and removes
-// claim tickets left by claimers that crashed more than a day ago.
+// claim tickets left by claimers that crashed more than a day ago, and
+// creates the saga collection's index and removes the marks of saga
+// instances completed more than a day ago (see "Sagas").
 // Documents stored by earlier versions need no migration: a missing
 // transport or token reads as empty. Creating an index that exists is a
 // no-op, so Setup is idempotent and safe to run from every process at start.
@@ -130,6 +142,9 @@ func (p *Persistence) Setup(ctx context.Context) error {
 		return fmt.Errorf("mongodb: setup: index on %s: %w", p.msgs.Name(), err)
 	}
 	if err := p.removeAbandonedTickets(ctx); err != nil {
+		return fmt.Errorf("mongodb: setup: %w", err)
+	}
+	if err := p.setupSagas(ctx); err != nil {
 		return fmt.Errorf("mongodb: setup: %w", err)
 	}
 	return nil
