@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 
 // quietLogger drops logs below Error, so tests stay readable.
 func quietLogger() *slog.Logger {
+	if os.Getenv("KDEBUG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	return slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError}))
 }
 

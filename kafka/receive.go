@@ -91,7 +91,7 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		h:        h,
 		base:     context.WithoutCancel(ctx),
 		log:      t.opts.Logger.With(logQueue, queue),
-		sem:      make(chan struct{}, conc),
+		wake:     make(chan struct{}, 1),
 		prefetch: max(t.opts.Prefetch, conc),
 		room:     make(chan struct{}, 1),
 		stopping: make(chan struct{}),
@@ -107,6 +107,9 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(r.revoked),
 		kgo.OnPartitionsLost(r.lost),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			r.log.Debug("kafka: partitions assigned", "partitions", m)
+		}),
 	)
 	cl, err := kgo.NewClient(copts...)
 	if err != nil {
@@ -116,6 +119,9 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 	commitCtx, stopCommits := context.WithCancel(context.Background())
 	var commits sync.WaitGroup
 	commits.Go(func() { r.commitLoop(commitCtx) })
+	for range conc {
+		r.wg.Go(r.work)
+	}
 	r.poll(ctx)
 	close(r.stopping)
 	r.wg.Wait()
@@ -145,7 +151,7 @@ type receiver struct {
 	cl       *kgo.Client
 	base     context.Context // Receive's ctx without its cancellation
 	log      *slog.Logger
-	sem      chan struct{} // one slot per handler call in flight
+	wake     chan struct{} // signalled when a record becomes ready
 	prefetch int
 	room     chan struct{} // signalled when a record is settled
 	stopping chan struct{} // closed when Receive stops: unstarted records are dropped
@@ -153,7 +159,13 @@ type receiver struct {
 
 	mu       sync.Mutex
 	parts    map[topicPartition]*partition
-	buffered int // records held and not settled
+	ready    []ready // records whose turn has come, in that order
+	buffered int     // records held and not settled
+}
+
+type ready struct {
+	p *partition
+	e *entry
 }
 
 // partition tracks the records of one assigned partition.
@@ -165,7 +177,7 @@ type partition struct {
 	keys      map[string][]*entry // per key, records waiting behind the one running
 	mark      kgo.EpochOffset     // next offset to commit; Offset -1: nothing settled yet
 	committed int64               // last committed offset
-	inflight  sync.WaitGroup      // started handler goroutines
+	inflight  sync.WaitGroup      // records being handled
 	removed   bool
 }
 
@@ -218,6 +230,7 @@ func (r *receiver) add(rec *kgo.Record) {
 		r.parts[tp] = p
 	}
 	e := &entry{rec: rec}
+	r.log.Debug("kafka: record", logTopic, rec.Topic, logPartition, rec.Partition, "offset", rec.Offset)
 	p.pending = append(p.pending, e)
 	r.buffered++
 	if len(rec.Key) == 0 {
@@ -231,44 +244,80 @@ func (r *receiver) add(rec *kgo.Record) {
 	}
 }
 
+// startLocked queues e for the workers, which take records in the order
+// they became ready.
 func (r *receiver) startLocked(p *partition, e *entry) {
-	p.inflight.Add(1)
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		defer p.inflight.Done()
-		r.run(p, e)
-	}()
+	r.ready = append(r.ready, ready{p, e})
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
 }
 
-// run handles one record, once a handler slot is free. An error the
-// handler returns on a live partition hands the record to it again after a
-// pause; a revoked partition or a stopping Receive leave it unsettled.
-func (r *receiver) run(p *partition, e *entry) {
-	select {
-	case r.sem <- struct{}{}:
-	case <-p.ctx.Done():
-		return
-	case <-r.stopping:
-		return
-	}
-	defer func() { <-r.sem }()
+// work is one of the Concurrency workers: it handles ready records until
+// Receive stops.
+func (r *receiver) work() {
 	for {
 		select {
-		case <-p.ctx.Done():
-			return
 		case <-r.stopping:
 			return
 		default:
 		}
+		p, e := r.next()
+		if e == nil {
+			select {
+			case <-r.wake:
+			case <-r.stopping:
+				return
+			}
+			continue
+		}
+		r.run(p, e)
+		p.inflight.Done()
+	}
+}
+
+// next takes the first ready record of a partition still held, and passes
+// the wake-up on when more are ready.
+func (r *receiver) next() (*partition, *entry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for len(r.ready) > 0 {
+		x := r.ready[0]
+		r.ready[0] = ready{}
+		r.ready = r.ready[1:]
+		if x.p.ctx.Err() != nil || x.p.removed {
+			continue
+		}
+		x.p.inflight.Add(1)
+		if len(r.ready) > 0 {
+			select {
+			case r.wake <- struct{}{}:
+			default:
+			}
+		}
+		return x.p, x.e
+	}
+	return nil, nil
+}
+
+// run handles one record. An error the handler returns on a live
+// partition hands the record to it again after a pause; a revoked
+// partition or a stopping Receive leave it unsettled.
+func (r *receiver) run(p *partition, e *entry) {
+	for {
 		env := decodeRecord(e.rec)
 		err := r.h(p.ctx, env)
 		if err == nil {
 			r.settle(p, e)
 			return
 		}
-		if p.ctx.Err() != nil {
+		select {
+		case <-p.ctx.Done():
 			return
+		case <-r.stopping:
+			return
+		default:
 		}
 		r.log.Warn("kafka: message not concluded; handling it again", logMsgID, env.ID,
 			logTopic, p.tp.topic, logPartition, p.tp.partition, logError, err)
