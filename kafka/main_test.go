@@ -42,9 +42,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// quietLogger drops logs below Error, so tests stay readable.
+// quietLogger drops logs below Error, so tests stay readable; with
+// POSTBUS_TEST_LOG set it writes everything to stderr.
 func quietLogger() *slog.Logger {
-	if os.Getenv("KDEBUG") != "" {
+	if os.Getenv("POSTBUS_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError}))

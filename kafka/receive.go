@@ -230,7 +230,6 @@ func (r *receiver) add(rec *kgo.Record) {
 		r.parts[tp] = p
 	}
 	e := &entry{rec: rec}
-	r.log.Debug("kafka: record", logTopic, rec.Topic, logPartition, rec.Partition, "offset", rec.Offset)
 	p.pending = append(p.pending, e)
 	r.buffered++
 	if len(rec.Key) == 0 {
