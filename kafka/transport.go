@@ -20,6 +20,12 @@ var (
 	_ bus.TransportIdentity = (*Transport)(nil)
 )
 
+// defaultMaxBatchBytes is the largest record batch the producer sends,
+// Kafka's default message.max.bytes; raise both (the topic's
+// max.message.bytes through Options.TopicConfigs, the producer's through
+// kgo.ProducerBatchMaxBytes in Options.ClientOptions) for larger messages.
+const defaultMaxBatchBytes = 1_048_588
+
 // Transport carries Postbus envelopes over Kafka. It is safe for concurrent
 // use. Create it with New and release it with Close.
 type Transport struct {
@@ -55,6 +61,9 @@ func New(seeds []string, opts Options) (*Transport, error) {
 	cl, err := kgo.NewClient(t.clientOpts(
 		kgo.RecordDeliveryTimeout(opts.PublishTimeout),
 		kgo.ProducerLinger(0),
+		// The brokers' default message.max.bytes (1 MiB and 12 bytes):
+		// kgo's own default is about 46 KiB lower.
+		kgo.ProducerBatchMaxBytes(defaultMaxBatchBytes),
 	)...)
 	if err != nil {
 		return nil, &OptionsError{Field: "ClientOptions", Reason: err.Error()}
