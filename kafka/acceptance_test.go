@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
 )
@@ -268,5 +270,41 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting until %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A record another program wrote to a queue topic, without the envelope
+// headers, reaches the error topic instead of blocking its partition.
+func TestForeignRecordGoesToErrorTopic(t *testing.T) {
+	t.Parallel()
+	tr, opts := newTransport(t)
+	c := bus.Config{Endpoint: "inbox", Transport: tr, ErrorQueue: "inbox-error", Logger: quietLogger()}
+	bustest.StartBus(t, c, func(b *bus.Bus) { _ = bus.Handle(b, func(context.Context, Job) error { return nil }) })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(testCtx(t), &kgo.Record{Topic: opts.TopicPrefix + ".q.inbox", Value: []byte("not an envelope")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *bus.Envelope, 1)
+	rctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = tr.Receive(rctx, "inbox-error", bus.ReceiveOptions{Concurrency: 1}, func(_ context.Context, env *bus.Envelope) error {
+			got <- env
+			return nil
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	select {
+	case env := <-got:
+		if string(env.Body) != "not an envelope" || env.Header(bus.HeaderFailureKind) != "poison" {
+			t.Errorf("error topic got body %q kind %q", env.Body, env.Header(bus.HeaderFailureKind))
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the foreign record did not reach the error topic")
 	}
 }

@@ -133,6 +133,9 @@ func decodeRecord(r *kgo.Record) *bus.Envelope {
 	if env.Type == "" {
 		bad = append(bad, "no message type header")
 	}
+	if env.Kind == 0 && len(bad) == 0 {
+		bad = append(bad, "no message kind header")
+	}
 	if len(bad) > 0 {
 		env.SetHeader(bus.HeaderDecodeError, "kafka: undecodable record: "+strings.Join(bad, "; "))
 	}
