@@ -53,7 +53,7 @@ func quietLogger() *slog.Logger {
 
 // fastGroups makes group members notice a rebalance quickly.
 var fastGroups = []kgo.Opt{
-	kgo.HeartbeatInterval(100 * time.Millisecond),
+	kgo.HeartbeatInterval(50 * time.Millisecond),
 	kgo.SessionTimeout(3 * time.Second),
 	kgo.FetchMaxWait(200 * time.Millisecond),
 }
@@ -66,11 +66,15 @@ func testOptions(t testing.TB, at []string) kafka.Options {
 	_, _ = rand.Read(b[:])
 	prefix := "pbtest." + hex.EncodeToString(b[:])
 	t.Cleanup(func() { deleteNamespace(t, at, prefix) })
+	consumer := fastGroups
+	if os.Getenv("POSTBUS_TEST_KGO_LOG") != "" {
+		consumer = append(consumer[:len(consumer):len(consumer)], kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)))
+	}
 	return kafka.Options{
 		TopicPrefix:     prefix,
 		Partitions:      4,
 		CommitInterval:  100 * time.Millisecond,
-		ConsumerOptions: fastGroups,
+		ConsumerOptions: consumer,
 		Logger:          quietLogger(),
 	}
 }

@@ -29,6 +29,8 @@ const (
 	// when it could neither retry the message through the store nor move
 	// it to the error queue, and has already waited a backoff of its own).
 	redeliverDelay = 100 * time.Millisecond
+	// fetchErrorPause is the pause after a poll that returned only errors.
+	fetchErrorPause = 500 * time.Millisecond
 	// finalCommitTimeout bounds the commit Receive makes as it stops.
 	finalCommitTimeout = 10 * time.Second
 )
@@ -107,9 +109,6 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(r.revoked),
 		kgo.OnPartitionsLost(r.lost),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			r.log.Debug("kafka: partitions assigned", "partitions", m)
-		}),
 	)
 	cl, err := kgo.NewClient(copts...)
 	if err != nil {
@@ -204,8 +203,10 @@ func (r *receiver) poll(ctx context.Context) {
 			r.cl.AllowRebalance()
 			return
 		}
+		failed := false
 		fetches.EachError(func(topic string, p int32, err error) {
 			if !errors.Is(err, context.Canceled) {
+				failed = true
 				r.log.Warn("kafka: fetch", logTopic, topic, logPartition, p, logError, err)
 			}
 		})
@@ -213,6 +214,9 @@ func (r *receiver) poll(ctx context.Context) {
 			fetches.EachRecord(r.add)
 		}
 		r.cl.AllowRebalance()
+		if failed && fetches.NumRecords() == 0 {
+			sleep(ctx, fetchErrorPause) // an error the client reports at once again
+		}
 	}
 }
 
@@ -502,5 +506,15 @@ func waitAll(parts []*partition, d time.Duration) {
 	select {
 	case <-done:
 	case <-t.C:
+	}
+}
+
+// sleep waits for d or the end of ctx.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }

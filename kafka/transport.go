@@ -61,6 +61,7 @@ func New(seeds []string, opts Options) (*Transport, error) {
 	cl, err := kgo.NewClient(t.clientOpts(
 		kgo.RecordDeliveryTimeout(opts.PublishTimeout),
 		kgo.ProducerLinger(0),
+		kgo.RecordPartitioner(newPartitioner()),
 		// The brokers' default message.max.bytes (1 MiB and 12 bytes):
 		// kgo's own default is about 46 KiB lower.
 		kgo.ProducerBatchMaxBytes(defaultMaxBatchBytes),
