@@ -30,7 +30,8 @@
 // of one partition and key one at a time in offset order. Records of
 // different keys, and records without a key, are handled concurrently,
 // even within one partition, by ReceiveOptions.Concurrency workers that
-// take records in the order they became ready.
+// take records in the order they became ready. Records without a key go
+// round-robin over the partitions.
 //
 // Offsets are committed every Options.CommitInterval, up to the first
 // record of each partition that is not settled: a crash or a rebalance

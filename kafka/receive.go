@@ -99,7 +99,10 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		stopping: make(chan struct{}),
 		parts:    map[topicPartition]*partition{},
 	}
-	copts := append([]kgo.Opt{kgo.SeedBrokers(t.seeds...)}, t.opts.ClientOptions...)
+	// A fetch waits at most 500 ms for records (Kafka's Java default;
+	// franz-go's is 5 s), which bounds the delay of a record whose arrival
+	// did not wake a waiting fetch.
+	copts := append([]kgo.Opt{kgo.SeedBrokers(t.seeds...), kgo.FetchMaxWait(500 * time.Millisecond)}, t.opts.ClientOptions...)
 	copts = append(copts, t.opts.ConsumerOptions...)
 	copts = append(copts,
 		kgo.ConsumerGroup(t.groupName(queue)),
