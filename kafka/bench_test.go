@@ -57,17 +57,28 @@ func benchSendToHandler(b *testing.B, senders int) {
 // Postbus code: `senders` goroutines each produce a 1 KiB record and wait
 // for its acknowledgement (ProduceSync) before the next; one group
 // consumer polls, counts each record, and commits what it polled every
-// 100 ms. It is the ceiling BenchmarkSendToHandler is compared with.
+// 100 ms. It is the ceiling BenchmarkSendToHandler is compared with. With
+// partitioner=sticky the records take franz-go's default partitioner,
+// which keeps a burst of keyless records on one partition (and so one
+// batch); with partitioner=round-robin they are spread over the
+// partitions, as the transport spreads keyless messages.
 func BenchmarkRawClientCeiling(b *testing.B) {
 	for _, senders := range []int{8, 64} {
-		b.Run(fmt.Sprintf("senders=%d", senders), func(b *testing.B) { benchRawClient(b, senders) })
+		for _, rr := range []bool{false, true} {
+			name := map[bool]string{false: "sticky", true: "round-robin"}[rr]
+			b.Run(fmt.Sprintf("senders=%d/partitioner=%s", senders, name), func(b *testing.B) { benchRawClient(b, senders, rr) })
+		}
 	}
 }
 
-func benchRawClient(b *testing.B, senders int) {
+func benchRawClient(b *testing.B, senders int, roundRobin bool) {
 	opts := testOptions(b, seeds)
 	topic := opts.TopicPrefix + ".q.raw"
-	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ProducerLinger(0))
+	popts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ProducerLinger(0)}
+	if roundRobin {
+		popts = append(popts, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	}
+	prod, err := kgo.NewClient(popts...)
 	if err != nil {
 		b.Fatal(err)
 	}
