@@ -29,7 +29,9 @@ require (
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	github.com/xdg-go/scram v1.4.0 // indirect
 	github.com/xdg-go/stringprep v1.0.4 // indirect
 	github.com/youmark/pkcs8 v0.0.0-20240726163527-a2c0da244d78 // indirect
@@ -45,6 +47,7 @@ require (
 )
 
 replace (
+	github.com/postbus/bus/kafka => ../kafka
 	github.com/postbus/bus/nats => ../nats
 	github.com/postbus/bus/postgres => ../postgres
 	github.com/postbus/bus/rabbitmq => ../rabbitmq
@@ -53,8 +56,12 @@ replace (
 )
 
 require (
+	github.com/postbus/bus/kafka v0.0.0-00010101000000-000000000000
 	github.com/postbus/bus/mongodb v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kadm v1.20.0
+	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 )
 

@@ -45,6 +45,7 @@ type options struct {
 	postgresNoNotify bool
 	rabbitmqURL      string
 	natsURL          string
+	kafkaSeeds       string
 	sqlitePath       string
 	mongodbURI       string
 
@@ -116,6 +117,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.postgresNoNotify, "postgres-no-notify", false, "PostgreSQL: set Options.DisableNotify (no pg_notify at store or commit; other processes wake by polling)")
 	fs.StringVar(&o.rabbitmqURL, "rabbitmq-url", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ URL")
 	fs.StringVar(&o.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS URL")
+	fs.StringVar(&o.kafkaSeeds, "kafka-seeds", "", "Kafka seed brokers, comma-separated (default: an in-process kfake cluster started for the run)")
 	fs.StringVar(&o.mongodbURI, "mongodb-uri", "mongodb://127.0.0.1:27017/", "MongoDB (or FerretDB) URI")
 	fs.StringVar(&o.sqlitePath, "sqlite-path", "", "SQLite file (default: a new file in a temporary folder)")
 	fs.BoolVar(&o.verbose, "v", false, "log the bus's warnings and errors to stderr")

@@ -15,5 +15,6 @@ func extraTransports() map[string]transportDriver {
 		"rabbitmq": rabbitmqDriver(),
 		"nats":     natsDriver(),
 		"redis":    redisDriver(),
+		"kafka":    kafkaDriver(),
 	}
 }

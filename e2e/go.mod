@@ -4,6 +4,7 @@ go 1.26.0
 
 replace (
 	github.com/postbus/bus => ../
+	github.com/postbus/bus/kafka => ../kafka
 	github.com/postbus/bus/nats => ../nats
 	github.com/postbus/bus/postgres => ../postgres
 	github.com/postbus/bus/rabbitmq => ../rabbitmq
@@ -15,12 +16,14 @@ require (
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/postbus/bus v0.0.0
+	github.com/postbus/bus/kafka v0.0.0
 	github.com/postbus/bus/nats v0.0.0
 	github.com/postbus/bus/postgres v0.0.0
 	github.com/postbus/bus/rabbitmq v0.0.0
 	github.com/postbus/bus/redis v0.0.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	go.uber.org/goleak v1.3.0
 )
 
@@ -36,6 +39,10 @@ require (
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	github.com/twmb/franz-go v1.22.3 // indirect
+	github.com/twmb/franz-go/pkg/kadm v1.20.0 // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
