@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -298,7 +299,7 @@ func (d *deleter) send(b []deleteEntry) {
 	r := d.r
 	entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(b))
 	for i, e := range b {
-		entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), ReceiptHandle: aws.String(e.receipt)}
+		entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(e.receipt)}
 	}
 	ctx, cancel := context.WithTimeout(r.hctx, settleTimeout)
 	defer cancel()
@@ -308,8 +309,12 @@ func (d *deleter) send(b []deleteEntry) {
 		return
 	}
 	for _, f := range out.Failed {
+		id := aws.ToString(f.Id)
+		if i, err := strconv.Atoi(id); err == nil && i >= 0 && i < len(b) {
+			id = b[i].id
+		}
 		r.log.Warn("sqs: deleting a handled message failed; it will be delivered again",
-			"entry", aws.ToString(f.Id), "code", aws.ToString(f.Code), logError, aws.ToString(f.Message))
+			logMsgID, id, "code", aws.ToString(f.Code), logError, aws.ToString(f.Message))
 	}
 }
 
