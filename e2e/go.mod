@@ -7,6 +7,7 @@ replace (
 	github.com/postbus/bus/nats => ../nats
 	github.com/postbus/bus/postgres => ../postgres
 	github.com/postbus/bus/rabbitmq => ../rabbitmq
+	github.com/postbus/bus/sqs => ../sqs
 )
 
 require (
@@ -17,12 +18,19 @@ require (
 	github.com/postbus/bus/nats v0.0.0
 	github.com/postbus/bus/postgres v0.0.0
 	github.com/postbus/bus/rabbitmq v0.0.0
+	github.com/postbus/bus/sqs v0.0.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 	go.uber.org/goleak v1.3.0
 )
 
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
+	github.com/aws/aws-sdk-go-v2 v1.48.0 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
+	github.com/aws/aws-sdk-go-v2/service/sns v1.48.0 // indirect
+	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0 // indirect
+	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
