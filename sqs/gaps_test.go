@@ -50,4 +50,3 @@ func TestEmulatorGapRawDeliveryOfJSONWithDefaultKey(t *testing.T) {
 		t.Fatal("event not delivered")
 	}
 }
-

@@ -43,7 +43,7 @@ const (
 	AccountID = "000000000000"
 )
 
-// Emulator is a running goaws process.
+// Emulator is a running goaws process, named "goaws" in process listings.
 type Emulator struct {
 	// URL is the emulator's endpoint, "http://127.0.0.1:<port>".
 	URL string
@@ -75,6 +75,12 @@ func (e *Emulator) start(ctx context.Context) error {
 	if out, err := install.CombinedOutput(); err != nil {
 		return fmt.Errorf("sqstest: go install %s@%s: %v: %s", goawsPackage, GoawsVersion, err, out)
 	}
+	// go install names the binary after the package directory ("cmd");
+	// "goaws" is what process listings should show.
+	bin := filepath.Join(e.dir, "goaws")
+	if err := os.Rename(filepath.Join(e.dir, "cmd"), bin); err != nil {
+		return err
+	}
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -98,7 +104,7 @@ func (e *Emulator) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.cmd = exec.Command(filepath.Join(e.dir, "cmd"), "-config", conf)
+	e.cmd = exec.Command(bin, "-config", conf)
 	e.cmd.Dir = e.dir
 	e.cmd.Stdout, e.cmd.Stderr = logf, logf
 	if err := e.cmd.Start(); err != nil {
