@@ -336,6 +336,23 @@ func TestIdentity(t *testing.T) {
 	if got, want := tr.Identity(), "sqs:"+emulatorURL(t)+"/prod-"; got != want {
 		t.Errorf("Identity %q, want %q", got, want)
 	}
+	// Without an endpoint: the region. User info and query never appear.
+	for endpoint, want := range map[string]string{
+		"":                                   "sqs:eu-west-1/prod-",
+		"https://user:secret@host:4566/?x=y": "sqs:https://host:4566/prod-",
+	} {
+		cfg := aws.Config{Region: "eu-west-1"}
+		if endpoint != "" {
+			cfg.BaseEndpoint = aws.String(endpoint)
+		}
+		tr, err := sqs.New(awssqs.NewFromConfig(cfg), nc, sqs.Options{NamePrefix: "prod-"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tr.Identity(); got != want {
+			t.Errorf("endpoint %q: Identity %q, want %q", endpoint, got, want)
+		}
+	}
 }
 
 func TestInvalidOptions(t *testing.T) {
