@@ -48,8 +48,11 @@ const (
 // When ctx ends, Receive cancels its pending long polls, waits for the
 // handlers in flight, settles their messages and returns nil. A long poll
 // cancelled just as SQS handed it messages leaves them hidden until their
-// visibility timeout lapses; they are then received again. Receive returns
-// an error only when the queue cannot be found or created.
+// visibility timeout lapses; they are then received again. A failing
+// ReceiveMessage (a network error, a queue deleted meanwhile) is logged and
+// retried with backoff up to 5 s until ctx ends, so Receive resumes when
+// the service or the queue is back. Receive returns an error only when the
+// queue cannot be found or created at the start.
 func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveOptions, h bus.DeliveryHandler) error {
 	if err := checkName("queue", queue); err != nil {
 		return err
