@@ -14,10 +14,15 @@ require (
 	github.com/postbus/bus/rabbitmq v0.0.0
 	github.com/postbus/bus/redis v0.0.0
 	github.com/postbus/bus/sqlite v0.0.0
+	github.com/postbus/bus/sqs v0.0.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 )
 
 require (
+	github.com/aws/aws-sdk-go-v2 v1.48.0 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
+	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -53,9 +58,12 @@ replace (
 	github.com/postbus/bus/rabbitmq => ../rabbitmq
 	github.com/postbus/bus/redis => ../redis
 	github.com/postbus/bus/sqlite => ../sqlite
+	github.com/postbus/bus/sqs => ../sqs
 )
 
 require (
+	github.com/aws/aws-sdk-go-v2/service/sns v1.48.0
+	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/postbus/bus/kafka v0.0.0-00010101000000-000000000000
 	github.com/postbus/bus/mongodb v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0

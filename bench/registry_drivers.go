@@ -16,5 +16,6 @@ func extraTransports() map[string]transportDriver {
 		"nats":     natsDriver(),
 		"redis":    redisDriver(),
 		"kafka":    kafkaDriver(),
+		"sqs":      sqsDriver(),
 	}
 }

@@ -9,6 +9,7 @@ replace (
 	github.com/postbus/bus/postgres => ../postgres
 	github.com/postbus/bus/rabbitmq => ../rabbitmq
 	github.com/postbus/bus/redis => ../redis
+	github.com/postbus/bus/sqs => ../sqs
 )
 
 require (
@@ -21,6 +22,7 @@ require (
 	github.com/postbus/bus/postgres v0.0.0
 	github.com/postbus/bus/rabbitmq v0.0.0
 	github.com/postbus/bus/redis v0.0.0
+	github.com/postbus/bus/sqs v0.0.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
@@ -29,6 +31,12 @@ require (
 
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
+	github.com/aws/aws-sdk-go-v2 v1.48.0 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
+	github.com/aws/aws-sdk-go-v2/service/sns v1.48.0 // indirect
+	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0 // indirect
+	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect

@@ -1,0 +1,150 @@
+package sqs
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults used for zero Options fields.
+const (
+	DefaultVisibilityTimeout = 30 * time.Second
+	DefaultWaitTime          = 20 * time.Second
+	// MaxMessageBytes is the SQS and SNS message size limit the transport
+	// enforces before sending: the body as sent (after base64 for a body
+	// that is not text) plus every message attribute's name, data type and
+	// value.
+	MaxMessageBytes = 256 * 1024
+	// MaxNamePrefix is the longest Options.NamePrefix.
+	MaxNamePrefix = 40
+)
+
+// Options configure a Transport. Every zero value means the documented
+// default, so Options{} is a working configuration.
+type Options struct {
+	// NamePrefix starts the name of every queue and topic the transport
+	// uses, so several environments (say "staging-" and "prod-") can share
+	// one AWS account and region. Letters, digits, '-' and '_' only, at most
+	// MaxNamePrefix characters. Default "": names are the sanitised queue
+	// and message type names (see the package doc).
+	NamePrefix string
+	// VisibilityTimeout is how long a received message stays hidden from
+	// other consumers. Queues Provision creates get it as their
+	// VisibilityTimeout attribute, every receive asks for it, and while a
+	// handler runs the transport extends it every HeartbeatInterval, so a
+	// handler may run longer than it. Whole seconds, 1s to 12h.
+	// Default 30s.
+	VisibilityTimeout time.Duration
+	// HeartbeatInterval is how often the visibility of a message in a
+	// running handler is extended. It must be shorter than
+	// VisibilityTimeout. Default VisibilityTimeout/3.
+	HeartbeatInterval time.Duration
+	// WaitTime is the long-polling wait of each ReceiveMessage call. Whole
+	// seconds, 1s to 20s. Default 20s (fewest empty receives, so lowest
+	// cost).
+	WaitTime time.Duration
+	// KeepQueuePolicy leaves the queue policy alone in Provision. By
+	// default Provision sets the policy of every queue that subscribes to
+	// events to one statement allowing the bus's SNS topics (those whose
+	// name starts with NamePrefix, in the queue's account and region) to
+	// send to it, replacing any policy the queue had. Set it when you
+	// manage queue policies yourself (Terraform, CloudFormation).
+	KeepQueuePolicy bool
+	// Logger receives the transport's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	o.VisibilityTimeout = cmp.Or(o.VisibilityTimeout, DefaultVisibilityTimeout)
+	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, o.VisibilityTimeout/3)
+	o.WaitTime = cmp.Or(o.WaitTime, DefaultWaitTime)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	switch {
+	case len(o.NamePrefix) > MaxNamePrefix:
+		return &OptionsError{Field: "NamePrefix", Reason: fmt.Sprintf("longer than %d characters", MaxNamePrefix)}
+	case !validName(o.NamePrefix):
+		return &OptionsError{Field: "NamePrefix", Reason: fmt.Sprintf("%q may hold only letters, digits, '-' and '_'", o.NamePrefix)}
+	case o.VisibilityTimeout < time.Second || o.VisibilityTimeout > 12*time.Hour || o.VisibilityTimeout%time.Second != 0:
+		return &OptionsError{Field: "VisibilityTimeout", Reason: "must be whole seconds between 1s and 12h"}
+	case o.HeartbeatInterval <= 0 || o.HeartbeatInterval >= o.VisibilityTimeout:
+		return &OptionsError{Field: "HeartbeatInterval", Reason: "must be positive and shorter than VisibilityTimeout"}
+	case o.WaitTime < time.Second || o.WaitTime > 20*time.Second || o.WaitTime%time.Second != 0:
+		return &OptionsError{Field: "WaitTime", Reason: "must be whole seconds between 1s and 20s"}
+	}
+	return nil
+}
+
+// Sentinel errors; the typed errors below wrap them.
+var (
+	// ErrInvalidOptions is wrapped by every *OptionsError.
+	ErrInvalidOptions = errors.New("sqs: invalid options")
+	// ErrInvalidName is wrapped by every *NameError.
+	ErrInvalidName = errors.New("sqs: invalid name")
+	// ErrMessageTooLarge is wrapped by every *MessageTooLargeError.
+	ErrMessageTooLarge = errors.New("sqs: message too large")
+	// ErrVisibilityLost is the cause of a delivery context cancelled
+	// because the transport could not extend the message's visibility:
+	// another consumer may receive it now (context.Cause reports it).
+	ErrVisibilityLost = errors.New("sqs: message visibility lost")
+)
+
+// OptionsError reports an invalid Options field or constructor argument.
+type OptionsError struct {
+	Field  string // the Options field, e.g. "VisibilityTimeout"
+	Reason string
+}
+
+// Error describes the failure.
+func (e *OptionsError) Error() string {
+	return fmt.Sprintf("sqs: invalid options: %s: %s", e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalidOptions.
+func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
+
+// NameError reports a queue or message type name the transport cannot use,
+// such as an empty one.
+type NameError struct {
+	What   string // "queue", "event type" or "handler"
+	Name   string
+	Reason string
+}
+
+// Error describes the failure.
+func (e *NameError) Error() string {
+	return fmt.Sprintf("sqs: invalid %s %q: %s", e.What, e.Name, e.Reason)
+}
+
+// Unwrap returns ErrInvalidName.
+func (e *NameError) Unwrap() error { return ErrInvalidName }
+
+// MessageTooLargeError is returned by Send and Publish, before anything is
+// sent, for a message larger than MaxMessageBytes as SQS and SNS count it.
+type MessageTooLargeError struct {
+	ID    string // the envelope's ID
+	Size  int    // body as sent plus message attributes, in bytes
+	Limit int    // MaxMessageBytes
+}
+
+// Error describes the failure.
+func (e *MessageTooLargeError) Error() string {
+	return fmt.Sprintf("sqs: message %s is %d bytes with its attributes; SQS and SNS carry at most %d", e.ID, e.Size, e.Limit)
+}
+
+// Unwrap returns ErrMessageTooLarge.
+func (e *MessageTooLargeError) Unwrap() error { return ErrMessageTooLarge }
+
+func checkName(what, name string) error {
+	if name == "" {
+		return &NameError{What: what, Name: name, Reason: "must not be empty"}
+	}
+	return nil
+}
