@@ -28,7 +28,7 @@ type Persistence struct {
 	names names
 	log   *slog.Logger
 	sql   statements
-	batch *batcher
+	batch *batcher[bus.OutgoingMessage]
 }
 
 // New returns a Persistence on pool, configured by opts (zero values mean
