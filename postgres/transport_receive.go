@@ -1,0 +1,326 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/postbus/bus"
+)
+
+// heldRow names a claimed row and the lease token of its claim.
+type heldRow struct{ seq, token int64 }
+
+// delivery is one claimed message being handled. The delivery context
+// carries it, so an outbox handling on the same database can delete the
+// row in its own transaction (see Persistence.BeginHandling).
+type delivery struct {
+	t      *Transport
+	row    heldRow
+	id     string // the message ID
+	cancel context.CancelCauseFunc
+	// inTx counts the outbox transactions that are deleting the row; while
+	// one is open its row lock keeps the message from other consumers.
+	inTx atomic.Int32
+	// ackedInTx is set once such a transaction committed: the row is gone
+	// and the message is acknowledged.
+	ackedInTx atomic.Bool
+}
+
+type deliveryKey struct{}
+
+func deliveryFrom(ctx context.Context) *delivery {
+	d, _ := ctx.Value(deliveryKey{}).(*delivery)
+	return d
+}
+
+// busy reports whether the row is acknowledged or protected by an open
+// handling transaction, so the heartbeat leaves it alone.
+func (d *delivery) busy() bool { return d.inTx.Load() > 0 || d.ackedInTx.Load() }
+
+// receiver is one Receive call.
+type receiver struct {
+	t       *Transport
+	queue   string
+	h       bus.DeliveryHandler
+	conc    int
+	base    context.Context // Receive's ctx without its cancellation
+	mu      sync.Mutex
+	flight  map[int64]*delivery
+	freed   chan struct{} // a slot was freed (buffered 1)
+	wg      sync.WaitGroup
+	errWait time.Duration
+}
+
+// Receive consumes queue with at most opts.Concurrency handlers at once
+// until ctx ends, then waits for the handlers in flight, settles them and
+// returns nil. It claims as many rows as it has free slots, in one
+// statement; an idle Receive waits for a notification on the queue or
+// PollInterval. While a handler runs, its lease is extended every Lease/3;
+// when an extension finds the row taken by another consumer, the delivery
+// ctx is cancelled with ErrLeaseLost as its cause. A nil result deletes the
+// row (grouped with other acknowledgements); an error makes it available
+// again at once. It returns an error only when the tables are missing.
+func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveOptions, h bus.DeliveryHandler) error {
+	if err := checkQueue(queue); err != nil {
+		return err
+	}
+	r := &receiver{t: t, queue: queue, h: h, conc: max(1, opts.Concurrency), base: context.WithoutCancel(ctx),
+		flight: map[int64]*delivery{}, freed: make(chan struct{}, 1)}
+	var wake <-chan struct{}
+	if !t.opts.DisableNotify {
+		ch, unsubscribe := t.listen.subscribe(queue)
+		defer unsubscribe()
+		wake = ch
+	}
+	hbCtx, stopHeartbeat := context.WithCancel(r.base)
+	hbDone := make(chan struct{})
+	go func() { defer close(hbDone); r.heartbeat(hbCtx) }()
+	defer func() { r.wg.Wait(); stopHeartbeat(); <-hbDone }()
+
+	poll := time.NewTimer(t.opts.PollInterval)
+	defer poll.Stop()
+	first := true
+	for ctx.Err() == nil {
+		free := r.conc - r.inFlight()
+		if free <= 0 {
+			select {
+			case <-r.freed:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		n, err := r.claim(ctx, free)
+		if err != nil {
+			if first && isUndefinedTable(err) {
+				return fmt.Errorf("postgres: receive %s: %w (Provision creates the tables)", queue, err)
+			}
+			if ctx.Err() == nil {
+				t.log.Warn("postgres: claim failed; retrying", slog.String("queue", queue), slog.Any("error", err))
+				r.pause(ctx)
+			}
+			continue
+		}
+		first, r.errWait = false, 0
+		if n == free {
+			continue // there may be more
+		}
+		if !poll.Stop() {
+			select {
+			case <-poll.C:
+			default:
+			}
+		}
+		poll.Reset(t.opts.PollInterval)
+		select {
+		case <-wake:
+		case <-poll.C:
+		case <-ctx.Done():
+		}
+	}
+	return nil
+}
+
+// pause waits after a failed claim: 100 ms doubling to 5 s.
+func (r *receiver) pause(ctx context.Context) {
+	r.errWait = min(max(2*r.errWait, 100*time.Millisecond), 5*time.Second)
+	select {
+	case <-time.After(r.errWait):
+	case <-ctx.Done():
+	}
+}
+
+func (r *receiver) inFlight() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.flight)
+}
+
+// claim leases up to limit rows and starts a handler for each. The claim
+// itself does not stop when ctx ends (rows leased but never handed out
+// would wait out their lease); rows claimed after ctx ended are released.
+func (r *receiver) claim(ctx context.Context, limit int) (int, error) {
+	t := r.t
+	cctx, cancel := context.WithTimeout(r.base, settleTimeout)
+	defer cancel()
+	token := rand.Int64()
+	rows, err := t.pool.Query(cctx, t.sql.claim, r.queue, limit, micros(t.opts.Lease), token)
+	if err != nil {
+		return 0, err
+	}
+	type claimed struct {
+		seq      int64
+		id       string
+		body     []byte
+		envelope []byte
+	}
+	var got []claimed
+	for rows.Next() {
+		var c claimed
+		if err := rows.Scan(&c.seq, &c.id, &c.body, &c.envelope); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		got = append(got, c)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	for _, c := range got {
+		row := heldRow{seq: c.seq, token: token}
+		if ctx.Err() != nil {
+			r.release(row)
+			continue
+		}
+		env, derr := bus.UnmarshalEnvelope(c.envelope)
+		if derr != nil {
+			env = &bus.Envelope{ID: c.id, Body: c.body}
+			env.SetHeader(bus.HeaderDecodeError, "postgres: undecodable envelope: "+derr.Error())
+		} else {
+			env.Body = c.body
+		}
+		r.start(row, env)
+	}
+	return len(got), nil
+}
+
+// start runs the handler of one claimed row on a context of its own.
+func (r *receiver) start(row heldRow, env *bus.Envelope) {
+	dctx, cancel := context.WithCancelCause(r.base)
+	d := &delivery{t: r.t, row: row, id: env.ID, cancel: cancel}
+	dctx = context.WithValue(dctx, deliveryKey{}, d)
+	r.mu.Lock()
+	r.flight[row.seq] = d
+	r.mu.Unlock()
+	r.wg.Go(func() {
+		defer func() {
+			cancel(nil)
+			r.mu.Lock()
+			delete(r.flight, row.seq)
+			r.mu.Unlock()
+			select {
+			case r.freed <- struct{}{}:
+			default:
+			}
+		}()
+		err := r.h(dctx, env)
+		if errors.Is(context.Cause(dctx), ErrLeaseLost) {
+			return // another consumer has the message now
+		}
+		if err != nil {
+			r.release(row)
+			return
+		}
+		if d.ackedInTx.Load() {
+			return // deleted by the handling's transaction
+		}
+		actx, cancelAck := context.WithTimeout(r.base, settleTimeout)
+		defer cancelAck()
+		if err := r.t.acks.store(actx, []heldRow{row}); err != nil {
+			r.t.log.Warn("postgres: acknowledgement failed; the message will be delivered again after its lease",
+				slog.String("queue", r.queue), slog.String("message_id", env.ID), slog.Any("error", err))
+		}
+	})
+}
+
+// release makes a row available again at once.
+func (r *receiver) release(row heldRow) {
+	ctx, cancel := context.WithTimeout(r.base, settleTimeout)
+	defer cancel()
+	if _, err := r.t.pool.Exec(ctx, r.t.sql.release, row.seq, row.token); err != nil {
+		r.t.log.Warn("postgres: release failed; the message will be delivered again after its lease",
+			slog.String("queue", r.queue), slog.Any("error", err))
+	}
+}
+
+// ack is the acknowledgement batcher's flush: one DELETE for a group.
+func (t *Transport) ack(ctx context.Context, rows []heldRow) error {
+	seqs, tokens := splitHeld(rows)
+	_, err := t.pool.Exec(ctx, t.sql.ack, seqs, tokens)
+	return err
+}
+
+func splitHeld(rows []heldRow) ([]int64, []int64) {
+	seqs, tokens := make([]int64, len(rows)), make([]int64, len(rows))
+	for i, r := range rows {
+		seqs[i], tokens[i] = r.seq, r.token
+	}
+	return seqs, tokens
+}
+
+// heartbeat extends the leases of the rows in flight every Lease/3 until
+// ctx ends, and cancels the deliveries whose rows another consumer took.
+func (r *receiver) heartbeat(ctx context.Context) {
+	tick := time.NewTicker(r.t.opts.Lease / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		r.extend(ctx)
+	}
+}
+
+func (r *receiver) extend(ctx context.Context) {
+	t := r.t
+	r.mu.Lock()
+	ds := make([]*delivery, 0, len(r.flight))
+	rows := make([]heldRow, 0, len(r.flight))
+	for _, d := range r.flight {
+		if !d.busy() {
+			ds = append(ds, d)
+			rows = append(rows, d.row)
+		}
+	}
+	r.mu.Unlock()
+	if len(rows) == 0 {
+		return
+	}
+	seqs, tokens := splitHeld(rows)
+	extended, err := t.querySeqs(ctx, t.sql.extend, seqs, tokens, micros(t.opts.Lease))
+	if err == nil && len(extended) < len(rows) {
+		// Skipped rows may be locked by a handling that is deleting them,
+		// or an acknowledgement: still ours while their token holds.
+		var held map[int64]bool
+		if held, err = t.querySeqs(ctx, t.sql.held, seqs, tokens); err == nil {
+			for s := range held {
+				extended[s] = true
+			}
+		}
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			t.log.Warn("postgres: lease extension failed", slog.String("queue", r.queue), slog.Any("error", err))
+		}
+		return
+	}
+	for _, d := range ds {
+		if !extended[d.row.seq] && !d.busy() {
+			d.cancel(ErrLeaseLost)
+		}
+	}
+}
+
+func (t *Transport) querySeqs(ctx context.Context, sql string, args ...any) (map[int64]bool, error) {
+	rows, err := t.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	got := map[int64]bool{}
+	for rows.Next() {
+		var s int64
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		got[s] = true
+	}
+	return got, rows.Err()
+}
