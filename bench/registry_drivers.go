@@ -14,5 +14,6 @@ func extraTransports() map[string]transportDriver {
 	return map[string]transportDriver{
 		"rabbitmq": rabbitmqDriver(),
 		"nats":     natsDriver(),
+		"postgres": postgresTransportDriver(),
 	}
 }

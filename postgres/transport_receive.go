@@ -1,11 +1,13 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +25,8 @@ type delivery struct {
 	t      *Transport
 	row    heldRow
 	id     string // the message ID
+	env    *bus.Envelope
+	ctx    context.Context // the delivery context, carrying the delivery
 	cancel context.CancelCauseFunc
 	// inTx counts the outbox transactions that are deleting the row; while
 	// one is open its row lock keeps the message from other consumers.
@@ -45,27 +49,33 @@ func (d *delivery) busy() bool { return d.inTx.Load() > 0 || d.ackedInTx.Load() 
 
 // receiver is one Receive call.
 type receiver struct {
-	t       *Transport
-	queue   string
-	h       bus.DeliveryHandler
-	conc    int
-	base    context.Context // Receive's ctx without its cancellation
+	t     *Transport
+	queue string
+	h     bus.DeliveryHandler
+	conc  int
+	base  context.Context // Receive's ctx without its cancellation
+
 	mu      sync.Mutex
-	flight  map[int64]*delivery
-	freed   chan struct{} // a slot was freed (buffered 1)
+	flight  map[int64]*delivery // every row held: running or waiting
+	waiting []*delivery         // claimed rows waiting for a free handler
+	running int
+	freed   chan struct{} // a handler finished (buffered 1)
 	wg      sync.WaitGroup
 	errWait time.Duration
 }
 
 // Receive consumes queue with at most opts.Concurrency handlers at once
-// until ctx ends, then waits for the handlers in flight, settles them and
-// returns nil. It claims as many rows as it has free slots, in one
-// statement; an idle Receive waits for a notification on the queue or
-// PollInterval. While a handler runs, its lease is extended every Lease/3;
-// when an extension finds the row taken by another consumer, the delivery
-// ctx is cancelled with ErrLeaseLost as its cause. A nil result deletes the
-// row (grouped with other acknowledgements); an error makes it available
-// again at once. It returns an error only when the tables are missing.
+// until ctx ends, then waits for the handlers in flight, settles them,
+// releases the rows it claimed ahead and returns nil. It holds up to twice
+// Concurrency rows: the running ones and as many claimed ahead, so a
+// finishing handler finds its next message without a round trip; claims
+// take as many rows as fit, in one statement. An idle Receive waits for a
+// notification on the queue or PollInterval. While a row is held its lease
+// is extended every Lease/3; when an extension finds the row taken by
+// another consumer, the delivery ctx is cancelled with ErrLeaseLost as its
+// cause. A nil result deletes the row (grouped with other
+// acknowledgements); an error makes it available again at once. It returns
+// an error only when the tables are missing.
 func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveOptions, h bus.DeliveryHandler) error {
 	if err := checkQueue(queue); err != nil {
 		return err
@@ -81,21 +91,27 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 	hbCtx, stopHeartbeat := context.WithCancel(r.base)
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); r.heartbeat(hbCtx) }()
-	defer func() { r.wg.Wait(); stopHeartbeat(); <-hbDone }()
+	defer func() {
+		r.releaseWaiting()
+		r.wg.Wait()
+		stopHeartbeat()
+		<-hbDone
+	}()
 
 	poll := time.NewTimer(t.opts.PollInterval)
 	defer poll.Stop()
 	first := true
 	for ctx.Err() == nil {
-		free := r.conc - r.inFlight()
-		if free <= 0 {
-			select {
+		held, running, waiting := r.fill()
+		want := 2*r.conc - held
+		if want < (r.conc+1)/2 && !(waiting == 0 && running < r.conc) {
+			select { // enough in hand: wait for a handler to finish
 			case <-r.freed:
 			case <-ctx.Done():
 			}
 			continue
 		}
-		n, err := r.claim(ctx, free)
+		n, err := r.claim(ctx, want)
 		if err != nil {
 			if first && isUndefinedTable(err) {
 				return fmt.Errorf("postgres: receive %s: %w (Provision creates the tables)", queue, err)
@@ -107,8 +123,16 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 			continue
 		}
 		first, r.errWait = false, 0
-		if n == free {
+		if n == want {
 			continue // there may be more
+		}
+		if _, _, waiting = r.fill(); waiting > 0 {
+			select { // the queue is drained, but rows wait for handlers
+			case <-r.freed:
+			case <-wake:
+			case <-ctx.Done():
+			}
+			continue
 		}
 		if !poll.Stop() {
 			select {
@@ -135,15 +159,39 @@ func (r *receiver) pause(ctx context.Context) {
 	}
 }
 
-func (r *receiver) inFlight() int {
+// fill starts waiting rows while handlers are free, and returns how many
+// rows are held, running and waiting.
+func (r *receiver) fill() (held, running, waiting int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.flight)
+	for r.running < r.conc && len(r.waiting) > 0 {
+		d := r.waiting[0]
+		r.waiting = r.waiting[1:]
+		r.running++
+		r.run(d)
+	}
+	return len(r.flight), r.running, len(r.waiting)
 }
 
-// claim leases up to limit rows and starts a handler for each. The claim
-// itself does not stop when ctx ends (rows leased but never handed out
-// would wait out their lease); rows claimed after ctx ended are released.
+// releaseWaiting hands back the rows claimed ahead that no handler took.
+func (r *receiver) releaseWaiting() {
+	r.mu.Lock()
+	ws := r.waiting
+	r.waiting = nil
+	for _, d := range ws {
+		delete(r.flight, d.row.seq)
+	}
+	r.mu.Unlock()
+	for _, d := range ws {
+		r.release(d.row)
+		d.cancel(nil)
+	}
+}
+
+// claim leases up to limit rows and queues them for the handlers. The
+// claim itself does not stop when ctx ends (rows leased but never handed
+// out would wait out their lease); rows claimed after ctx ended are
+// released.
 func (r *receiver) claim(ctx context.Context, limit int) (int, error) {
 	t := r.t
 	cctx, cancel := context.WithTimeout(r.base, settleTimeout)
@@ -171,6 +219,7 @@ func (r *receiver) claim(ctx context.Context, limit int) (int, error) {
 	if err := rows.Err(); err != nil {
 		return 0, err
 	}
+	slices.SortFunc(got, func(a, b claimed) int { return cmp.Compare(a.seq, b.seq) })
 	for _, c := range got {
 		row := heldRow{seq: c.seq, token: token}
 		if ctx.Err() != nil {
@@ -184,36 +233,37 @@ func (r *receiver) claim(ctx context.Context, limit int) (int, error) {
 		} else {
 			env.Body = c.body
 		}
-		r.start(row, env)
+		dctx, cancel := context.WithCancelCause(r.base)
+		d := &delivery{t: r.t, row: row, id: env.ID, env: env, cancel: cancel}
+		d.ctx = context.WithValue(dctx, deliveryKey{}, d)
+		r.mu.Lock()
+		r.flight[row.seq] = d
+		r.waiting = append(r.waiting, d)
+		r.mu.Unlock()
 	}
 	return len(got), nil
 }
 
-// start runs the handler of one claimed row on a context of its own.
-func (r *receiver) start(row heldRow, env *bus.Envelope) {
-	dctx, cancel := context.WithCancelCause(r.base)
-	d := &delivery{t: r.t, row: row, id: env.ID, cancel: cancel}
-	dctx = context.WithValue(dctx, deliveryKey{}, d)
-	r.mu.Lock()
-	r.flight[row.seq] = d
-	r.mu.Unlock()
+// run starts the handler of one held row; r.mu is held.
+func (r *receiver) run(d *delivery) {
 	r.wg.Go(func() {
 		defer func() {
-			cancel(nil)
+			d.cancel(nil)
 			r.mu.Lock()
-			delete(r.flight, row.seq)
+			delete(r.flight, d.row.seq)
+			r.running--
 			r.mu.Unlock()
 			select {
 			case r.freed <- struct{}{}:
 			default:
 			}
 		}()
-		err := r.h(dctx, env)
-		if errors.Is(context.Cause(dctx), ErrLeaseLost) {
+		err := r.h(d.ctx, d.env)
+		if errors.Is(context.Cause(d.ctx), ErrLeaseLost) {
 			return // another consumer has the message now
 		}
 		if err != nil {
-			r.release(row)
+			r.release(d.row)
 			return
 		}
 		if d.ackedInTx.Load() {
@@ -221,9 +271,9 @@ func (r *receiver) start(row heldRow, env *bus.Envelope) {
 		}
 		actx, cancelAck := context.WithTimeout(r.base, settleTimeout)
 		defer cancelAck()
-		if err := r.t.acks.store(actx, []heldRow{row}); err != nil {
+		if err := r.t.acks.store(actx, []heldRow{d.row}); err != nil {
 			r.t.log.Warn("postgres: acknowledgement failed; the message will be delivered again after its lease",
-				slog.String("queue", r.queue), slog.String("message_id", env.ID), slog.Any("error", err))
+				slog.String("queue", r.queue), slog.String("message_id", d.id), slog.Any("error", err))
 		}
 	})
 }

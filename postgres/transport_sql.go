@@ -60,6 +60,15 @@ func transportDDL(n tnames) []string {
 	}
 }
 
+// asyncCommit, ANDed into a statement's WHERE clause, makes its autocommit
+// transaction commit without waiting for the WAL flush (synchronous_commit
+// off for that transaction only). Claims, lease extensions, releases and
+// acknowledgements use it: a database crash can undo the last moments of
+// them, which only delivers those messages again, as a crash of the
+// consumer would. Sends, and acknowledgements inside an outbox handling,
+// wait for the flush.
+const asyncCommit = `(SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL`
+
 // tstatements is the SQL of every transport operation.
 type tstatements struct {
 	send      string // grouped insert of sends and publishes
@@ -99,21 +108,21 @@ func newTStatements(n tnames, notify bool) tstatements {
 		send:      send,
 		subscribe: `INSERT INTO ` + n.subs + ` (event_type, queue) SELECT e, $2 FROM unnest($1::text[]) AS e ON CONFLICT DO NOTHING`,
 		claim: fmt.Sprintf(`WITH c AS (
-	SELECT seq FROM %[1]s WHERE queue = $1 AND available_at <= now()
+	SELECT seq FROM %[1]s WHERE queue = $1 AND available_at <= now() AND %[3]s
 	ORDER BY available_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED
 )
 UPDATE %[1]s AS m SET available_at = now() + $3 %[2]s, lease_token = $4, deliveries = m.deliveries + 1
 FROM c WHERE m.seq = c.seq
-RETURNING m.seq, m.message_id, m.body, m.envelope`, m, microsSQL),
+RETURNING m.seq, m.message_id, m.body, m.envelope`, m, microsSQL, asyncCommit),
 		ack: `DELETE FROM ` + m + ` AS m USING unnest($1::bigint[], $2::bigint[]) AS u(seq, token)
-WHERE m.seq = u.seq AND m.lease_token = u.token`,
-		release: `UPDATE ` + m + ` SET available_at = now(), lease_token = NULL WHERE seq = $1 AND lease_token = $2`,
+WHERE m.seq = u.seq AND m.lease_token = u.token AND ` + asyncCommit,
+		release: `UPDATE ` + m + ` SET available_at = now(), lease_token = NULL WHERE seq = $1 AND lease_token = $2 AND ` + asyncCommit,
 		// Rows locked by an outbox handling that is deleting them are
 		// skipped, not waited for; held tells whether they are still ours.
 		extend: fmt.Sprintf(`UPDATE %[1]s AS m SET available_at = now() + $3 %[2]s
 FROM (SELECT x.seq FROM %[1]s x JOIN unnest($1::bigint[], $2::bigint[]) AS u(seq, token)
       ON x.seq = u.seq AND x.lease_token = u.token FOR UPDATE OF x SKIP LOCKED) l
-WHERE m.seq = l.seq RETURNING m.seq`, m, microsSQL),
+WHERE m.seq = l.seq AND %[3]s RETURNING m.seq`, m, microsSQL, asyncCommit),
 		held: `SELECT m.seq FROM ` + m + ` m JOIN unnest($1::bigint[], $2::bigint[]) AS u(seq, token)
 ON m.seq = u.seq AND m.lease_token = u.token`,
 		ackOne: `DELETE FROM ` + m + ` WHERE seq = $1 AND lease_token = $2`,
