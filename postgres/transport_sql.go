@@ -128,3 +128,15 @@ ON m.seq = u.seq AND m.lease_token = u.token`,
 		ackOne: `DELETE FROM ` + m + ` WHERE seq = $1 AND lease_token = $2`,
 	}
 }
+
+// TransportMigrations returns the DDL that Provision runs for the names in
+// opts (Schema, TablePrefix; other fields are ignored), one statement per
+// element, for teams that run their own migration tool. Every statement is
+// idempotent. An invalid name is a *NameError.
+func TransportMigrations(opts TransportOptions) ([]string, error) {
+	o := TransportOptions{Schema: opts.Schema, TablePrefix: opts.TablePrefix}.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return transportDDL(newTNames(o)), nil
+}
