@@ -57,7 +57,7 @@ func NewTransport(pool *pgxpool.Pool, opts TransportOptions) (*Transport, error)
 		return nil, err
 	}
 	t := &Transport{pool: pool, opts: opts, names: newTNames(opts), log: opts.Logger}
-	t.sql = newTStatements(t.names, !opts.DisableNotify)
+	t.sql = newTStatements(t.names)
 	t.identity = "postgres:" + pool.Config().ConnConfig.Database + "/" + opts.Schema + "." + opts.TablePrefix
 	t.sends = newBatcher(opts.MaxSendBatch, 2, t.insert)
 	t.acks = newBatcher(1000, 2, t.ack)
@@ -211,12 +211,20 @@ func (t *Transport) insert(ctx context.Context, rows []sendRow) error {
 		queues[i], ids[i], types[i], headers[i] = r.queue, cleanText(r.id), cleanText(r.typ), r.headers
 		bodies[i], envs[i] = r.body, r.envelope
 	}
-	args := []any{queues, ids, types, headers, bodies, envs}
-	if !t.opts.DisableNotify {
-		args = append(args, t.names.channel)
+	rs, err := t.pool.Query(ctx, t.sql.send, queues, ids, types, headers, bodies, envs)
+	if err != nil {
+		return err
 	}
-	_, err := t.pool.Exec(ctx, t.sql.send, args...)
-	return err
+	inserted, err := pgx.CollectRows(rs, pgx.RowTo[string])
+	if err != nil || t.opts.DisableNotify || len(inserted) == 0 {
+		return err
+	}
+	// The rows are committed; a lost notification only delays them until
+	// the receivers' next poll, so its failure is not the send's.
+	if _, err := t.pool.Exec(ctx, t.sql.notify, t.names.channel, inserted); err != nil && ctx.Err() == nil {
+		t.log.Warn("postgres: notification failed; receivers find the messages at their next poll", slog.Any("error", err))
+	}
+	return nil
 }
 
 func isUndefinedTable(err error) bool {

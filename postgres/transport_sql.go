@@ -72,6 +72,7 @@ const asyncCommit = `(SELECT set_config('synchronous_commit', 'off', true)) IS N
 // tstatements is the SQL of every transport operation.
 type tstatements struct {
 	send      string // grouped insert of sends and publishes
+	notify    string // wake-up of the queues a send inserted into
 	subscribe string
 	claim     string
 	ack       string
@@ -81,7 +82,7 @@ type tstatements struct {
 	ackOne    string // the acknowledgement inside an outbox handling
 }
 
-func newTStatements(n tnames, notify bool) tstatements {
+func newTStatements(n tnames) tstatements {
 	m := n.messages
 	// Each input row is a send (queue set) or a publish (queue empty),
 	// which becomes one row per subscribing queue.
@@ -98,14 +99,17 @@ func newTStatements(n tnames, notify bool) tstatements {
 	RETURNING queue
 )
 `, m, n.subs)
-	send := insert + `SELECT count(*) FROM ins`
-	if notify {
-		// The notification belongs to the insert's transaction: listeners
-		// hear of rows once they are committed. Its payload is the queue.
-		send = insert + `SELECT pg_notify($7, q.queue) FROM (SELECT DISTINCT queue FROM ins) q`
-	}
+	// The inserted queues come back for the notification, which is a
+	// statement of its own (see notify).
+	send := insert + `SELECT DISTINCT queue FROM ins`
 	return tstatements{
 		send:      send,
+		// Not in the insert's transaction: PostgreSQL serializes the
+		// commits of notifying transactions, WAL flush included, which
+		// would cost every send a flush of its own. Sent after the insert
+		// committed, with an asynchronous commit, it holds that lock only
+		// briefly and never wakes a receiver before the rows are visible.
+		notify: `SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q WHERE ` + asyncCommit,
 		subscribe: `INSERT INTO ` + n.subs + ` (event_type, queue) SELECT e, $2 FROM unnest($1::text[]) AS e ON CONFLICT DO NOTHING`,
 		claim: fmt.Sprintf(`WITH c AS (
 	SELECT seq FROM %[1]s WHERE queue = $1 AND available_at <= now() AND %[3]s
