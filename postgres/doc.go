@@ -131,12 +131,15 @@
 // leases every Lease/3 while handlers run, and cancels a delivery's ctx
 // (cause ErrLeaseLost) when another consumer took the row. A handled
 // message's row is deleted; a failed one is made available again at once
-// (native redelivery). Sends notify the table's channel, with the queue as
-// the payload, in their transaction, and an idle Receive wakes on it, or
-// after PollInterval when notifications are off or were lost. Sends commit
-// synchronously; claims, lease extensions, releases and acknowledgements
-// commit without waiting for the WAL flush, since a database crash that
-// undoes one only delivers a message again.
+// (native redelivery). Once its rows are committed, a send notifies the
+// table's channel with each queue as the payload, in a statement of its
+// own: PostgreSQL serializes notifying commits together with their WAL
+// flush, so a notification inside the insert would cost every send a flush
+// of its own. An idle Receive wakes on it, or after PollInterval when
+// notifications are off or were lost. Sends commit synchronously; claims,
+// lease extensions, releases, acknowledgements and notifications commit
+// without waiting for the WAL flush, since a database crash that undoes
+// one only delivers a message again (or later).
 //
 // The error and dead-letter queues are queues like others: their rows
 // stay in <prefix>_messages, with queue set to their name, until consumed,
