@@ -251,14 +251,16 @@ func (r *receiver) run(d *delivery) {
 			d.cancel(nil)
 			r.mu.Lock()
 			delete(r.flight, d.row.seq)
-			r.running--
 			r.mu.Unlock()
-			select {
-			case r.freed <- struct{}{}:
-			default:
-			}
+			r.signalFreed()
 		}()
 		err := r.h(d.ctx, d.env)
+		// The handler slot is free as soon as the handler returned; the
+		// row stays held (and its lease extended) until it is settled.
+		r.mu.Lock()
+		r.running--
+		r.mu.Unlock()
+		r.signalFreed()
 		if errors.Is(context.Cause(d.ctx), ErrLeaseLost) {
 			return // another consumer has the message now
 		}
@@ -276,6 +278,13 @@ func (r *receiver) run(d *delivery) {
 				slog.String("queue", r.queue), slog.String("message_id", d.id), slog.Any("error", err))
 		}
 	})
+}
+
+func (r *receiver) signalFreed() {
+	select {
+	case r.freed <- struct{}{}:
+	default:
+	}
 }
 
 // release makes a row available again at once.
