@@ -103,13 +103,13 @@ func newTStatements(n tnames) tstatements {
 	// statement of its own (see notify).
 	send := insert + `SELECT DISTINCT queue FROM ins`
 	return tstatements{
-		send:      send,
+		send: send,
 		// Not in the insert's transaction: PostgreSQL serializes the
 		// commits of notifying transactions, WAL flush included, which
 		// would cost every send a flush of its own. Sent after the insert
 		// committed, with an asynchronous commit, it holds that lock only
 		// briefly and never wakes a receiver before the rows are visible.
-		notify: `SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q WHERE ` + asyncCommit,
+		notify:    `SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q WHERE ` + asyncCommit,
 		subscribe: `INSERT INTO ` + n.subs + ` (event_type, queue) SELECT e, $2 FROM unnest($1::text[]) AS e ON CONFLICT DO NOTHING`,
 		claim: fmt.Sprintf(`WITH c AS (
 	SELECT seq FROM %[1]s WHERE queue = $1 AND available_at <= now() AND %[3]s
