@@ -79,6 +79,7 @@ func TestBrokers(t *testing.T) {
 	for _, c := range []struct{ name, transport, flag, env, fallback string }{
 		{"RabbitMQ", "rabbitmq", "-rabbitmq-url", "POSTBUS_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/"},
 		{"NATS", "nats", "-nats-url", "POSTBUS_TEST_NATS_URL", "nats://127.0.0.1:4222"},
+		{"PostgreSQL", "postgres", "-postgres-url", "POSTBUS_TEST_POSTGRES_URL", "postgres://root@127.0.0.1:5432/test?sslmode=disable"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

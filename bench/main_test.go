@@ -120,6 +120,7 @@ func TestBadFlags(t *testing.T) {
 		{"-workload", "spread", "-instances", "2"}, // memory is not shared across processes
 		{"-workload", "schedule", "-instances", "2"},
 		{"-senders", "0"},
+		{"-rate", "-1"},
 		{"stray"},
 	} {
 		var stdout, stderr strings.Builder

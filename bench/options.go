@@ -27,13 +27,16 @@ type options struct {
 	backlog      int
 	idle         time.Duration
 	concurrency  int
-	handlers     int
-	inflight     int
-	body         int
-	instances    int
-	timeout      time.Duration
-	markdown     bool
-	mdHeader     bool
+	// rate paces the throughput workload's senders to this many messages
+	// a second in all; 0 sends as fast as they can.
+	rate      float64
+	handlers  int
+	inflight  int
+	body      int
+	instances int
+	timeout   time.Duration
+	markdown  bool
+	mdHeader  bool
 	// outbox: throughput runs its PostgreSQL handler in the transactional
 	// outbox (Config.Outbox) instead of autocommit.
 	outbox     bool
@@ -102,6 +105,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.backlog, "backlog", 1_000_000, "backlog: rows scheduled an hour ahead")
 	fs.DurationVar(&o.idle, "idle", 5*time.Second, "backlog: how long idle CPU is measured")
 	fs.IntVar(&o.concurrency, "concurrency", 8, "throughput: handler concurrency, and concurrent senders unless -senders is given")
+	fs.Float64Var(&o.rate, "rate", 0, "throughput: send this many messages a second in all, paced (0: as fast as the senders can)")
 	fs.IntVar(&o.handlers, "handlers", 0, "handler concurrency of delayed workloads (0: the bus default, runtime.NumCPU())")
 	fs.IntVar(&o.inflight, "inflight", 1024, "throughput: most messages sent but not yet handled")
 	fs.IntVar(&o.body, "body", -1, "approximate body size in bytes (-1: 1024 for throughput, minimal otherwise)")
@@ -164,6 +168,8 @@ func (o *options) check() error {
 		o.timeout = time.Minute
 	}
 	switch {
+	case o.rate < 0:
+		return fmt.Errorf("-rate must not be negative")
 	case o.n < 0 || o.senders < 1 || o.concurrency < 1 || o.inflight < 1 || o.backlog < 0 || o.instances < 0:
 		return fmt.Errorf("-n, -backlog and -instances must not be negative; -senders, -concurrency and -inflight must be positive")
 	case o.over <= 0 || o.idle <= 0 || o.lead < 0 || o.timeout < 0:

@@ -17,5 +17,6 @@ func extraTransports() map[string]transportDriver {
 		"redis":    redisDriver(),
 		"kafka":    kafkaDriver(),
 		"sqs":      sqsDriver(),
+		"postgres": postgresTransportDriver(),
 	}
 }

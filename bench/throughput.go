@@ -9,7 +9,8 @@ import (
 
 // runThroughput measures immediate Send→handler round trips: -concurrency
 // concurrent handlers and as many senders (-senders if given), at most
-// -inflight messages sent but not yet handled, -body byte bodies. Send returns once the transport
+// -inflight messages sent but not yet handled, -body byte bodies, paced to
+// -rate messages a second in all when given. Send returns once the transport
 // accepted the message (a broker's confirm), so the rate is what a sender
 // gets with delivery guarantees on; latency is the handler's time minus the
 // envelope's SentAt.
@@ -66,6 +67,15 @@ func runThroughput(ctx context.Context, s *stage, r *Result) error {
 	for w := range senders {
 		wg.Go(func() {
 			for i := w; i < n; i += senders {
+				if s.o.rate > 0 { // message i leaves at start + i/rate
+					if d := time.Until(start.Add(time.Duration(float64(i) / s.o.rate * float64(time.Second)))); d > 0 {
+						select {
+						case <-time.After(d):
+						case <-sctx.Done():
+							return
+						}
+					}
+				}
 				select {
 				case slots <- struct{}{}:
 				case <-sctx.Done():

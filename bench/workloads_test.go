@@ -47,6 +47,13 @@ func TestWorkloadsMemory(t *testing.T) {
 				t.Errorf("throughput report incomplete, or not 1 KiB bodies from 8 senders: %+v", r)
 			}
 		}},
+		{"throughput-rate", []string{"-workload", "throughput", "-n", "400", "-rate", "1000"}, func(t *testing.T, r Result) {
+			// 400 messages paced to 1,000 a second cannot finish in much
+			// under 400 ms.
+			if r.Latency == nil || r.DurationMS < 350 {
+				t.Errorf("throughput with -rate 1000 was not paced: %+v", r)
+			}
+		}},
 		{"throughput-senders", []string{"-workload", "throughput", "-n", "3000", "-senders", "32"}, func(t *testing.T, r Result) {
 			if r.Latency == nil || r.Senders != 32 {
 				t.Errorf("throughput with -senders 32 reported %d senders: %+v", r.Senders, r)

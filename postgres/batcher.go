@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-
-	"github.com/postbus/bus"
 )
 
 // batcher groups the rows of concurrent StoreOutgoing calls into shared
@@ -17,36 +15,36 @@ import (
 // result and hands leadership, with the next group from the queue, to the
 // first queued call, so every caller's goroutine returns as soon as its own
 // rows are committed.
-type batcher struct {
+type batcher[T any] struct {
 	maxRows     int
 	maxInFlight int
-	flush       func(ctx context.Context, msgs []bus.OutgoingMessage) error
+	flush       func(ctx context.Context, msgs []T) error
 
 	mu       sync.Mutex
 	inFlight int
-	queue    []*call
+	queue    []*call[T]
 }
 
 // call is one StoreOutgoing call waiting in the batcher.
-type call struct {
+type call[T any] struct {
 	ctx  context.Context
-	msgs []bus.OutgoingMessage
-	done chan outcome // buffered; receives exactly one outcome
+	msgs []T
+	done chan outcome[T] // buffered; receives exactly one outcome
 }
 
 // outcome ends a queued call's wait: either the result of the insert that
 // carried its rows, or a group it must now insert as the leader.
-type outcome struct {
+type outcome[T any] struct {
 	err  error
-	lead []*call
+	lead []*call[T]
 }
 
-func newBatcher(maxRows, maxInFlight int, flush func(context.Context, []bus.OutgoingMessage) error) *batcher {
-	return &batcher{maxRows: maxRows, maxInFlight: maxInFlight, flush: flush}
+func newBatcher[T any](maxRows, maxInFlight int, flush func(context.Context, []T) error) *batcher[T] {
+	return &batcher[T]{maxRows: maxRows, maxInFlight: maxInFlight, flush: flush}
 }
 
-func (b *batcher) store(ctx context.Context, msgs []bus.OutgoingMessage) error {
-	c := &call{ctx: ctx, msgs: msgs, done: make(chan outcome, 1)}
+func (b *batcher[T]) store(ctx context.Context, msgs []T) error {
+	c := &call[T]{ctx: ctx, msgs: msgs, done: make(chan outcome[T], 1)}
 	b.mu.Lock()
 	if b.inFlight < b.maxInFlight {
 		b.inFlight++
@@ -73,7 +71,7 @@ func (b *batcher) store(ctx context.Context, msgs []bus.OutgoingMessage) error {
 	}
 }
 
-func (b *batcher) settle(o outcome) error {
+func (b *batcher[T]) settle(o outcome[T]) error {
 	if o.lead != nil {
 		return b.lead(o.lead)
 	}
@@ -82,8 +80,8 @@ func (b *batcher) settle(o outcome) error {
 
 // takeLocked returns first followed by queued calls, in order, while their
 // rows fit in maxRows, and removes those from the queue.
-func (b *batcher) takeLocked(first *call) []*call {
-	group := []*call{first}
+func (b *batcher[T]) takeLocked(first *call[T]) []*call[T] {
+	group := []*call[T]{first}
 	rows := len(first.msgs)
 	n := 0
 	for n < len(b.queue) && rows+len(b.queue[n].msgs) <= b.maxRows {
@@ -97,10 +95,10 @@ func (b *batcher) takeLocked(first *call) []*call {
 
 // lead inserts group (whose first call is the caller's), reports to the
 // followers and passes leadership on.
-func (b *batcher) lead(group []*call) error {
+func (b *batcher[T]) lead(group []*call[T]) error {
 	err := b.run(group)
 	for _, c := range group[1:] {
-		c.done <- outcome{err: err}
+		c.done <- outcome[T]{err: err}
 	}
 	b.mu.Lock()
 	if len(b.queue) == 0 {
@@ -112,11 +110,11 @@ func (b *batcher) lead(group []*call) error {
 	b.queue = b.queue[1:]
 	nextGroup := b.takeLocked(next)
 	b.mu.Unlock()
-	next.done <- outcome{lead: nextGroup}
+	next.done <- outcome[T]{lead: nextGroup}
 	return err
 }
 
-func (b *batcher) run(group []*call) error {
+func (b *batcher[T]) run(group []*call[T]) error {
 	if len(group) == 1 {
 		return b.flush(group[0].ctx, group[0].msgs)
 	}
@@ -124,7 +122,7 @@ func (b *batcher) run(group []*call) error {
 	for _, c := range group {
 		n += len(c.msgs)
 	}
-	rows := make([]bus.OutgoingMessage, 0, n)
+	rows := make([]T, 0, n)
 	for _, c := range group {
 		rows = append(rows, c.msgs...)
 	}
@@ -135,7 +133,7 @@ func (b *batcher) run(group []*call) error {
 
 // groupContext returns a context that ends when the contexts of every call
 // in group have ended: one caller giving up must not fail the others.
-func groupContext(group []*call) (context.Context, context.CancelFunc) {
+func groupContext[T any](group []*call[T]) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(group[0].ctx))
 	var live atomic.Int32
 	live.Store(int32(len(group)))

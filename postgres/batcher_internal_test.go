@@ -108,7 +108,7 @@ func TestGroupContextEndsWhenEveryCallerGaveUp(t *testing.T) {
 	t.Parallel()
 	ctx1, cancel1 := context.WithCancel(t.Context())
 	ctx2, cancel2 := context.WithCancel(t.Context())
-	ctx, stop := groupContext([]*call{{ctx: ctx1}, {ctx: ctx2}})
+	ctx, stop := groupContext([]*call[bus.OutgoingMessage]{{ctx: ctx1}, {ctx: ctx2}})
 	defer stop()
 	cancel1()
 	select {

@@ -3,6 +3,8 @@
 // cross-instance wake-up (bus.DueNotifier), and the transactional outbox
 // and inbox (bus.OutboxStore) and saga instances (bus.SagaStore), on
 // github.com/jackc/pgx/v5.
+// and inbox (bus.OutboxStore), on github.com/jackc/pgx/v5. It also has a
+// PostgreSQL transport (NewTransport; see Transport below).
 //
 //	pool, err := pgxpool.New(ctx, "postgres://app@db/app")
 //	store, err := postgres.New(pool, postgres.Options{})
@@ -117,6 +119,59 @@
 // in. When ctx carries the outbox handling's transaction (Tx), or a
 // caller's (WithTx), the saga statements run in it, so the state commits
 // with the handler's writes and the messages it sent.
+// # Transport
+//
+// NewTransport returns a bus.Transport on the same kind of pool: queues are
+// rows of one table, so a team running only PostgreSQL has a complete bus.
+//
+//	tr, err := postgres.NewTransport(pool, postgres.TransportOptions{})
+//	b, err := bus.New(bus.Config{Endpoint: "billing", Transport: tr, Persistence: store,
+//		Outbox: bus.OutboxConfig{Enabled: true}})
+//
+// Provision creates two tables in TransportOptions.Schema: <prefix>_messages
+// holds the messages of every queue (a queue column tells them apart; one
+// (queue, available_at, seq) index serves every claim), and
+// <prefix>_subscriptions says which queue receives which event type, so
+// Publish is one INSERT ... SELECT that writes one row per subscribing
+// queue. One table with a queue column was chosen over a table per queue:
+// measured with pgbench on this design's insert, claim and delete (8
+// clients, 8 queues), the two were within 6% of each other (913 and 966
+// transactions/s, fsync-bound), and one table needs no DDL when a queue
+// appears, one claim statement and one notification channel.
+//
+// Receive claims rows with FOR UPDATE SKIP LOCKED under a lease
+// (TransportOptions.Lease): competing consumers in any number of processes
+// skip each other's rows. It holds up to twice its Concurrency, extends the
+// leases every Lease/3 while handlers run, and cancels a delivery's ctx
+// (cause ErrLeaseLost) when another consumer took the row. A handled
+// message's row is deleted; a failed one is made available again at once
+// (native redelivery). Once its rows are committed, a send notifies the
+// table's channel with each queue as the payload, in a statement of its
+// own: PostgreSQL serializes notifying commits together with their WAL
+// flush, so a notification inside the insert would cost every send a flush
+// of its own. An idle Receive wakes on it, or after PollInterval when
+// notifications are off or were lost. Sends commit synchronously; claims,
+// lease extensions, releases, acknowledgements and notifications commit
+// without waiting for the WAL flush, since a database crash that undoes
+// one only delivers a message again (or later).
+//
+// The error and dead-letter queues are queues like others: their rows
+// stay in <prefix>_messages, with queue set to their name, until consumed,
+// and can be read with SQL (headers is jsonb; the failure reason is
+// headers->>'postbus.failure.reason'). See docs/transports/postgres.md.
+//
+// # Receive, handle and send in one transaction
+//
+// With bus.Config.Outbox enabled on a Persistence of the same database as
+// the Transport, BeginHandling finds the transport's delivery in the
+// handling's context and deletes the message's row inside the handling's
+// transaction. The acknowledgement, the inbox row, the handler's writes
+// and the messages it sent then commit together, or not at all: a process
+// killed mid-handling leaves nothing behind and the message is delivered
+// again once its lease lapses, and one killed after the commit never sees
+// the message again. The inbox still catches a message the dispatcher sent
+// twice (a crash between its send and its delete), so database effects
+// happen once per message ID.
 //
 // # Lifecycle and errors
 //

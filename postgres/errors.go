@@ -83,3 +83,30 @@ func (e *OtherDatabaseError) Error() string {
 
 // Unwrap returns ErrOtherDatabase.
 func (e *OtherDatabaseError) Unwrap() error { return ErrOtherDatabase }
+
+// ErrTransportClosed is returned by Send and Publish after Close.
+var ErrTransportClosed = errors.New("postgres: transport closed")
+
+// ErrMessageTooLarge is wrapped by every *OversizeError.
+var ErrMessageTooLarge = errors.New("postgres: message too large")
+
+// OversizeError reports a body larger than TransportOptions.MaxMessageSize.
+// It is returned before anything is stored.
+type OversizeError struct {
+	ID   string // the message ID
+	Size int    // the body's size in bytes
+	Max  int    // TransportOptions.MaxMessageSize
+}
+
+// Error describes the failure.
+func (e *OversizeError) Error() string {
+	return fmt.Sprintf("postgres: message %s has a %d-byte body, more than MaxMessageSize %d", e.ID, e.Size, e.Max)
+}
+
+// Unwrap returns ErrMessageTooLarge.
+func (e *OversizeError) Unwrap() error { return ErrMessageTooLarge }
+
+// ErrLeaseLost is the cause of a delivery context cancelled because the
+// message's lease lapsed and another consumer claimed it
+// (context.Cause(ctx) returns it).
+var ErrLeaseLost = errors.New("postgres: lease on the message lost")

@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 	if args, ok := bustest.OutboxChild(); ok {
 		runOutboxChild(args) // the outbox crash case's child; never returns
 	}
+	if v, ok := os.LookupEnv(transportChildEnv); ok {
+		runTransportChild(v) // the transport exactly-once case's child; never returns
+	}
 	code := m.Run()
 	if shared.pool != nil {
 		shared.pool.Close()

@@ -67,14 +67,23 @@ func (p *Persistence) BeginHandling(ctx context.Context, endpoint, messageID str
 		}
 		return nil, true, nil
 	}
-	return &handling{p: p, tx: tx}, false, nil
+	d, err := p.joinDelivery(ctx, tx, messageID)
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = tx.Rollback(rctx)
+		cancel()
+		return nil, false, err
+	}
+	return &handling{p: p, tx: tx, d: d}, false, nil
 }
 
 // handling is the bus.HandlingTx of a Persistence.
 type handling struct {
 	p         *Persistence
 	tx        pgx.Tx
+	d         *delivery // the Transport delivery acknowledged in tx, if any
 	committed bool
+	ended     bool
 }
 
 // Context returns ctx carrying the transaction, found by Tx.
@@ -106,11 +115,21 @@ func (h *handling) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMessage
 
 // Commit commits the inbox row, the handler's writes and the messages.
 func (h *handling) Commit(ctx context.Context) error {
-	if err := h.tx.Commit(ctx); err != nil {
+	err := h.tx.Commit(ctx)
+	h.end(err == nil)
+	if err != nil {
 		return fmt.Errorf("postgres: commit handling: %w", err)
 	}
 	h.committed = true
 	return nil
+}
+
+// end releases the handling's hold on its delivery once.
+func (h *handling) end(committed bool) {
+	if !h.ended {
+		h.ended = true
+		h.d.settled(committed)
+	}
 }
 
 // Rollback abandons the transaction. After Commit, or after a failed
@@ -119,6 +138,7 @@ func (h *handling) Rollback(ctx context.Context) error {
 	if h.committed {
 		return nil
 	}
+	defer h.end(false)
 	if err := h.tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 		return fmt.Errorf("postgres: rollback handling: %w", err)
 	}

@@ -31,7 +31,7 @@ type Persistence struct {
 	sql   statements
 	// sagaSQL is the SQL of the saga store (saga.go).
 	sagaSQL sagaStatements
-	batch   *batcher
+	batch   *batcher[bus.OutgoingMessage]
 }
 
 // New returns a Persistence on pool, configured by opts (zero values mean

@@ -1,0 +1,385 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/postbus/bus"
+)
+
+// heldRow names a claimed row and the lease token of its claim.
+type heldRow struct{ seq, token int64 }
+
+// delivery is one claimed message being handled. The delivery context
+// carries it, so an outbox handling on the same database can delete the
+// row in its own transaction (see Persistence.BeginHandling).
+type delivery struct {
+	t      *Transport
+	row    heldRow
+	id     string // the message ID
+	env    *bus.Envelope
+	ctx    context.Context // the delivery context, carrying the delivery
+	cancel context.CancelCauseFunc
+	// inTx counts the outbox transactions that are deleting the row; while
+	// one is open its row lock keeps the message from other consumers.
+	inTx atomic.Int32
+	// ackedInTx is set once such a transaction committed: the row is gone
+	// and the message is acknowledged.
+	ackedInTx atomic.Bool
+}
+
+type deliveryKey struct{}
+
+func deliveryFrom(ctx context.Context) *delivery {
+	d, _ := ctx.Value(deliveryKey{}).(*delivery)
+	return d
+}
+
+// busy reports whether the row is acknowledged or protected by an open
+// handling transaction, so the heartbeat leaves it alone.
+func (d *delivery) busy() bool { return d.inTx.Load() > 0 || d.ackedInTx.Load() }
+
+// receiver is one Receive call.
+type receiver struct {
+	t     *Transport
+	queue string
+	h     bus.DeliveryHandler
+	conc  int
+	base  context.Context // Receive's ctx without its cancellation
+
+	mu      sync.Mutex
+	flight  map[int64]*delivery // every row held: running or waiting
+	waiting []*delivery         // claimed rows waiting for a free handler
+	running int
+	freed   chan struct{} // a handler finished (buffered 1)
+	wg      sync.WaitGroup
+	errWait time.Duration
+}
+
+// Receive consumes queue with at most opts.Concurrency handlers at once
+// until ctx ends, then waits for the handlers in flight, settles them,
+// releases the rows it claimed ahead and returns nil. It holds up to twice
+// Concurrency rows: the running ones and as many claimed ahead, so a
+// finishing handler finds its next message without a round trip; claims
+// take as many rows as fit, in one statement. An idle Receive waits for a
+// notification on the queue or PollInterval. While a row is held its lease
+// is extended every Lease/3; when an extension finds the row taken by
+// another consumer, the delivery ctx is cancelled with ErrLeaseLost as its
+// cause. A nil result deletes the row (grouped with other
+// acknowledgements); an error makes it available again at once. It returns
+// an error only when the tables are missing.
+func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveOptions, h bus.DeliveryHandler) error {
+	if err := checkQueue(queue); err != nil {
+		return err
+	}
+	r := &receiver{t: t, queue: queue, h: h, conc: max(1, opts.Concurrency), base: context.WithoutCancel(ctx),
+		flight: map[int64]*delivery{}, freed: make(chan struct{}, 1)}
+	var wake <-chan struct{}
+	if !t.opts.DisableNotify {
+		ch, unsubscribe := t.listen.subscribe(queue)
+		defer unsubscribe()
+		wake = ch
+	}
+	hbCtx, stopHeartbeat := context.WithCancel(r.base)
+	hbDone := make(chan struct{})
+	go func() { defer close(hbDone); r.heartbeat(hbCtx) }()
+	defer func() {
+		r.releaseWaiting()
+		r.wg.Wait()
+		stopHeartbeat()
+		<-hbDone
+	}()
+
+	poll := time.NewTimer(t.opts.PollInterval)
+	defer poll.Stop()
+	first := true
+	for ctx.Err() == nil {
+		held, running, waiting := r.fill()
+		want := 2*r.conc - held
+		if want < (r.conc+1)/2 && !(waiting == 0 && running < r.conc) {
+			select { // enough in hand: wait for a handler to finish
+			case <-r.freed:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		n, err := r.claim(ctx, want)
+		if err != nil {
+			if first && isUndefinedTable(err) {
+				return fmt.Errorf("postgres: receive %s: %w (Provision creates the tables)", queue, err)
+			}
+			if ctx.Err() == nil {
+				t.log.Warn("postgres: claim failed; retrying", slog.String("queue", queue), slog.Any("error", err))
+				r.pause(ctx)
+			}
+			continue
+		}
+		first, r.errWait = false, 0
+		if n == want {
+			continue // there may be more
+		}
+		if _, _, waiting = r.fill(); waiting > 0 {
+			select { // the queue is drained, but rows wait for handlers
+			case <-r.freed:
+			case <-wake:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		if !poll.Stop() {
+			select {
+			case <-poll.C:
+			default:
+			}
+		}
+		poll.Reset(t.opts.PollInterval)
+		select {
+		case <-wake:
+		case <-poll.C:
+		case <-ctx.Done():
+		}
+	}
+	return nil
+}
+
+// pause waits after a failed claim: 100 ms doubling to 5 s.
+func (r *receiver) pause(ctx context.Context) {
+	r.errWait = min(max(2*r.errWait, 100*time.Millisecond), 5*time.Second)
+	select {
+	case <-time.After(r.errWait):
+	case <-ctx.Done():
+	}
+}
+
+// fill starts waiting rows while handlers are free, and returns how many
+// rows are held, running and waiting.
+func (r *receiver) fill() (held, running, waiting int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.running < r.conc && len(r.waiting) > 0 {
+		d := r.waiting[0]
+		r.waiting = r.waiting[1:]
+		r.running++
+		r.run(d)
+	}
+	return len(r.flight), r.running, len(r.waiting)
+}
+
+// releaseWaiting hands back the rows claimed ahead that no handler took.
+func (r *receiver) releaseWaiting() {
+	r.mu.Lock()
+	ws := r.waiting
+	r.waiting = nil
+	for _, d := range ws {
+		delete(r.flight, d.row.seq)
+	}
+	r.mu.Unlock()
+	for _, d := range ws {
+		r.release(d.row)
+		d.cancel(nil)
+	}
+}
+
+// claim leases up to limit rows and queues them for the handlers. The
+// claim itself does not stop when ctx ends (rows leased but never handed
+// out would wait out their lease); rows claimed after ctx ended are
+// released.
+func (r *receiver) claim(ctx context.Context, limit int) (int, error) {
+	t := r.t
+	cctx, cancel := context.WithTimeout(r.base, settleTimeout)
+	defer cancel()
+	token := rand.Int64()
+	rows, err := t.pool.Query(cctx, t.sql.claim, r.queue, limit, micros(t.opts.Lease), token)
+	if err != nil {
+		return 0, err
+	}
+	type claimed struct {
+		seq      int64
+		id       string
+		body     []byte
+		envelope []byte
+	}
+	var got []claimed
+	for rows.Next() {
+		var c claimed
+		if err := rows.Scan(&c.seq, &c.id, &c.body, &c.envelope); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		got = append(got, c)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	slices.SortFunc(got, func(a, b claimed) int { return cmp.Compare(a.seq, b.seq) })
+	for _, c := range got {
+		row := heldRow{seq: c.seq, token: token}
+		if ctx.Err() != nil {
+			r.release(row)
+			continue
+		}
+		env, derr := bus.UnmarshalEnvelope(c.envelope)
+		if derr != nil {
+			env = &bus.Envelope{ID: c.id, Body: c.body}
+			env.SetHeader(bus.HeaderDecodeError, "postgres: undecodable envelope: "+derr.Error())
+		} else {
+			env.Body = c.body
+		}
+		dctx, cancel := context.WithCancelCause(r.base)
+		d := &delivery{t: r.t, row: row, id: env.ID, env: env, cancel: cancel}
+		d.ctx = context.WithValue(dctx, deliveryKey{}, d)
+		r.mu.Lock()
+		r.flight[row.seq] = d
+		r.waiting = append(r.waiting, d)
+		r.mu.Unlock()
+	}
+	return len(got), nil
+}
+
+// run starts the handler of one held row; r.mu is held.
+func (r *receiver) run(d *delivery) {
+	r.wg.Go(func() {
+		defer func() {
+			d.cancel(nil)
+			r.mu.Lock()
+			delete(r.flight, d.row.seq)
+			r.mu.Unlock()
+			r.signalFreed()
+		}()
+		err := r.h(d.ctx, d.env)
+		// The handler slot is free as soon as the handler returned; the
+		// row stays held (and its lease extended) until it is settled.
+		r.mu.Lock()
+		r.running--
+		r.mu.Unlock()
+		r.signalFreed()
+		if errors.Is(context.Cause(d.ctx), ErrLeaseLost) {
+			return // another consumer has the message now
+		}
+		if err != nil {
+			r.release(d.row)
+			return
+		}
+		if d.ackedInTx.Load() {
+			return // deleted by the handling's transaction
+		}
+		actx, cancelAck := context.WithTimeout(r.base, settleTimeout)
+		defer cancelAck()
+		if err := r.t.acks.store(actx, []heldRow{d.row}); err != nil {
+			r.t.log.Warn("postgres: acknowledgement failed; the message will be delivered again after its lease",
+				slog.String("queue", r.queue), slog.String("message_id", d.id), slog.Any("error", err))
+		}
+	})
+}
+
+func (r *receiver) signalFreed() {
+	select {
+	case r.freed <- struct{}{}:
+	default:
+	}
+}
+
+// release makes a row available again at once.
+func (r *receiver) release(row heldRow) {
+	ctx, cancel := context.WithTimeout(r.base, settleTimeout)
+	defer cancel()
+	if _, err := r.t.pool.Exec(ctx, r.t.sql.release, row.seq, row.token); err != nil {
+		r.t.log.Warn("postgres: release failed; the message will be delivered again after its lease",
+			slog.String("queue", r.queue), slog.Any("error", err))
+	}
+}
+
+// ack is the acknowledgement batcher's flush: one DELETE for a group.
+func (t *Transport) ack(ctx context.Context, rows []heldRow) error {
+	seqs, tokens := splitHeld(rows)
+	_, err := t.pool.Exec(ctx, t.sql.ack, seqs, tokens)
+	return err
+}
+
+func splitHeld(rows []heldRow) ([]int64, []int64) {
+	seqs, tokens := make([]int64, len(rows)), make([]int64, len(rows))
+	for i, r := range rows {
+		seqs[i], tokens[i] = r.seq, r.token
+	}
+	return seqs, tokens
+}
+
+// heartbeat extends the leases of the rows in flight every Lease/3 until
+// ctx ends, and cancels the deliveries whose rows another consumer took.
+func (r *receiver) heartbeat(ctx context.Context) {
+	tick := time.NewTicker(r.t.opts.Lease / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		r.extend(ctx)
+	}
+}
+
+func (r *receiver) extend(ctx context.Context) {
+	t := r.t
+	r.mu.Lock()
+	ds := make([]*delivery, 0, len(r.flight))
+	rows := make([]heldRow, 0, len(r.flight))
+	for _, d := range r.flight {
+		if !d.busy() {
+			ds = append(ds, d)
+			rows = append(rows, d.row)
+		}
+	}
+	r.mu.Unlock()
+	if len(rows) == 0 {
+		return
+	}
+	seqs, tokens := splitHeld(rows)
+	extended, err := t.querySeqs(ctx, t.sql.extend, seqs, tokens, micros(t.opts.Lease))
+	if err == nil && len(extended) < len(rows) {
+		// Skipped rows may be locked by a handling that is deleting them,
+		// or an acknowledgement: still ours while their token holds.
+		var held map[int64]bool
+		if held, err = t.querySeqs(ctx, t.sql.held, seqs, tokens); err == nil {
+			for s := range held {
+				extended[s] = true
+			}
+		}
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			t.log.Warn("postgres: lease extension failed", slog.String("queue", r.queue), slog.Any("error", err))
+		}
+		return
+	}
+	for _, d := range ds {
+		if !extended[d.row.seq] && !d.busy() {
+			d.cancel(ErrLeaseLost)
+		}
+	}
+}
+
+func (t *Transport) querySeqs(ctx context.Context, sql string, args ...any) (map[int64]bool, error) {
+	rows, err := t.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	got := map[int64]bool{}
+	for rows.Next() {
+		var s int64
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		got[s] = true
+	}
+	return got, rows.Err()
+}
