@@ -73,3 +73,17 @@ func FuzzUnmarshalEnvelope(f *testing.F) {
 		}
 	})
 }
+
+func TestKindTextRoundTrips(t *testing.T) {
+	for _, k := range []bus.Kind{0, bus.KindCommand, bus.KindEvent, bus.KindReply, 200} {
+		text, _ := k.MarshalText()
+		var back bus.Kind
+		if err := back.UnmarshalText(text); err != nil || back != k {
+			t.Errorf("kind %d -> %q -> %d, %v", k, text, back, err)
+		}
+	}
+	var k bus.Kind
+	if err := k.UnmarshalText([]byte("telegram")); err == nil {
+		t.Error("an unknown kind name decoded")
+	}
+}

@@ -3,7 +3,6 @@ package nats
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -184,31 +183,16 @@ func mapFor(env *bus.Envelope, key string) (*map[string]string, string, bool) {
 }
 
 func kindString(k bus.Kind) string {
-	switch k {
-	case 0:
-		return ""
-	case bus.KindCommand, bus.KindEvent, bus.KindReply:
-		return k.String()
-	}
-	return strconv.Itoa(int(k))
+	text, _ := k.MarshalText()
+	return string(text)
 }
 
 func parseKind(s string) (bus.Kind, error) {
-	switch s {
-	case "":
-		return 0, nil
-	case "command":
-		return bus.KindCommand, nil
-	case "event":
-		return bus.KindEvent, nil
-	case "reply":
-		return bus.KindReply, nil
+	var k bus.Kind
+	if err := k.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("header %s: %w", hdrKind, err)
 	}
-	n, err := strconv.ParseUint(s, 10, 8)
-	if err != nil {
-		return 0, fmt.Errorf("header %s: unknown kind %q", hdrKind, s)
-	}
-	return bus.Kind(n), nil
+	return k, nil
 }
 
 func formatTime(t time.Time) string {

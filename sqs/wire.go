@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -248,31 +247,16 @@ func validBody(b []byte) bool {
 }
 
 func kindString(k bus.Kind) string {
-	switch k {
-	case 0:
-		return ""
-	case bus.KindCommand, bus.KindEvent, bus.KindReply:
-		return k.String()
-	}
-	return strconv.Itoa(int(k))
+	text, _ := k.MarshalText()
+	return string(text)
 }
 
 func parseKind(s string) (bus.Kind, error) {
-	switch s {
-	case "":
-		return 0, nil
-	case "command":
-		return bus.KindCommand, nil
-	case "event":
-		return bus.KindEvent, nil
-	case "reply":
-		return bus.KindReply, nil
+	var k bus.Kind
+	if err := k.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("attribute %s: %w", attrKind, err)
 	}
-	n, err := strconv.ParseUint(s, 10, 8)
-	if err != nil {
-		return 0, fmt.Errorf("attribute %s: unknown kind %q", attrKind, s)
-	}
-	return bus.Kind(n), nil
+	return k, nil
 }
 
 func formatTime(t time.Time) string {
