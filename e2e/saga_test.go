@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/postbus/bus"
 )
@@ -48,7 +47,7 @@ func TestSagaTwoProcessesOneKilled(t *testing.T) {
 	schema := freshSchema(t, pool)
 	store := newStore(t, pool, schema)
 	collector := k.endpoint + "-done"
-	t.Cleanup(func() { deleteRabbitQueue(t, collector) })
+	t.Cleanup(func() { deleteRabbitTopology(t, "", collector) })
 
 	var mu sync.Mutex
 	done := map[string][]sagaStepsDone{} // by instance
@@ -153,23 +152,5 @@ func TestSagaTwoProcessesOneKilled(t *testing.T) {
 	}
 	if err := survivor.Wait(); err != nil {
 		t.Errorf("the surviving worker did not stop cleanly: %v", err)
-	}
-}
-
-// deleteRabbitQueue deletes one queue of the test's on RabbitMQ.
-func deleteRabbitQueue(t testing.TB, queue string) {
-	conn, err := amqp.DialConfig(rabbitURL(), amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
-	if err != nil {
-		t.Errorf("cleanup: %v", err)
-		return
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Errorf("cleanup: %v", err)
-		return
-	}
-	if _, err := ch.QueueDelete(queue, false, false, false); err != nil {
-		t.Errorf("cleanup: delete queue %s: %v", queue, err)
 	}
 }

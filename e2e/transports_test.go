@@ -86,6 +86,7 @@ func rabbitKit(t testing.TB) *kit {
 	return k
 }
 
+// deleteRabbitTopology deletes queues, then the exchange unless it is "".
 func deleteRabbitTopology(t testing.TB, exchange string, queues ...string) {
 	conn, err := amqp.DialConfig(rabbitURL(), amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
 	if err != nil {
@@ -103,6 +104,9 @@ func deleteRabbitTopology(t testing.TB, exchange string, queues ...string) {
 			t.Errorf("cleanup: delete queue %s: %v", q, err)
 			return // the channel is closed after an error
 		}
+	}
+	if exchange == "" {
+		return
 	}
 	if err := ch.ExchangeDelete(exchange, false, false); err != nil {
 		t.Errorf("cleanup: delete exchange %s: %v", exchange, err)
