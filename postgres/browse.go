@@ -62,8 +62,31 @@ func listScheduledSQL(table string, q bus.ScheduledQuery) (string, []any) {
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
 	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
 	if q.Type != "" {
-		where = append(where, "message_type = "+arg(cleanText(q.Type)))
+		// Bounds as row comparisons on (message_type, due_at, id): the
+		// index conditions of the type index only, so that every plan,
+		// generic ones too, ranges over it instead of filtering the due
+		// index, whatever the type's share of the rows.
+		typ := arg(cleanText(q.Type))
+		lower := "'-infinity'::timestamptz"
+		if !q.DueAfter.IsZero() {
+			lower = arg(q.DueAfter) + "::timestamptz"
+		}
+		where = append(where, fmt.Sprintf("(message_type, due_at) >= (%s::text, %s)", typ, lower))
+		if !q.AfterDue.IsZero() {
+			where = append(where, fmt.Sprintf("(message_type, due_at, id) > (%s::text, %s::timestamptz, %s::text)", typ, arg(q.AfterDue), arg(cleanText(q.AfterID))))
+		}
+		upper := "'infinity'::timestamptz"
+		if !q.DueBefore.IsZero() {
+			upper = arg(q.DueBefore) + "::timestamptz"
+		}
+		where = append(where, fmt.Sprintf("(message_type, due_at) < (%s::text, %s)", typ, upper))
+		return "SELECT " + browseColumns + " FROM " + table + " WHERE " + strings.Join(where, " AND ") +
+			" ORDER BY message_type, due_at, id LIMIT " + arg(limit), args
 	}
 	if !q.DueAfter.IsZero() {
 		where = append(where, "due_at >= "+arg(q.DueAfter)+"::timestamptz")
@@ -74,16 +97,11 @@ func listScheduledSQL(table string, q bus.ScheduledQuery) (string, []any) {
 	if !q.AfterDue.IsZero() {
 		where = append(where, fmt.Sprintf("(due_at, id) > (%s::timestamptz, %s::text)", arg(q.AfterDue), arg(cleanText(q.AfterID))))
 	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = 100
-	}
 	sql := "SELECT " + browseColumns + " FROM " + table
 	if len(where) > 0 {
 		sql += " WHERE " + strings.Join(where, " AND ")
 	}
-	sql += " ORDER BY due_at, id LIMIT " + arg(limit)
-	return sql, args
+	return sql + " ORDER BY due_at, id LIMIT " + arg(limit), args
 }
 
 // GetScheduled returns the row with the ID, by primary key.
