@@ -3,10 +3,12 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbus/bus"
@@ -74,7 +76,7 @@ func TestOperationsQueriesUseIndexes(t *testing.T) {
 	add("list scheduled by type", "outgoing_messages_type_due_idx", sql, args...)
 	sql, args = postgres.StatsSQL(p)
 	add("stats", "outgoing_messages_claim_idx", sql, args...)
-	add("histogram", "outgoing_messages_due_idx", postgres.HistogramSQL(p), now, time.Minute.Microseconds(), now.Add(time.Hour))
+	add("histogram", "outgoing_messages_due_idx", postgres.HistogramSQL(p), time.Minute, now, now.Add(time.Hour))
 	sql, args = postgres.ListFailedSQL(p, bus.FailedQuery{})
 	add("list failed", "outgoing_messages_failed_last_idx", sql, args...)
 	sql, args = postgres.ListFailedSQL(p, bus.FailedQuery{BeforeFailed: now.Add(-time.Hour), BeforeID: "x", Limit: 20})
@@ -127,4 +129,54 @@ func BenchmarkOperationsQueries(b *testing.B) {
 	run("ListFailed", func() error { _, err := p.ListFailed(ctx, bus.FailedQuery{Limit: 50}); return err })
 	run("CountFailedAll", func() error { _, err := p.CountFailed(ctx, bus.FailedQuery{}); return err })
 	run("CountFailedGroup", func() error { _, err := p.CountFailed(ctx, bus.FailedQuery{Group: "group-4"}); return err })
+}
+
+// TestDueHistogramEstimatesLargeWindows checks the estimate DueHistogram
+// gives for a window too large to count: 150,000 rows spread over a day,
+// 20,000 more at one instant (a batch scheduled for 9 o'clock), ANALYZEd;
+// each hour's estimate is compared with its exact count.
+func TestDueHistogramEstimatesLargeWindows(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	p := newStore(t, pool, postgres.Options{})
+	ctx := ctxTimeout(t, 2*time.Minute)
+	from := time.Now().Truncate(time.Hour).Add(time.Hour)
+	batch := from.Add(9*time.Hour + 30*time.Minute)
+	_, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (id, kind, envelope, due_at, available_at, transport)
+		SELECT 'row-' || g, 1, '\x00', d, d, 't'
+		FROM generate_series(1, 170000) AS g,
+		LATERAL (SELECT CASE WHEN g > 150000 THEN $2::timestamptz
+		                     ELSE $1::timestamptz + (g::float8 / 150000 * 86400 * power(g::float8 / 150000, 0.5)) * interval '1 second' END AS d) AS due`,
+		p.Table()), from, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "ANALYZE "+p.Table()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.DueHistogram(ctx, from, time.Hour, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT count(*) FROM generate_series(0, 23) AS h
+		LEFT JOIN %s o ON o.due_at >= $1::timestamptz + h * interval '1 hour' AND o.due_at < $1::timestamptz + (h + 1) * interval '1 hour'
+		GROUP BY h ORDER BY h`, p.Table()), from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sumGot, sumExact int64
+	for h := range 24 {
+		sumGot, sumExact = sumGot+got[h], sumExact+exact[h]
+		if diff := math.Abs(float64(got[h] - exact[h])); exact[h] >= 2000 && diff > 0.25*float64(exact[h]) {
+			t.Errorf("hour %d: estimated %d, exact %d", h, got[h], exact[h])
+		}
+	}
+	if math.Abs(float64(sumGot-sumExact)) > 0.1*float64(sumExact) {
+		t.Errorf("estimated %d rows in the day, exact %d", sumGot, sumExact)
+	}
+	t.Logf("estimated %v\nexact     %v", got, exact)
 }
