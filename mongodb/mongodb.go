@@ -124,7 +124,9 @@ func (p *Persistence) Durable() bool { return true }
 func (p *Persistence) Collection() *mongo.Collection { return p.msgs }
 
 // Setup creates the index that claims and NextDueOutgoing scan,
-// (transport, available_at, _id) on the message collection, and removes
+// (transport, available_at, _id) on the message collection, and the two
+// that operators' listings and the due-time histogram read, (due_at, _id)
+// and (message_type, due_at, _id); it removes
 // claim tickets left by claimers that crashed more than a day ago, and
 // creates the saga collection's index and removes the marks of saga
 // instances completed more than a day ago (see "Sagas").
@@ -140,6 +142,9 @@ func (p *Persistence) Setup(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("mongodb: setup: index on %s: %w", p.msgs.Name(), err)
+	}
+	if err := p.setupBrowse(ctx); err != nil {
+		return fmt.Errorf("mongodb: setup: %w", err)
 	}
 	if err := p.removeAbandonedTickets(ctx); err != nil {
 		return fmt.Errorf("mongodb: setup: %w", err)

@@ -1,0 +1,15 @@
+package mongodb_test
+
+import (
+	"testing"
+
+	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
+)
+
+func TestScheduledBrowserConformance(t *testing.T) {
+	t.Parallel()
+	bustest.ScheduledBrowserTests(t, func(t *testing.T) bus.ScheduledBrowser {
+		return newStore(t, testEnv.client)
+	})
+}
