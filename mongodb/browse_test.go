@@ -13,3 +13,10 @@ func TestScheduledBrowserConformance(t *testing.T) {
 		return newStore(t, testEnv.client)
 	})
 }
+
+func TestFailedStoreConformance(t *testing.T) {
+	t.Parallel()
+	bustest.FailedStoreTests(t, func(t *testing.T) bus.FailedStore {
+		return newStore(t, testEnv.client)
+	})
+}
