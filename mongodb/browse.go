@@ -25,12 +25,20 @@ const (
 const exactCountLimit = 100_000
 
 func (p *Persistence) setupBrowse(ctx context.Context) error {
-	_, err := p.msgs.Indexes().CreateMany(ctx, []mongo.IndexModel{
+	return createIndexes(ctx, p.msgs, []mongo.IndexModel{
 		{Keys: bson.D{{Key: fieldDueAt, Value: 1}, {Key: "_id", Value: 1}}, Options: options.Index().SetName(dueIndex)},
 		{Keys: bson.D{{Key: fieldType, Value: 1}, {Key: fieldDueAt, Value: 1}, {Key: "_id", Value: 1}}, Options: options.Index().SetName(typeDueIndex)},
 	})
-	if err != nil {
-		return fmt.Errorf("indexes on %s: %w", p.msgs.Name(), err)
+}
+
+// createIndexes creates the indexes one by one: FerretDB drops the
+// connection on a createIndexes command of several indexes that exist.
+// Creating an index that exists is a no-op.
+func createIndexes(ctx context.Context, c *mongo.Collection, models []mongo.IndexModel) error {
+	for _, m := range models {
+		if _, err := c.Indexes().CreateOne(ctx, m); err != nil {
+			return fmt.Errorf("indexes on %s: %w", c.Name(), err)
+		}
 	}
 	return nil
 }

@@ -69,14 +69,10 @@ func (d *failedDoc) message() bus.FailedMessage {
 }
 
 func (p *Persistence) setupFailed(ctx context.Context) error {
-	_, err := p.failed.Indexes().CreateMany(ctx, []mongo.IndexModel{
+	return createIndexes(ctx, p.failed, []mongo.IndexModel{
 		{Keys: bson.D{{Key: fieldLastFailed, Value: 1}, {Key: "_id", Value: 1}}, Options: options.Index().SetName(failedLastIndex)},
 		{Keys: bson.D{{Key: fieldGroup, Value: 1}, {Key: fieldLastFailed, Value: 1}, {Key: "_id", Value: 1}}, Options: options.Index().SetName(failedGroupIndex)},
 	})
-	if err != nil {
-		return fmt.Errorf("indexes on %s: %w", p.failed.Name(), err)
-	}
-	return nil
 }
 
 // StoreFailed inserts the messages in one unordered insert; a message
