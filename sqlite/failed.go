@@ -107,13 +107,8 @@ func failedWhere(q bus.FailedQuery, page bool) (string, []any) {
 // ListFailed returns the messages q selects, most recent failure first,
 // then by ID descending.
 func (p *Persistence) ListFailed(ctx context.Context, q bus.FailedQuery) ([]bus.FailedMessage, error) {
-	where, args := failedWhere(q, true)
-	limit := q.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	rows, err := p.db.QueryContext(ctx, "SELECT "+failedColumns+" FROM "+p.failedTable()+where+
-		" ORDER BY last_failed DESC, id DESC LIMIT ?", append(args, limit)...)
+	query, args := p.listFailedSQL(q)
+	rows, err := p.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list failed: %w", err)
 	}
@@ -130,6 +125,16 @@ func (p *Persistence) ListFailed(ctx context.Context, q bus.FailedQuery) ([]bus.
 		return nil, fmt.Errorf("sqlite: list failed: %w", err)
 	}
 	return out, nil
+}
+
+func (p *Persistence) listFailedSQL(q bus.FailedQuery) (string, []any) {
+	where, args := failedWhere(q, true)
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	return "SELECT " + failedColumns + " FROM " + p.failedTable() + where +
+		" ORDER BY last_failed DESC, id DESC LIMIT ?", append(args, limit)
 }
 
 // CountFailed counts the messages q selects.
@@ -161,12 +166,7 @@ func (p *Persistence) FailedGroups(ctx context.Context, limit int) ([]bus.Failed
 	if limit <= 0 {
 		limit = 100
 	}
-	f := p.failedTable()
-	rows, err := p.db.QueryContext(ctx, fmt.Sprintf(`SELECT g.failure_group, g.n, g.first_failed, g.last_failed, m.message_type, m.endpoint, m.reason
-FROM (SELECT failure_group, count(*) AS n, min(first_failed) AS first_failed, max(last_failed) AS last_failed
-      FROM %[1]s GROUP BY failure_group ORDER BY n DESC, last_failed DESC, failure_group LIMIT ?) AS g
-JOIN %[1]s m ON m.rowid = (SELECT rowid FROM %[1]s WHERE failure_group = g.failure_group ORDER BY last_failed DESC, id DESC LIMIT 1)
-ORDER BY g.n DESC, g.last_failed DESC, g.failure_group`, f), limit)
+	rows, err := p.db.QueryContext(ctx, p.failedGroupsSQL(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: failed groups: %w", err)
 	}
@@ -185,6 +185,17 @@ ORDER BY g.n DESC, g.last_failed DESC, g.failure_group`, f), limit)
 		return nil, fmt.Errorf("sqlite: failed groups: %w", err)
 	}
 	return out, nil
+}
+
+// failedGroupsSQL aggregates the group index in its order and reads the
+// latest message of each of the ?1 largest groups.
+func (p *Persistence) failedGroupsSQL() string {
+	f := p.failedTable()
+	return fmt.Sprintf(`SELECT g.failure_group, g.n, g.first_failed, g.last_failed, m.message_type, m.endpoint, m.reason
+FROM (SELECT failure_group, count(*) AS n, min(first_failed) AS first_failed, max(last_failed) AS last_failed
+      FROM %[1]s GROUP BY failure_group ORDER BY n DESC, last_failed DESC, failure_group LIMIT ?) AS g
+JOIN %[1]s m ON m.rowid = (SELECT rowid FROM %[1]s WHERE failure_group = g.failure_group ORDER BY last_failed DESC, id DESC LIMIT 1)
+ORDER BY g.n DESC, g.last_failed DESC, g.failure_group`, f)
 }
 
 // DeleteFailed deletes the messages with the IDs in one statement and
