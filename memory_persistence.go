@@ -25,6 +25,11 @@ var (
 // claim's now). A lease counts as running until both a claim's now and the
 // clock of the first bus given this value (the system clock by default)
 // have passed it.
+//
+// It also implements the operations capabilities: ScheduledBrowser over its
+// rows, and FailedStore in a map of its own (so one value serves a bus and
+// the error-queue ingester, as in tests and tools). Both sort what they
+// select on every call, which suits the sizes kept in memory.
 type MemoryPersistence struct {
 	mu       sync.Mutex
 	rows     map[string]*memRow
