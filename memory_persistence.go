@@ -25,6 +25,11 @@ var (
 // claim's now). A lease counts as running until both a claim's now and the
 // clock of the first bus given this value (the system clock by default)
 // have passed it.
+//
+// It also implements the operations capabilities: ScheduledBrowser over its
+// rows, and FailedStore in a map of its own (so one value serves a bus and
+// the error-queue ingester, as in tests and tools). Both sort what they
+// select on every call, which suits the sizes kept in memory.
 type MemoryPersistence struct {
 	mu       sync.Mutex
 	rows     map[string]*memRow
@@ -35,6 +40,7 @@ type MemoryPersistence struct {
 	watchers map[int]func(time.Time)
 	nextWID  int
 	sagas    memorySagas
+	failed   memoryFailed
 }
 
 type memRow struct {
@@ -47,6 +53,7 @@ type memRow struct {
 	token     string // "" when not leased
 	failures  int32
 	kind      Kind
+	typ       string
 	index     int32 // heap slot
 	lastError string
 }
@@ -80,7 +87,7 @@ func (p *MemoryPersistence) StoreOutgoing(ctx context.Context, msgs []OutgoingMe
 		if _, ok := p.rows[m.ID]; ok {
 			continue
 		}
-		r := &memRow{id: m.ID, env: m.Envelope, transport: m.Transport, due: m.DueAt.UnixNano(), kind: m.Kind}
+		r := &memRow{id: m.ID, env: m.Envelope, transport: m.Transport, due: m.DueAt.UnixNano(), kind: m.Kind, typ: m.Type}
 		r.available = r.due
 		p.rows[m.ID] = r
 		heap.Push(p.heapOf(r.transport), r)
@@ -284,7 +291,7 @@ func (p *MemoryPersistence) removeLocked(r *memRow) {
 
 func (r *memRow) outgoing() OutgoingMessage {
 	return OutgoingMessage{
-		ID: r.id, Kind: r.kind, Envelope: r.env, Transport: r.transport,
+		ID: r.id, Kind: r.kind, Type: r.typ, Envelope: r.env, Transport: r.transport,
 		DueAt: time.Unix(0, r.due), LeaseUntil: time.Unix(0, r.lease), Token: r.token,
 		Failures: int(r.failures), LastError: r.lastError,
 	}

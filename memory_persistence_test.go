@@ -15,3 +15,11 @@ func TestMemoryPersistenceConformance(t *testing.T) {
 func BenchmarkMemoryPersistence(b *testing.B) {
 	bustest.BenchmarkScheduledStore(b, func(*testing.B) bus.ScheduledStore { return bus.NewMemoryPersistence() })
 }
+
+func TestMemoryScheduledBrowser(t *testing.T) {
+	bustest.ScheduledBrowserTests(t, func(*testing.T) bus.ScheduledBrowser { return bus.NewMemoryPersistence() })
+}
+
+func TestMemoryFailedStore(t *testing.T) {
+	bustest.FailedStoreTests(t, func(*testing.T) bus.FailedStore { return bus.NewMemoryPersistence() })
+}

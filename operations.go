@@ -2,8 +2,30 @@ package bus
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
+
+// ErrInvalidQuery is returned (wrapped) by the operations queries for
+// arguments they cannot serve, such as a histogram of no buckets.
+var ErrInvalidQuery = errors.New("bus: invalid query")
+
+// MaxHistogramBuckets bounds the n of ScheduledBrowser.DueHistogram.
+const MaxHistogramBuckets = 10_000
+
+// checkHistogram validates the arguments of DueHistogram; stores call it.
+func checkHistogram(width time.Duration, n int) error {
+	if width <= 0 || n <= 0 || n > MaxHistogramBuckets {
+		return fmt.Errorf("%w: histogram of %d buckets of %v (want 1 to %d buckets of a positive width)",
+			ErrInvalidQuery, n, width, MaxHistogramBuckets)
+	}
+	return nil
+}
+
+// CheckHistogram returns an error wrapping ErrInvalidQuery when DueHistogram
+// cannot serve width and n, for stores to call before querying.
+func CheckHistogram(width time.Duration, n int) error { return checkHistogram(width, n) }
 
 // Operations: what operators see and do through the postbus CLI and the
 // web console. Persistences offer it as two optional capabilities:
@@ -30,10 +52,12 @@ type ScheduledStats struct {
 	// estimate (a large table is not counted row by row).
 	Count     int64
 	Estimated bool
-	// Overdue is the number of rows due before now and not leased: messages
-	// that should have been sent already (capped at OverdueCap).
+	// Overdue is the number of rows claimable at now (due, not leased, not
+	// waiting for a dispatch retry): messages that should have been sent
+	// already and that no dispatcher holds (capped at OverdueCap).
 	Overdue int64
-	// OldestOverdue is the due time of the earliest such row; zero when
+	// OldestOverdue is the due time of the overdue row claimable longest
+	// (the earliest due, unless a failed dispatch deferred it); zero when
 	// none.
 	OldestOverdue time.Time
 }
@@ -109,13 +133,16 @@ type FailedQuery struct {
 }
 
 // FailedStore keeps the messages of the error queue where operators can
-// group, browse, retry and delete them. The error-queue ingester
-// (Config.IngestErrorQueue, or the CLI) fills it.
+// group, browse, retry (RetryFailed) and delete them. IngestFailed fills it
+// from the error queue. bustest.FailedStoreTests defines the contract.
 type FailedStore interface {
 	Persistence
-	// StoreFailed inserts the messages; a message ID already stored gets
-	// the new envelope, reason, kind, attempts and last failure time, and
-	// its Failures count goes up.
+	// StoreFailed inserts the messages. A message ID already stored is a
+	// new failure of it when LastFailed differs: its Failures count goes
+	// up, FirstFailed keeps the earliest time, and when the new failure is
+	// the latest, the stored message takes its envelope, reason, kind,
+	// group, queue, attempts and LastFailed. The same LastFailed again is
+	// the same failure delivered twice, and changes nothing.
 	StoreFailed(ctx context.Context, msgs []FailedMessage) error
 	// ListFailed returns the messages q selects.
 	ListFailed(ctx context.Context, q FailedQuery) ([]FailedMessage, error)
@@ -123,7 +150,8 @@ type FailedStore interface {
 	CountFailed(ctx context.Context, q FailedQuery) (int64, error)
 	// GetFailed returns the message with the ID, and false when there is none.
 	GetFailed(ctx context.Context, id string) (FailedMessage, bool, error)
-	// FailedGroups returns up to limit groups, largest first.
+	// FailedGroups returns up to limit groups (0: 100), largest first,
+	// then most recent failure first, then by Group.
 	FailedGroups(ctx context.Context, limit int) ([]FailedGroup, error)
 	// DeleteFailed deletes the messages with the IDs and returns how many
 	// it deleted.

@@ -234,7 +234,7 @@ func (b *Bus) rows(msgs []pending, now time.Time) []OutgoingMessage {
 		if due.IsZero() {
 			due = now
 		}
-		rows[i] = OutgoingMessage{ID: id, Kind: env.Kind, Envelope: MarshalEnvelope(env), DueAt: due,
+		rows[i] = OutgoingMessage{ID: id, Kind: env.Kind, Type: env.Type, Envelope: MarshalEnvelope(env), DueAt: due,
 			Delay: p.delay, Transport: b.identity}
 	}
 	return rows

@@ -90,6 +90,7 @@ type DueNotifier interface {
 type OutgoingMessage struct {
 	ID       string // the row ID: the message ID, with a suffix for delayed retries
 	Kind     Kind   // command, event or reply: how the dispatcher hands it over
+	Type     string // the message type (Envelope.Type), for operators' queries
 	Envelope []byte // MarshalEnvelope output
 	// DueAt is when the message is due on the bus's clock. A store with a
 	// clock of its own uses it only when Delay is 0 (DeliverAt).

@@ -9,6 +9,10 @@
 //		})
 //	}
 //
+// Stores that offer the operations capabilities also run
+// ScheduledBrowserTests (bus.ScheduledBrowser) and FailedStoreTests
+// (bus.FailedStore).
+//
 // Each case runs as a subtest on a fresh, isolated store or queue namespace
 // from the factory, and checks afterwards that nothing was left behind.
 package bustest

@@ -69,7 +69,7 @@ func row(id string, due time.Time) bus.OutgoingMessage {
 		StickyAttributes: map[string]string{"s": "2"}, CorrelationID: "corr-" + id,
 		SentAt: time.Now().UTC(), DueAt: due.UTC(),
 	}
-	return bus.OutgoingMessage{ID: id, Kind: bus.KindCommand, Envelope: bus.MarshalEnvelope(env), DueAt: due, Transport: suiteTransport}
+	return bus.OutgoingMessage{ID: id, Kind: bus.KindCommand, Type: env.Type, Envelope: bus.MarshalEnvelope(env), DueAt: due, Transport: suiteTransport}
 }
 
 // suiteTransport is the transport identity of the suite's rows.
@@ -151,7 +151,7 @@ func testRoundTrip(t *testing.T, s bus.ScheduledStore) {
 		t.Fatalf("claimed %d rows, want 1", len(got))
 	}
 	g := got[0]
-	if g.ID != want.ID || g.Kind != want.Kind || string(g.Envelope) != string(want.Envelope) || g.Failures != 0 {
+	if g.ID != want.ID || g.Kind != want.Kind || g.Type != want.Type || string(g.Envelope) != string(want.Envelope) || g.Failures != 0 {
 		t.Errorf("round trip changed the row: got %+v, want %+v", g, want)
 	}
 	if !g.DueAt.Equal(due.Truncate(time.Microsecond)) && !g.DueAt.Equal(due) {

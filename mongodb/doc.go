@@ -122,6 +122,17 @@
 // atomicity of a conditional update, which FerretDB v1 lacks (see
 // "Claims").
 //
+// # Operations
+//
+// Persistence implements bus.ScheduledBrowser and bus.FailedStore, which
+// the postbus CLI and the console use. Documents carry their message type
+// (message_type); the (due_at, _id) and (message_type, due_at, _id)
+// indexes serve listings and the due-time histogram (one index count per
+// bucket). Failed messages live in Options.FailedCollection, indexed by
+// (last_failed, _id) and (failure_group, last_failed, _id). On FerretDB,
+// which lacks the $min and $max accumulators, groups of equal size are
+// ordered by group rather than by latest failure.
+//
 // # Batching
 //
 // StoreOutgoing is one unordered insert that ignores duplicate keys. A claim

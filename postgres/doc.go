@@ -119,6 +119,21 @@
 // in. When ctx carries the outbox handling's transaction (Tx), or a
 // caller's (WithTx), the saga statements run in it, so the state commits
 // with the handler's writes and the messages it sent.
+//
+// # Operations
+//
+// Persistence implements bus.ScheduledBrowser and bus.FailedStore, which
+// the postbus CLI and the console use. Scheduled rows carry their message
+// type (message_type); the (due_at, id) and (message_type, due_at, id)
+// indexes serve listings, paged by key, and the due-time histogram. The
+// backlog count is exact up to 100,000 rows and the catalog's estimate
+// beyond; the overdue count reads the claim index, capped at
+// bus.OverdueCap; a histogram whose window holds more than about 100,000
+// rows is estimated from the planner's statistics on due_at. Failed
+// messages live in <Table>_failed, indexed by (last_failed, id) and by
+// (failure_group, last_failed, id) INCLUDE (first_failed), so that groups
+// are counted from the index alone. No operator query scans a table.
+//
 // # Transport
 //
 // NewTransport returns a bus.Transport on the same kind of pool: queues are

@@ -82,4 +82,24 @@ func ExampleMigrations() {
 	// 	updated_at  timestamptz NOT NULL DEFAULT now(),
 	// 	PRIMARY KEY (saga, correlation)
 	// );
+	// ALTER TABLE "public"."outgoing_messages"
+	// 	ADD COLUMN IF NOT EXISTS message_type text COLLATE "C" NOT NULL DEFAULT '';
+	// CREATE INDEX IF NOT EXISTS "outgoing_messages_due_idx" ON "public"."outgoing_messages" (due_at, id);
+	// CREATE INDEX IF NOT EXISTS "outgoing_messages_type_due_idx" ON "public"."outgoing_messages" (message_type, due_at, id);
+	// CREATE TABLE IF NOT EXISTS "public"."outgoing_messages_failed" (
+	// 	id            text        COLLATE "C" PRIMARY KEY,
+	// 	message_type  text        COLLATE "C" NOT NULL,
+	// 	endpoint      text        COLLATE "C" NOT NULL,
+	// 	queue         text        COLLATE "C" NOT NULL,
+	// 	kind          text        NOT NULL,
+	// 	reason        text        NOT NULL,
+	// 	failure_group text        COLLATE "C" NOT NULL,
+	// 	attempts      integer     NOT NULL,
+	// 	failures      integer     NOT NULL,
+	// 	first_failed  timestamptz NOT NULL,
+	// 	last_failed   timestamptz NOT NULL,
+	// 	envelope      bytea       NOT NULL
+	// );
+	// CREATE INDEX IF NOT EXISTS "outgoing_messages_failed_last_idx" ON "public"."outgoing_messages_failed" (last_failed, id);
+	// CREATE INDEX IF NOT EXISTS "outgoing_messages_failed_grp_idx" ON "public"."outgoing_messages_failed" (failure_group, last_failed, id) INCLUDE (first_failed);
 }

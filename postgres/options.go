@@ -36,6 +36,18 @@ const (
 	inboxIndexSuffix = "_purge_idx"
 )
 
+// Operations names (bus.ScheduledBrowser, bus.FailedStore): the due-time
+// and type indexes of the table, <Table><dueIndexSuffix> and
+// <Table><typeIndexSuffix>; the failed-message table <Table><failedSuffix>
+// and its indexes. All are shorter than oldIndexSuffix, so every name fits.
+const (
+	dueIndexSuffix    = "_due_idx"
+	typeIndexSuffix   = "_type_due_idx"
+	failedSuffix      = "_failed"
+	failedLastSuffix  = "_last_idx"
+	failedGroupSuffix = "_grp_idx"
+)
+
 // sagaSuffix names the default saga table: <Table><sagaSuffix>.
 const sagaSuffix = "_sagas"
 
@@ -47,7 +59,8 @@ type Options struct {
 	// Table is the scheduled-message table. Default "outgoing_messages".
 	// Schema and Table must be plain identifiers (letters, digits and
 	// underscores, not starting with a digit); they are always quoted, so
-	// their case is kept.
+	// their case is kept. Failed messages (bus.FailedStore) are kept in
+	// the table Table + "_failed" ("outgoing_messages_failed").
 	Table string
 	// InboxTable is the inbox of the transactional outbox: one row per
 	// message an endpoint handled, (endpoint, message_id, handled_at), in

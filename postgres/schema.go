@@ -51,6 +51,13 @@ type names struct {
 	regInIdx string // schema.inbox purge index for to_regclass
 	sagas    string // quoted schema.saga table
 	regSagas string // schema.sagas for to_regclass
+	dueIdx   string // quoted (due_at, id) index name (unqualified)
+	typeIdx  string // quoted (message_type, due_at, id) index name (unqualified)
+	regType  string // schema.type index for to_regclass
+	failed   string // quoted schema.failed-message table
+	fLastIdx string // quoted (last_failed, id) index name (unqualified)
+	fGrpIdx  string // quoted (failure_group, last_failed, id) index name (unqualified)
+	regFGrp  string // schema.group index for to_regclass
 	channel  string // NOTIFY channel, raw (pg_notify takes text)
 	lockKey  string // advisory lock key text, hashed by the server
 }
@@ -70,6 +77,13 @@ func newNames(o Options) names {
 		regInIdx: pgx.Identifier{o.Schema, o.InboxTable + inboxIndexSuffix}.Sanitize(),
 		sagas:    pgx.Identifier{o.Schema, o.SagaTable}.Sanitize(),
 		regSagas: pgx.Identifier{o.Schema, o.SagaTable}.Sanitize(),
+		dueIdx:   pgx.Identifier{o.Table + dueIndexSuffix}.Sanitize(),
+		typeIdx:  pgx.Identifier{o.Table + typeIndexSuffix}.Sanitize(),
+		regType:  pgx.Identifier{o.Schema, o.Table + typeIndexSuffix}.Sanitize(),
+		failed:   pgx.Identifier{o.Schema, o.Table + failedSuffix}.Sanitize(),
+		fLastIdx: pgx.Identifier{o.Table + failedSuffix + failedLastSuffix}.Sanitize(),
+		fGrpIdx:  pgx.Identifier{o.Table + failedSuffix + failedGroupSuffix}.Sanitize(),
+		regFGrp:  pgx.Identifier{o.Schema, o.Table + failedSuffix + failedGroupSuffix}.Sanitize(),
 		channel:  channelName(o.Schema, o.Table),
 		lockKey:  "postbus.setup." + o.Schema,
 	}
@@ -95,6 +109,18 @@ func newNames(o Options) names {
 // (bus.SagaStore), keyed by (saga, correlation). Its state column is json,
 // not jsonb: json keeps the bytes the saga stored exactly (jsonb would
 // normalise them), and still reads with ->> and ->.
+//
+// The statements after it serve operators (bus.ScheduledBrowser and
+// bus.FailedStore): the message_type column of scheduled rows (empty for
+// rows stored before it), the (due_at, id) and (message_type, due_at, id)
+// indexes that list rows by due time and type and count the due-time
+// histogram, and the failed-message table <table>_failed with its
+// (last_failed, id) index for the most-recent-first listing and its
+// (failure_group, last_failed, id) index, which also carries first_failed,
+// so that grouping and per-group listing and counting read the index only.
+// On a large existing table, the two new indexes can be built ahead with
+// CREATE INDEX CONCURRENTLY under the same names, so that Setup finds them
+// and does not block writes while it builds them.
 func ddl(n names) []string {
 	return []string{
 		fmt.Sprintf(`CREATE SCHEMA IF NOT EXISTS %s`, n.schema),
@@ -134,6 +160,26 @@ func ddl(n names) []string {
 	updated_at  timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (saga, correlation)
 )`, n.sagas),
+		fmt.Sprintf(`ALTER TABLE %s
+	ADD COLUMN IF NOT EXISTS message_type text COLLATE "C" NOT NULL DEFAULT ''`, n.table),
+		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (due_at, id)`, n.dueIdx, n.table),
+		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (message_type, due_at, id)`, n.typeIdx, n.table),
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+	id            text        COLLATE "C" PRIMARY KEY,
+	message_type  text        COLLATE "C" NOT NULL,
+	endpoint      text        COLLATE "C" NOT NULL,
+	queue         text        COLLATE "C" NOT NULL,
+	kind          text        NOT NULL,
+	reason        text        NOT NULL,
+	failure_group text        COLLATE "C" NOT NULL,
+	attempts      integer     NOT NULL,
+	failures      integer     NOT NULL,
+	first_failed  timestamptz NOT NULL,
+	last_failed   timestamptz NOT NULL,
+	envelope      bytea       NOT NULL
+)`, n.failed),
+		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (last_failed, id)`, n.fLastIdx, n.failed),
+		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (failure_group, last_failed, id) INCLUDE (first_failed)`, n.fGrpIdx, n.failed),
 	}
 }
 
@@ -162,14 +208,17 @@ func (p *Persistence) Setup(ctx context.Context) error {
 }
 
 func (p *Persistence) setupOnce(ctx context.Context) error {
-	// The claim index is on transport, so its presence shows that column;
-	// lease_token is looked up.
+	// The claim index is on transport, and the type index on
+	// message_type, so their presence shows those columns; lease_token is
+	// looked up. The last index of the failed-message table shows it.
 	var present bool
 	err := p.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL
 	AND to_regclass($3) IS NULL
 	AND to_regclass($4) IS NOT NULL AND to_regclass($5) IS NOT NULL AND to_regclass($6) IS NOT NULL
+	AND to_regclass($7) IS NOT NULL AND to_regclass($8) IS NOT NULL
 	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'lease_token' AND NOT attisdropped)`,
-		p.names.regTbl, p.names.regIdx, p.names.regOld, p.names.regInbox, p.names.regInIdx, p.names.regSagas).Scan(&present)
+		p.names.regTbl, p.names.regIdx, p.names.regOld, p.names.regInbox, p.names.regInIdx, p.names.regSagas,
+		p.names.regType, p.names.regFGrp).Scan(&present)
 	if err != nil || present {
 		return err
 	}

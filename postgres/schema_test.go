@@ -48,8 +48,9 @@ func TestSetupIsIdempotentAndConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tables != 1 || indexes != 2 { // primary key + (transport, available_at, id)
-		t.Errorf("after Setup: %d tables, %d indexes; want 1 and 2", tables, indexes)
+	// primary key, (transport, available_at, id), (due_at, id), (message_type, due_at, id)
+	if tables != 1 || indexes != 4 {
+		t.Errorf("after Setup: %d tables, %d indexes; want 1 and 4", tables, indexes)
 	}
 }
 
@@ -251,8 +252,10 @@ func TestSetupMigratesTablesOfEarlierVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"outgoing_messages_claim_idx", "outgoing_messages_inbox_pkey", "outgoing_messages_inbox_purge_idx",
-		"outgoing_messages_pkey", "outgoing_messages_sagas_pkey"}; strings.Join(indexes, " ") != strings.Join(want, " ") {
+	if want := []string{"outgoing_messages_claim_idx", "outgoing_messages_due_idx", "outgoing_messages_failed_grp_idx",
+		"outgoing_messages_failed_last_idx", "outgoing_messages_failed_pkey", "outgoing_messages_inbox_pkey",
+		"outgoing_messages_inbox_purge_idx", "outgoing_messages_pkey", "outgoing_messages_sagas_pkey",
+		"outgoing_messages_type_due_idx"}; strings.Join(indexes, " ") != strings.Join(want, " ") {
 		t.Errorf("indexes after the migration = %v, want %v", indexes, want)
 	}
 	p, _ := postgres.New(pool, postgres.Options{Schema: schema})

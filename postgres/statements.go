@@ -32,12 +32,12 @@ func newStatements(n names, notify bool) statements {
 	// transaction (an outbox handling, a caller's) it is the time of the
 	// send, not of BEGIN, so a delay is never cut short by the handler's
 	// run time.
-	insert := fmt.Sprintf(`INSERT INTO %s (id, kind, envelope, due_at, available_at, transport)
-SELECT r.id, r.kind, r.envelope, r.due, r.due, r.transport
-FROM (SELECT u.id, u.kind, u.envelope, u.transport,
+	insert := fmt.Sprintf(`INSERT INTO %s (id, kind, envelope, due_at, available_at, transport, message_type)
+SELECT r.id, r.kind, r.envelope, r.due, r.due, r.transport, r.message_type
+FROM (SELECT u.id, u.kind, u.envelope, u.transport, u.message_type,
              CASE WHEN u.delay_us > 0 THEN statement_timestamp() + u.delay_us %s ELSE u.due_at END AS due
-      FROM unnest($1::text[], $2::int2[], $3::bytea[], $4::timestamptz[], $5::bigint[], $6::text[])
-           AS u(id, kind, envelope, due_at, delay_us, transport)) AS r
+      FROM unnest($1::text[], $2::int2[], $3::bytea[], $4::timestamptz[], $5::bigint[], $6::text[], $7::text[])
+           AS u(id, kind, envelope, due_at, delay_us, transport, message_type)) AS r
 ON CONFLICT (id) DO NOTHING`, t, microsSQL)
 	var notifying string
 	if notify {
@@ -47,7 +47,7 @@ ON CONFLICT (id) DO NOTHING`, t, microsSQL)
 		// time in Unix microseconds.
 		notifying = fmt.Sprintf(`WITH ins AS (%s
 RETURNING due_at)
-SELECT pg_notify($7, (extract(epoch FROM min(due_at)) * 1000000)::bigint::text) FROM ins HAVING count(*) > 0`, insert)
+SELECT pg_notify($8, (extract(epoch FROM min(due_at)) * 1000000)::bigint::text) FROM ins HAVING count(*) > 0`, insert)
 	}
 	return statements{
 		insert:   insert,
@@ -132,7 +132,7 @@ SET available_at = now() + $3::bigint %[2]s,
     lease_token  = $4::text
 FROM due
 WHERE o.id = due.id AND o.id = ANY(ARRAY(SELECT id FROM due))
-RETURNING o.id, o.kind, o.envelope, o.due_at, o.lease_until, o.failures, o.last_error, o.transport, due.available_at`, t, microsSQL)
+RETURNING o.id, o.kind, o.envelope, o.due_at, o.lease_until, o.failures, o.last_error, o.transport, o.message_type, due.available_at`, t, microsSQL)
 }
 
 // failuresSQL counts a failure on each row its token still holds ($1 IDs,

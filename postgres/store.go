@@ -72,12 +72,13 @@ func (p *Persistence) insertOn(ctx context.Context, q execer, msgs []bus.Outgoin
 	dues := make([]time.Time, len(msgs))
 	delays := make([]int64, len(msgs))
 	transports := make([]string, len(msgs))
+	types := make([]string, len(msgs))
 	now := time.Now()
 	var earliest time.Time
 	for i := range msgs {
 		m := &msgs[i]
 		ids[i], kinds[i], envs[i], dues[i] = m.ID, int16(m.Kind), m.Envelope, m.DueAt
-		delays[i], transports[i] = micros(m.Delay), cleanText(m.Transport)
+		delays[i], transports[i], types[i] = micros(m.Delay), cleanText(m.Transport), cleanText(m.Type)
 		due := m.DueAt
 		if m.Delay > 0 {
 			due = now.Add(m.Delay)
@@ -90,10 +91,10 @@ func (p *Persistence) insertOn(ctx context.Context, q execer, msgs []bus.Outgoin
 	// client clock is good enough for that choice, which never affects
 	// when a row becomes claimable.
 	if wake && p.sql.notify != "" && earliest.Sub(now) <= p.opts.NotifyWithin {
-		_, err := q.Exec(ctx, p.sql.notify, ids, kinds, envs, dues, delays, transports, p.names.channel)
+		_, err := q.Exec(ctx, p.sql.notify, ids, kinds, envs, dues, delays, transports, types, p.names.channel)
 		return err
 	}
-	_, err := q.Exec(ctx, p.sql.insert, ids, kinds, envs, dues, delays, transports)
+	_, err := q.Exec(ctx, p.sql.insert, ids, kinds, envs, dues, delays, transports, types)
 	return err
 }
 
@@ -134,7 +135,7 @@ func (p *Persistence) ClaimDueOutgoing(ctx context.Context, transport string, _ 
 		var kind int16
 		var failures int32
 		m := &c.msg
-		if err := rows.Scan(&m.ID, &kind, &m.Envelope, &m.DueAt, &m.LeaseUntil, &failures, &m.LastError, &m.Transport, &c.was); err != nil {
+		if err := rows.Scan(&m.ID, &kind, &m.Envelope, &m.DueAt, &m.LeaseUntil, &failures, &m.LastError, &m.Transport, &m.Type, &c.was); err != nil {
 			return nil, fmt.Errorf("postgres: claim outgoing: %w", err)
 		}
 		m.Kind, m.Failures, m.Token = bus.Kind(kind), int(failures), token

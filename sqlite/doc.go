@@ -138,6 +138,16 @@
 // for the store's own connection, so the store flags the row, and WatchDue
 // wakes this process's dispatcher at its next tick.
 //
+// # Operations
+//
+// Persistence implements bus.ScheduledBrowser and bus.FailedStore, which
+// the postbus CLI and the console use. Scheduled rows carry their message
+// type; the (due_at, id) and (message_type, due_at, id) indexes serve
+// listings and the due-time histogram. The backlog count is exact up to
+// 100,000 rows and estimated from the rowid range beyond. Failed messages
+// live in <Table>_failed, indexed by (last_failed, id) and by
+// (failure_group, last_failed, id, first_failed), which groups read alone.
+//
 // # Sagas
 //
 // A Persistence is a bus.SagaStore. Setup creates the saga table, one row
