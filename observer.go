@@ -148,6 +148,7 @@ type ReceiveEnd struct {
 
 // AttemptStart describes one attempt of the handlers.
 type AttemptStart struct {
+	Endpoint string // the receiving endpoint
 	Envelope *Envelope
 	Attempt  int // immediate attempt within this delivery, from 1
 	// DelayedRetries is how many delayed retries came before this delivery.
@@ -282,7 +283,7 @@ func (b *Bus) observeAttempt(ctx context.Context, env *Envelope, attempt int) er
 	if r, _ := ctx.Value(receiveStateKey{}).(*receiveState); r != nil {
 		r.attempts = max(r.attempts, attempt)
 	}
-	actx := o.StartAttempt(ctx, AttemptStart{Envelope: env, Attempt: attempt, DelayedRetries: delayedRetries(env), Time: b.clock.Now()})
+	actx := o.StartAttempt(ctx, AttemptStart{Endpoint: b.cfg.Endpoint, Envelope: env, Attempt: attempt, DelayedRetries: delayedRetries(env), Time: b.clock.Now()})
 	err := b.runAttempt(actx, env, attempt)
 	o.EndAttempt(actx, AttemptEnd{Envelope: env, Attempt: attempt, Err: err, Time: b.clock.Now()})
 	return err
