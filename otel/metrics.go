@@ -3,6 +3,7 @@ package otelbus
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/postbus/bus"
@@ -23,7 +24,10 @@ var processBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 
 const backlogTimeout = 5 * time.Second
 
 type instruments struct {
-	o                *Observer
+	o *Observer
+	// sets caches the attribute sets of measurements: building one sorts
+	// and allocates, and a bus has few distinct label combinations.
+	sets             sync.Map // setKey -> metric.MeasurementOption
 	sentCount        metric.Int64Counter
 	consumed         metric.Int64Counter
 	processDuration  metric.Float64Histogram
@@ -119,12 +123,44 @@ func newInstruments(o *Observer, m metric.Meter) (*instruments, error) {
 	return in, nil
 }
 
+// setKey names one combination of labels: the metric family, the
+// destination (or endpoint), the message type and one more label.
+type setKey struct {
+	family, dest, typ, extra string
+}
+
+// attrs returns the cached measurement option for k, building it with
+// build the first time.
+func (in *instruments) attrs(k setKey, build func() []attribute.KeyValue) metric.MeasurementOption {
+	if v, ok := in.sets.Load(k); ok {
+		return v.(metric.MeasurementOption)
+	}
+	set := attribute.NewSet(build()...)
+	v, _ := in.sets.LoadOrStore(k, metric.WithAttributeSet(set))
+	return v.(metric.MeasurementOption)
+}
+
 // sent counts a message sent, scheduled or dispatched.
 func (in *instruments) sent(ctx context.Context, env *bus.Envelope, op string, err error) {
-	attrs := []attribute.KeyValue{in.o.system, keyOperationName.String(op), keyDestination.String(destination(env)),
-		keyMessageType.String(env.Type)}
-	if err != nil {
-		attrs = append(attrs, keyErrorType.String(errorType(err)))
-	}
-	in.sentCount.Add(ctx, 1, metric.WithAttributes(attrs...))
+	dest, et := destination(env), errorType(err)
+	in.sentCount.Add(ctx, 1, in.attrs(setKey{"sent/" + op, dest, env.Type, et}, func() []attribute.KeyValue {
+		attrs := []attribute.KeyValue{in.o.system, keyOperationName.String(op), keyDestination.String(dest),
+			keyMessageType.String(env.Type)}
+		if et != "" {
+			attrs = append(attrs, keyErrorType.String(et))
+		}
+		return attrs
+	}))
+}
+
+// labels returns the cached option for the usual labels of family: system,
+// destination, message type, and extra (when its value is not empty).
+func (in *instruments) labels(family string, destKey attribute.Key, dest, typ string, extra attribute.Key, value string) metric.MeasurementOption {
+	return in.attrs(setKey{family, dest, typ, value}, func() []attribute.KeyValue {
+		attrs := []attribute.KeyValue{in.o.system, destKey.String(dest), keyMessageType.String(typ)}
+		if value != "" {
+			attrs = append(attrs, extra.String(value))
+		}
+		return attrs
+	})
 }

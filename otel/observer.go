@@ -10,7 +10,6 @@ import (
 	"github.com/postbus/bus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -33,7 +32,6 @@ const (
 
 	keyEndpoint       = attribute.Key("postbus.endpoint")
 	keyMessageType    = attribute.Key("postbus.message.type")
-	keyMessageKind    = attribute.Key("postbus.message.kind")
 	keyDueAt          = attribute.Key("postbus.due_at")
 	keyLateness       = attribute.Key("postbus.lateness")
 	keyAttempt        = attribute.Key("postbus.attempt")
@@ -102,12 +100,12 @@ func destination(env *bus.Envelope) string {
 
 // messageAttrs are the span attributes every span about one message has.
 func (o *Observer) messageAttrs(env *bus.Envelope, opType, opName, dest string) []attribute.KeyValue {
-	return []attribute.KeyValue{
+	attrs := make([]attribute.KeyValue, 0, 16) // room for the callers' own
+	return append(attrs,
 		o.system, keyOperationType.String(opType), keyOperationName.String(opName),
 		keyDestination.String(dest), keyMessageID.String(env.ID),
 		keyConversationID.String(env.CorrelationID), keyBodySize.Int(len(env.Body)),
-		keyMessageType.String(env.Type), keyMessageKind.String(env.Kind.String()),
-	}
+		keyMessageType.String(env.Type))
 }
 
 // StartSend starts a producer span for a message, "send <destination>", or
@@ -158,8 +156,7 @@ func (o *Observer) StartDispatch(ctx context.Context, info bus.DispatchStart) co
 	}
 	ctx, _ = o.tracer.Start(ctx, "dispatch "+dest, opts...)
 	if !info.DueAt.IsZero() {
-		o.m.dispatchLateness.Record(ctx, max(late.Seconds(), 0),
-			metric.WithAttributes(o.system, keyDestination.String(dest), keyMessageType.String(env.Type)))
+		o.m.dispatchLateness.Record(ctx, max(late.Seconds(), 0), o.m.labels("dispatch", keyDestination, dest, env.Type, "", ""))
 	}
 	return withOperation(ctx, "dispatch")
 }
@@ -202,14 +199,12 @@ func (o *Observer) StartReceive(ctx context.Context, info bus.ReceiveStart) cont
 		if l, ok := o.link(ctx, env); ok {
 			opts = append(opts, trace.WithLinks(l))
 		}
-		o.m.deliveryLateness.Record(ctx, max(late.Seconds(), 0),
-			metric.WithAttributes(o.system, keyDestination.String(info.Endpoint), keyMessageType.String(env.Type)))
+		o.m.deliveryLateness.Record(ctx, max(late.Seconds(), 0), o.m.labels("delivery", keyDestination, info.Endpoint, env.Type, "", ""))
 	} else {
 		ctx = o.prop.Extract(ctx, headers{env})
 	}
 	ctx, _ = o.tracer.Start(ctx, "receive "+info.Endpoint, append(opts, trace.WithAttributes(attrs...))...)
-	o.m.consumed.Add(ctx, 1, metric.WithAttributes(o.system, keyDestination.String(info.Endpoint),
-		keyConsumerGroup.String(info.Endpoint), keyMessageType.String(env.Type)))
+	o.m.consumed.Add(ctx, 1, o.m.labels("consumed", keyDestination, info.Endpoint, env.Type, keyConsumerGroup, info.Endpoint))
 	return ctx
 }
 
@@ -226,8 +221,10 @@ func (o *Observer) EndReceive(ctx context.Context, info bus.ReceiveEnd) {
 func (o *Observer) StartAttempt(ctx context.Context, info bus.AttemptStart) context.Context {
 	env := info.Envelope
 	endpoint := info.Endpoint
-	attrs := append(o.messageAttrs(env, "process", "process", endpoint),
-		keyConsumerGroup.String(endpoint), keyAttempt.Int(info.Attempt), keyDelayedRetries.Int(info.DelayedRetries))
+	// The delivery span, its parent, has the message's attributes.
+	attrs := []attribute.KeyValue{o.system, keyOperationType.String("process"), keyOperationName.String("process"),
+		keyDestination.String(endpoint), keyConsumerGroup.String(endpoint), keyMessageType.String(env.Type),
+		keyAttempt.Int(info.Attempt), keyDelayedRetries.Int(info.DelayedRetries)}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(info.Time),
 		trace.WithAttributes(attrs...)}
 	if delayed(env) {
@@ -250,12 +247,16 @@ func (o *Observer) EndAttempt(ctx context.Context, info bus.AttemptEnd) {
 	span.SetAttributes(keyOutcome.String(outcome))
 	endSpan(span, info.Err, info.Time)
 	if a, _ := ctx.Value(attemptKey{}).(*attemptStart); a != nil {
-		attrs := []attribute.KeyValue{o.system, keyOperationName.String("process"), keyDestination.String(a.endpoint),
-			keyConsumerGroup.String(a.endpoint), keyMessageType.String(info.Envelope.Type)}
-		if info.Err != nil {
-			attrs = append(attrs, keyErrorType.String(errorType(info.Err)))
-		}
-		o.m.processDuration.Record(ctx, info.Time.Sub(a.start).Seconds(), metric.WithAttributes(attrs...))
+		et := errorType(info.Err)
+		o.m.processDuration.Record(ctx, info.Time.Sub(a.start).Seconds(),
+			o.m.attrs(setKey{"process", a.endpoint, info.Envelope.Type, et}, func() []attribute.KeyValue {
+				attrs := []attribute.KeyValue{o.system, keyOperationName.String("process"), keyDestination.String(a.endpoint),
+					keyConsumerGroup.String(a.endpoint), keyMessageType.String(info.Envelope.Type)}
+				if et != "" {
+					attrs = append(attrs, keyErrorType.String(et))
+				}
+				return attrs
+			}))
 	}
 }
 
@@ -276,17 +277,14 @@ func (o *Observer) Event(ctx context.Context, ev bus.ObserverEvent) {
 		span.AddEvent("postbus.retry", trace.WithTimestamp(ev.Time), trace.WithAttributes(
 			keyRetryKind.String(ev.Reason), keyAttempt.Int(ev.Attempt), keyRetryDelay.Float64(ev.Delay.Seconds()),
 			keyErrorType.String(errorType(ev.Err))))
-		o.m.retries.Add(ctx, 1, metric.WithAttributes(o.system, keyDestination.String(ev.Endpoint),
-			keyMessageType.String(typeOf(ev.Envelope)), keyRetryKind.String(ev.Reason)))
+		o.m.retries.Add(ctx, 1, o.m.labels("retries", keyDestination, ev.Endpoint, typeOf(ev.Envelope), keyRetryKind, ev.Reason))
 	case bus.EventErrorQueue:
 		span.AddEvent("postbus.error_queue", trace.WithTimestamp(ev.Time), trace.WithAttributes(
 			keyFailureKind.String(ev.Reason), keyAttempts.Int(ev.Attempt), keyErrorType.String(errorType(ev.Err))))
-		o.m.errorQueue.Add(ctx, 1, metric.WithAttributes(o.system, keyEndpoint.String(ev.Endpoint),
-			keyMessageType.String(typeOf(ev.Envelope)), keyFailureKind.String(ev.Reason)))
+		o.m.errorQueue.Add(ctx, 1, o.m.labels("error_queue", keyEndpoint, ev.Endpoint, typeOf(ev.Envelope), keyFailureKind, ev.Reason))
 	case bus.EventExpired:
 		span.AddEvent("postbus.expired", trace.WithTimestamp(ev.Time), trace.WithAttributes(keyTimer.String(ev.Reason)))
-		o.m.expired.Add(ctx, 1, metric.WithAttributes(o.system, keyEndpoint.String(ev.Endpoint),
-			keyMessageType.String(typeOf(ev.Envelope)), keyTimer.String(ev.Reason)))
+		o.m.expired.Add(ctx, 1, o.m.labels("expired", keyEndpoint, ev.Endpoint, typeOf(ev.Envelope), keyTimer, ev.Reason))
 	case bus.EventClaim:
 		_, s := o.tracer.Start(ctx, "claim scheduled", trace.WithSpanKind(trace.SpanKindConsumer), trace.WithNewRoot(),
 			trace.WithTimestamp(ev.Start), trace.WithAttributes(o.system, keyOperationType.String("receive"),
