@@ -99,14 +99,20 @@ func destination(env *bus.Envelope) string {
 }
 
 // messageAttrs are the span attributes every span about one message has.
-func (o *Observer) messageAttrs(env *bus.Envelope, opType, opName, dest string) []attribute.KeyValue {
-	attrs := make([]attribute.KeyValue, 0, 16) // room for the callers' own
-	return append(attrs,
-		o.system, keyOperationType.String(opType), keyOperationName.String(opName),
-		keyDestination.String(dest), keyMessageID.String(env.ID),
-		keyConversationID.String(env.CorrelationID), keyBodySize.Int(len(env.Body)),
-		keyMessageType.String(env.Type))
+func (o *Observer) messageAttrs(env *bus.Envelope) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, 8) // room for the callers' own
+	return append(attrs, keyMessageID.String(env.ID), keyConversationID.String(env.CorrelationID),
+		keyBodySize.Int(len(env.Body)), keyMessageType.String(env.Type))
 }
+
+// startAttrs are the attributes a span starts with, for samplers: the rest
+// is set only on spans that record.
+func (o *Observer) startAttrs(opType, opName, dest string) trace.SpanStartEventOption {
+	return trace.WithAttributes(o.system, keyOperationType.String(opType), keyOperationName.String(opName),
+		keyDestination.String(dest))
+}
+
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 // StartSend starts a producer span for a message, "send <destination>", or
 // "schedule <destination>" for one due later, as a child of ctx's span, and
@@ -118,15 +124,18 @@ func (o *Observer) StartSend(ctx context.Context, info bus.SendStart) context.Co
 		name = "schedule"
 	}
 	dest := destination(env)
-	attrs := o.messageAttrs(env, "send", name, dest)
-	if info.Scheduled {
-		attrs = append(attrs, keyDueAt.String(env.DueAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")))
+	ctx, span := o.tracer.Start(ctx, name+" "+dest, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithTimestamp(info.Time), o.startAttrs("send", name, dest))
+	if span.IsRecording() {
+		attrs := o.messageAttrs(env)
+		if info.Scheduled {
+			attrs = append(attrs, keyDueAt.String(env.DueAt.UTC().Format(timeFormat)))
+		}
+		if info.Kind == bus.SendDelayedRetry {
+			attrs = append(attrs, keyDelayedRetries.String(env.Header(bus.HeaderDelayedRetries)))
+		}
+		span.SetAttributes(attrs...)
 	}
-	if info.Kind == bus.SendDelayedRetry {
-		attrs = append(attrs, keyDelayedRetries.String(env.Header(bus.HeaderDelayedRetries)))
-	}
-	ctx, _ = o.tracer.Start(ctx, name+" "+dest, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithTimestamp(info.Time), trace.WithAttributes(attrs...))
 	o.prop.Inject(ctx, headers{env})
 	return withOperation(ctx, name)
 }
@@ -144,17 +153,19 @@ func (o *Observer) StartDispatch(ctx context.Context, info bus.DispatchStart) co
 	env := info.Envelope
 	dest := destination(env)
 	late := info.Time.Sub(info.DueAt)
-	attrs := append(o.messageAttrs(env, "send", "dispatch", dest),
-		keyEndpoint.String(info.Endpoint), keyFailures.Int(info.Failures), keyLateness.Float64(late.Seconds()))
-	if !info.DueAt.IsZero() {
-		attrs = append(attrs, keyDueAt.String(info.DueAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")))
-	}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer), trace.WithNewRoot(),
-		trace.WithTimestamp(info.Time), trace.WithAttributes(attrs...)}
+		trace.WithTimestamp(info.Time), o.startAttrs("send", "dispatch", dest)}
 	if l, ok := o.link(ctx, env); ok {
 		opts = append(opts, trace.WithLinks(l))
 	}
-	ctx, _ = o.tracer.Start(ctx, "dispatch "+dest, opts...)
+	ctx, span := o.tracer.Start(ctx, "dispatch "+dest, opts...)
+	if span.IsRecording() {
+		attrs := append(o.messageAttrs(env), keyEndpoint.String(info.Endpoint), keyFailures.Int(info.Failures))
+		if !info.DueAt.IsZero() {
+			attrs = append(attrs, keyDueAt.String(info.DueAt.UTC().Format(timeFormat)), keyLateness.Float64(late.Seconds()))
+		}
+		span.SetAttributes(attrs...)
+	}
 	if !info.DueAt.IsZero() {
 		o.m.dispatchLateness.Record(ctx, max(late.Seconds(), 0), o.m.labels("dispatch", keyDestination, dest, env.Type, "", ""))
 	}
@@ -189,12 +200,10 @@ func delayed(env *bus.Envelope) bool { return !env.DueAt.IsZero() }
 // a due time.
 func (o *Observer) StartReceive(ctx context.Context, info bus.ReceiveStart) context.Context {
 	env := info.Envelope
-	attrs := append(o.messageAttrs(env, "receive", "receive", info.Endpoint), keyConsumerGroup.String(info.Endpoint))
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(info.Time)}
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(info.Time),
+		o.startAttrs("receive", "receive", info.Endpoint)}
+	late := info.Time.Sub(env.DueAt)
 	if delayed(env) {
-		late := info.Time.Sub(env.DueAt)
-		attrs = append(attrs, keyDueAt.String(env.DueAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")),
-			keyLateness.Float64(late.Seconds()), keyDelayedRetries.String(env.Header(bus.HeaderDelayedRetries)))
 		opts = append(opts, trace.WithNewRoot())
 		if l, ok := o.link(ctx, env); ok {
 			opts = append(opts, trace.WithLinks(l))
@@ -203,7 +212,15 @@ func (o *Observer) StartReceive(ctx context.Context, info bus.ReceiveStart) cont
 	} else {
 		ctx = o.prop.Extract(ctx, headers{env})
 	}
-	ctx, _ = o.tracer.Start(ctx, "receive "+info.Endpoint, append(opts, trace.WithAttributes(attrs...))...)
+	ctx, span := o.tracer.Start(ctx, "receive "+info.Endpoint, opts...)
+	if span.IsRecording() {
+		attrs := append(o.messageAttrs(env), keyConsumerGroup.String(info.Endpoint))
+		if delayed(env) {
+			attrs = append(attrs, keyDueAt.String(env.DueAt.UTC().Format(timeFormat)),
+				keyLateness.Float64(late.Seconds()), keyDelayedRetries.String(env.Header(bus.HeaderDelayedRetries)))
+		}
+		span.SetAttributes(attrs...)
+	}
 	o.m.consumed.Add(ctx, 1, o.m.labels("consumed", keyDestination, info.Endpoint, env.Type, keyConsumerGroup, info.Endpoint))
 	return ctx
 }
@@ -221,18 +238,19 @@ func (o *Observer) EndReceive(ctx context.Context, info bus.ReceiveEnd) {
 func (o *Observer) StartAttempt(ctx context.Context, info bus.AttemptStart) context.Context {
 	env := info.Envelope
 	endpoint := info.Endpoint
-	// The delivery span, its parent, has the message's attributes.
-	attrs := []attribute.KeyValue{o.system, keyOperationType.String("process"), keyOperationName.String("process"),
-		keyDestination.String(endpoint), keyConsumerGroup.String(endpoint), keyMessageType.String(env.Type),
-		keyAttempt.Int(info.Attempt), keyDelayedRetries.Int(info.DelayedRetries)}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(info.Time),
-		trace.WithAttributes(attrs...)}
+		o.startAttrs("process", "process", endpoint)}
 	if delayed(env) {
 		if l, ok := o.link(ctx, env); ok {
 			opts = append(opts, trace.WithLinks(l))
 		}
 	}
-	ctx, _ = o.tracer.Start(ctx, "process "+endpoint, opts...)
+	ctx, span := o.tracer.Start(ctx, "process "+endpoint, opts...)
+	if span.IsRecording() {
+		// The delivery span, its parent, has the message's attributes.
+		span.SetAttributes(keyConsumerGroup.String(endpoint), keyMessageType.String(env.Type),
+			keyAttempt.Int(info.Attempt), keyDelayedRetries.Int(info.DelayedRetries))
+	}
 	return context.WithValue(ctx, attemptKey{}, &attemptStart{start: info.Time, endpoint: endpoint})
 }
 

@@ -85,7 +85,7 @@ func TestDelayedSpanLinksAcrossRestart(t *testing.T) {
 	if process.SpanContext().TraceID() == want.TraceID() {
 		t.Fatalf("the delayed delivery should start a trace of its own, linked to the scheduling one")
 	}
-	if v := mustAttr(t, scheduled, "messaging.message.id").AsString(); v != mustAttr(t, process, "messaging.message.id").AsString() {
+	if v := mustAttr(t, scheduled, "messaging.message.id").AsString(); v != mustAttr(t, tel.waitSpans(t, "receive reminders", 1)[0], "messaging.message.id").AsString() {
 		t.Fatalf("message IDs differ: %s", v)
 	}
 }
