@@ -50,7 +50,11 @@ func (b *Bus) retryLater(ctx context.Context, env *Envelope, d time.Duration, at
 }
 
 func delayedRetries(env *Envelope) int {
-	n, _ := strconv.Atoi(env.Header(HeaderDelayedRetries))
+	h := env.Header(HeaderDelayedRetries)
+	if h == "" {
+		return 0 // the usual case: no parse, no error allocated
+	}
+	n, _ := strconv.Atoi(h)
 	return n
 }
 

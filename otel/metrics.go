@@ -126,7 +126,7 @@ func newInstruments(o *Observer, m metric.Meter) (*instruments, error) {
 // setKey names one combination of labels: the metric family, the
 // destination (or endpoint), the message type and one more label.
 type setKey struct {
-	family, dest, typ, extra string
+	family, dest, typ, extra, extra2 string
 }
 
 // attrs returns the cached measurement option for k, building it with
@@ -143,7 +143,7 @@ func (in *instruments) attrs(k setKey, build func() []attribute.KeyValue) metric
 // sent counts a message sent, scheduled or dispatched.
 func (in *instruments) sent(ctx context.Context, env *bus.Envelope, op string, err error) {
 	dest, et := destination(env), errorType(err)
-	in.sentCount.Add(ctx, 1, in.attrs(setKey{"sent/" + op, dest, env.Type, et}, func() []attribute.KeyValue {
+	in.sentCount.Add(ctx, 1, in.attrs(setKey{"sent", dest, env.Type, op, et}, func() []attribute.KeyValue {
 		attrs := []attribute.KeyValue{in.o.system, keyOperationName.String(op), keyDestination.String(dest),
 			keyMessageType.String(env.Type)}
 		if et != "" {
@@ -156,7 +156,7 @@ func (in *instruments) sent(ctx context.Context, env *bus.Envelope, op string, e
 // labels returns the cached option for the usual labels of family: system,
 // destination, message type, and extra (when its value is not empty).
 func (in *instruments) labels(family string, destKey attribute.Key, dest, typ string, extra attribute.Key, value string) metric.MeasurementOption {
-	return in.attrs(setKey{family, dest, typ, value}, func() []attribute.KeyValue {
+	return in.attrs(setKey{family, dest, typ, value, ""}, func() []attribute.KeyValue {
 		attrs := []attribute.KeyValue{in.o.system, destKey.String(dest), keyMessageType.String(typ)}
 		if value != "" {
 			attrs = append(attrs, extra.String(value))

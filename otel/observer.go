@@ -267,7 +267,7 @@ func (o *Observer) EndAttempt(ctx context.Context, info bus.AttemptEnd) {
 	if a, _ := ctx.Value(attemptKey{}).(*attemptStart); a != nil {
 		et := errorType(info.Err)
 		o.m.processDuration.Record(ctx, info.Time.Sub(a.start).Seconds(),
-			o.m.attrs(setKey{"process", a.endpoint, info.Envelope.Type, et}, func() []attribute.KeyValue {
+			o.m.attrs(setKey{"process", a.endpoint, info.Envelope.Type, et, ""}, func() []attribute.KeyValue {
 				attrs := []attribute.KeyValue{o.system, keyOperationName.String("process"), keyDestination.String(a.endpoint),
 					keyConsumerGroup.String(a.endpoint), keyMessageType.String(info.Envelope.Type)}
 				if et != "" {
