@@ -37,7 +37,9 @@
 // An immediate message's delivery is a child of its send span: one trace.
 // A delayed message's delivery, like a delayed retry's, starts a trace of
 // its own and links to the span that scheduled it, hours earlier perhaps,
-// in another process: a trace does not stay open across a delay.
+// in another process: a trace does not stay open across a delay. With
+// Options.DelayedAsChild it is a child instead, and one trace runs across
+// the delay.
 //
 // # Metrics
 //

@@ -153,10 +153,15 @@ func (o *Observer) StartDispatch(ctx context.Context, info bus.DispatchStart) co
 	env := info.Envelope
 	dest := destination(env)
 	late := info.Time.Sub(info.DueAt)
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer), trace.WithNewRoot(),
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithTimestamp(info.Time), o.startAttrs("send", "dispatch", dest)}
-	if l, ok := o.link(ctx, env); ok {
-		opts = append(opts, trace.WithLinks(l))
+	if o.opts.DelayedAsChild {
+		ctx = o.prop.Extract(ctx, headers{env})
+	} else {
+		opts = append(opts, trace.WithNewRoot())
+		if l, ok := o.link(ctx, env); ok {
+			opts = append(opts, trace.WithLinks(l))
+		}
 	}
 	ctx, span := o.tracer.Start(ctx, "dispatch "+dest, opts...)
 	if span.IsRecording() {
@@ -204,11 +209,13 @@ func (o *Observer) StartReceive(ctx context.Context, info bus.ReceiveStart) cont
 		o.startAttrs("receive", "receive", info.Endpoint)}
 	late := info.Time.Sub(env.DueAt)
 	if delayed(env) {
+		o.m.deliveryLateness.Record(ctx, max(late.Seconds(), 0), o.m.labels("delivery", keyDestination, info.Endpoint, env.Type, "", ""))
+	}
+	if delayed(env) && !o.opts.DelayedAsChild {
 		opts = append(opts, trace.WithNewRoot())
 		if l, ok := o.link(ctx, env); ok {
 			opts = append(opts, trace.WithLinks(l))
 		}
-		o.m.deliveryLateness.Record(ctx, max(late.Seconds(), 0), o.m.labels("delivery", keyDestination, info.Endpoint, env.Type, "", ""))
 	} else {
 		ctx = o.prop.Extract(ctx, headers{env})
 	}
@@ -240,7 +247,7 @@ func (o *Observer) StartAttempt(ctx context.Context, info bus.AttemptStart) cont
 	endpoint := info.Endpoint
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(info.Time),
 		o.startAttrs("process", "process", endpoint)}
-	if delayed(env) {
+	if delayed(env) && !o.opts.DelayedAsChild {
 		if l, ok := o.link(ctx, env); ok {
 			opts = append(opts, trace.WithLinks(l))
 		}

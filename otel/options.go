@@ -40,6 +40,12 @@ type Options struct {
 	Propagator propagation.TextMapPropagator
 	// System is the messaging.system attribute. Default "postbus".
 	System string
+	// DelayedAsChild makes the delivery of a delayed message (and of a
+	// delayed retry) a child of the span that scheduled it, so one trace
+	// runs across the delay, hours long perhaps. Default false: the
+	// delivery starts a trace of its own that links to the scheduling span,
+	// which keeps traces short for backends and UIs that expect so.
+	DelayedAsChild bool
 }
 
 func (o Options) withDefaults() Options {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	otelbus "github.com/postbus/bus/otel"
 	"github.com/postbus/bus/sqlite"
 )
 
@@ -325,4 +326,33 @@ func histCount(t testing.TB, m map[string]metricdata.Metrics, name string) uint6
 	return n
 }
 
-var _ = sdktrace.ReadOnlySpan(nil)
+
+// With DelayedAsChild, one trace runs across the delay: the delivery of a
+// delayed message is a child of the span that scheduled it.
+func TestDelayedAsChildKeepsOneTrace(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	tel := newTelemetry(t)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tel.spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	obs, err := otelbus.New(otelbus.Options{TracerProvider: tp, DelayedAsChild: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := bustest.NewFakeClock(time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC))
+	done := make(chan struct{})
+	b := newBus(t, bus.Config{Endpoint: "reminders", Clock: clock, Observer: obs}, func(b *bus.Bus) {
+		_ = bus.Handle(b, func(ctx context.Context, m Remind) error { close(done); return nil })
+	})
+	if err := b.Send(ctx, Remind{}, bus.To("reminders"), bus.DeliverAfter(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	advanceUntil(t, clock, done)
+	sched := tel.waitSpans(t, "schedule reminders", 1)[0]
+	for _, name := range []string{"dispatch reminders", "receive reminders"} {
+		s := tel.waitSpans(t, name, 1)[0]
+		if s.Parent().SpanID() != sched.SpanContext().SpanID() || s.SpanContext().TraceID() != sched.SpanContext().TraceID() {
+			t.Fatalf("%s is not a child of the scheduling span", name)
+		}
+	}
+}
