@@ -223,8 +223,10 @@ func (o *Observer) StartReceive(ctx context.Context, info bus.ReceiveStart) cont
 	if span.IsRecording() {
 		attrs := append(o.messageAttrs(env), keyConsumerGroup.String(info.Endpoint))
 		if delayed(env) {
-			attrs = append(attrs, keyDueAt.String(env.DueAt.UTC().Format(timeFormat)),
-				keyLateness.Float64(late.Seconds()), keyDelayedRetries.String(env.Header(bus.HeaderDelayedRetries)))
+			attrs = append(attrs, keyDueAt.String(env.DueAt.UTC().Format(timeFormat)), keyLateness.Float64(late.Seconds()))
+			if n := env.Header(bus.HeaderDelayedRetries); n != "" {
+				attrs = append(attrs, keyDelayedRetries.String(n))
+			}
 		}
 		span.SetAttributes(attrs...)
 	}
