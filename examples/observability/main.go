@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,6 +63,7 @@ func main() {
 
 // run plays the scenario, writing spans and the summary to out.
 func run(ctx context.Context, out io.Writer, addr string, delay time.Duration, serve bool) error {
+	out = &lockedWriter{w: out} // spans end, and are printed, on the buses' goroutines
 	// Traces: the stdout exporter prints each span as it ends; a recorder
 	// keeps them for the summary.
 	exp, err := stdouttrace.New(stdouttrace.WithWriter(out))
@@ -159,6 +161,18 @@ func run(ctx context.Context, out io.Writer, addr string, delay time.Duration, s
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// lockedWriter serializes writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // summarize prints each trace with its spans in start order.
