@@ -47,7 +47,9 @@ func (r *recordingObserver) StartDispatch(ctx context.Context, info bus.Dispatch
 	return ctx
 }
 
-func (r *recordingObserver) EndDispatch(ctx context.Context, info bus.DispatchEnd) { r.add("EndDispatch") }
+func (r *recordingObserver) EndDispatch(ctx context.Context, info bus.DispatchEnd) {
+	r.add("EndDispatch")
+}
 
 func (r *recordingObserver) StartReceive(ctx context.Context, info bus.ReceiveStart) context.Context {
 	r.add("StartReceive")

@@ -326,7 +326,6 @@ func histCount(t testing.TB, m map[string]metricdata.Metrics, name string) uint6
 	return n
 }
 
-
 // With DelayedAsChild, one trace runs across the delay: the delivery of a
 // delayed message is a child of the span that scheduled it.
 func TestDelayedAsChildKeepsOneTrace(t *testing.T) {
