@@ -93,9 +93,11 @@ type SendStart struct {
 
 // SendEnd describes the end of a send.
 type SendEnd struct {
-	Envelope *Envelope
-	Err      error
-	Time     time.Time
+	Envelope  *Envelope
+	Kind      SendKind
+	Scheduled bool // as in SendStart
+	Err       error
+	Time      time.Time
 }
 
 // DispatchStart describes a due row being handed to the transport.
@@ -158,9 +160,11 @@ type AttemptStart struct {
 
 // AttemptEnd describes the end of an attempt.
 type AttemptEnd struct {
+	Endpoint string
 	Envelope *Envelope
 	Attempt  int
-	Err      error // nil: the handlers succeeded
+	Err      error     // nil: the handlers succeeded
+	Start    time.Time // AttemptStart.Time
 	Time     time.Time
 }
 
@@ -283,9 +287,10 @@ func (b *Bus) observeAttempt(ctx context.Context, env *Envelope, attempt int) er
 	if r, _ := ctx.Value(receiveStateKey{}).(*receiveState); r != nil {
 		r.attempts = max(r.attempts, attempt)
 	}
-	actx := o.StartAttempt(ctx, AttemptStart{Endpoint: b.cfg.Endpoint, Envelope: env, Attempt: attempt, DelayedRetries: delayedRetries(env), Time: b.clock.Now()})
+	start := b.clock.Now()
+	actx := o.StartAttempt(ctx, AttemptStart{Endpoint: b.cfg.Endpoint, Envelope: env, Attempt: attempt, DelayedRetries: delayedRetries(env), Time: start})
 	err := b.runAttempt(actx, env, attempt)
-	o.EndAttempt(actx, AttemptEnd{Envelope: env, Attempt: attempt, Err: err, Time: b.clock.Now()})
+	o.EndAttempt(actx, AttemptEnd{Endpoint: b.cfg.Endpoint, Envelope: env, Attempt: attempt, Err: err, Start: start, Time: b.clock.Now()})
 	return err
 }
 
@@ -297,10 +302,13 @@ func (b *Bus) observeSend(ctx context.Context, env *Envelope, kind SendKind) (co
 		return ctx, nil
 	}
 	s := scopeFrom(ctx)
+	now := b.clock.Now()
+	scheduled := !env.DueAt.IsZero() && env.DueAt.After(now)
 	ctx = o.StartSend(ctx, SendStart{Endpoint: b.cfg.Endpoint, Envelope: env, Kind: kind,
-		Scheduled: !env.DueAt.IsZero() && env.DueAt.After(b.clock.Now()),
-		InHandler: s != nil && s.bus == b, Time: b.clock.Now()})
-	return ctx, func(err error) { o.EndSend(ctx, SendEnd{Envelope: env, Err: err, Time: b.clock.Now()}) }
+		Scheduled: scheduled, InHandler: s != nil && s.bus == b, Time: now})
+	return ctx, func(err error) {
+		o.EndSend(ctx, SendEnd{Envelope: env, Kind: kind, Scheduled: scheduled, Err: err, Time: b.clock.Now()})
+	}
 }
 
 // observeHandOver runs one dispatcher hand-over between StartDispatch and

@@ -57,6 +57,8 @@ type Observer struct {
 	system attribute.KeyValue
 	m      *instruments
 
+	starts sync.Map // setKey -> trace.SpanStartEventOption (startAttrs)
+
 	mu    sync.Mutex
 	buses map[*bus.Bus]struct{}
 	// breakers holds each open breaker by endpoint and name.
@@ -106,10 +108,16 @@ func (o *Observer) messageAttrs(env *bus.Envelope) []attribute.KeyValue {
 }
 
 // startAttrs are the attributes a span starts with, for samplers: the rest
-// is set only on spans that record.
+// is set only on spans that record. The options are cached: a bus has few
+// destinations.
 func (o *Observer) startAttrs(opType, opName, dest string) trace.SpanStartEventOption {
-	return trace.WithAttributes(o.system, keyOperationType.String(opType), keyOperationName.String(opName),
-		keyDestination.String(dest))
+	k := setKey{family: opType, dest: dest, extra: opName}
+	if v, ok := o.starts.Load(k); ok {
+		return v.(trace.SpanStartEventOption)
+	}
+	v, _ := o.starts.LoadOrStore(k, trace.WithAttributes(o.system, keyOperationType.String(opType),
+		keyOperationName.String(opName), keyDestination.String(dest)))
+	return v.(trace.SpanStartEventOption)
 }
 
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
@@ -125,7 +133,7 @@ func (o *Observer) StartSend(ctx context.Context, info bus.SendStart) context.Co
 	}
 	dest := destination(env)
 	ctx, span := o.tracer.Start(ctx, name+" "+dest, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithTimestamp(info.Time), o.startAttrs("send", name, dest))
+		o.startAttrs("send", name, dest), startAt(trace.SpanKindProducer, info.Time))
 	if span.IsRecording() {
 		attrs := o.messageAttrs(env)
 		if info.Scheduled {
@@ -137,13 +145,17 @@ func (o *Observer) StartSend(ctx context.Context, info bus.SendStart) context.Co
 		span.SetAttributes(attrs...)
 	}
 	o.prop.Inject(ctx, headers{env})
-	return withOperation(ctx, name)
+	return ctx
 }
 
 // EndSend ends the send span and counts the message.
 func (o *Observer) EndSend(ctx context.Context, info bus.SendEnd) {
 	endSpan(trace.SpanFromContext(ctx), info.Err, info.Time)
-	o.m.sent(ctx, info.Envelope, operationOf(ctx), info.Err)
+	op := "send"
+	if info.Scheduled {
+		op = "schedule"
+	}
+	o.m.sent(ctx, info.Envelope, op, info.Err)
 }
 
 // StartDispatch starts "dispatch <destination>", a producer span for the
@@ -154,7 +166,7 @@ func (o *Observer) StartDispatch(ctx context.Context, info bus.DispatchStart) co
 	dest := destination(env)
 	late := info.Time.Sub(info.DueAt)
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithTimestamp(info.Time), o.startAttrs("send", "dispatch", dest)}
+		o.startAttrs("send", "dispatch", dest), startAt(trace.SpanKindProducer, info.Time)}
 	if o.opts.DelayedAsChild {
 		ctx = o.prop.Extract(ctx, headers{env})
 	} else {
@@ -174,7 +186,7 @@ func (o *Observer) StartDispatch(ctx context.Context, info bus.DispatchStart) co
 	if !info.DueAt.IsZero() {
 		o.m.dispatchLateness.Record(ctx, max(late.Seconds(), 0), o.m.labels("dispatch", keyDestination, dest, env.Type, "", ""))
 	}
-	return withOperation(ctx, "dispatch")
+	return ctx
 }
 
 // EndDispatch ends the dispatch span and counts the message as sent.
@@ -205,7 +217,7 @@ func delayed(env *bus.Envelope) bool { return !env.DueAt.IsZero() }
 // a due time.
 func (o *Observer) StartReceive(ctx context.Context, info bus.ReceiveStart) context.Context {
 	env := info.Envelope
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(info.Time),
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), startAt(trace.SpanKindConsumer, info.Time),
 		o.startAttrs("receive", "receive", info.Endpoint)}
 	late := info.Time.Sub(env.DueAt)
 	if delayed(env) {
@@ -247,7 +259,7 @@ func (o *Observer) EndReceive(ctx context.Context, info bus.ReceiveEnd) {
 func (o *Observer) StartAttempt(ctx context.Context, info bus.AttemptStart) context.Context {
 	env := info.Envelope
 	endpoint := info.Endpoint
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(info.Time),
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), startAt(trace.SpanKindConsumer, info.Time),
 		o.startAttrs("process", "process", endpoint)}
 	if delayed(env) && !o.opts.DelayedAsChild {
 		if l, ok := o.link(ctx, env); ok {
@@ -260,7 +272,7 @@ func (o *Observer) StartAttempt(ctx context.Context, info bus.AttemptStart) cont
 		span.SetAttributes(keyConsumerGroup.String(endpoint), keyMessageType.String(env.Type),
 			keyAttempt.Int(info.Attempt), keyDelayedRetries.Int(info.DelayedRetries))
 	}
-	return context.WithValue(ctx, attemptKey{}, &attemptStart{start: info.Time, endpoint: endpoint})
+	return ctx
 }
 
 // EndAttempt ends the attempt span with its outcome and records the
@@ -273,25 +285,16 @@ func (o *Observer) EndAttempt(ctx context.Context, info bus.AttemptEnd) {
 	}
 	span.SetAttributes(keyOutcome.String(outcome))
 	endSpan(span, info.Err, info.Time)
-	if a, _ := ctx.Value(attemptKey{}).(*attemptStart); a != nil {
-		et := errorType(info.Err)
-		o.m.processDuration.Record(ctx, info.Time.Sub(a.start).Seconds(),
-			o.m.attrs(setKey{"process", a.endpoint, info.Envelope.Type, et, ""}, func() []attribute.KeyValue {
-				attrs := []attribute.KeyValue{o.system, keyOperationName.String("process"), keyDestination.String(a.endpoint),
-					keyConsumerGroup.String(a.endpoint), keyMessageType.String(info.Envelope.Type)}
-				if et != "" {
-					attrs = append(attrs, keyErrorType.String(et))
-				}
-				return attrs
-			}))
-	}
-}
-
-type attemptKey struct{}
-
-type attemptStart struct {
-	start    time.Time
-	endpoint string
+	et := errorType(info.Err)
+	o.m.processDuration.Record(ctx, info.Time.Sub(info.Start).Seconds(),
+		o.m.attrs(setKey{"process", info.Endpoint, info.Envelope.Type, et, ""}, func() []attribute.KeyValue {
+			attrs := []attribute.KeyValue{o.system, keyOperationName.String("process"), keyDestination.String(info.Endpoint),
+				keyConsumerGroup.String(info.Endpoint), keyMessageType.String(info.Envelope.Type)}
+			if et != "" {
+				attrs = append(attrs, keyErrorType.String(et))
+			}
+			return attrs
+		}))
 }
 
 // Event records retries, error-queue moves and expiries as span events and
@@ -356,16 +359,19 @@ func typeOf(env *bus.Envelope) string {
 	return env.Type
 }
 
-// operationKey carries the operation name of a send from StartSend to EndSend.
-type operationKey struct{}
+// clockSlack is how far the bus's clock may be from the wall clock for a
+// span to take the SDK's own timestamp: passing one costs an allocation,
+// and with the system clock the two agree.
+const clockSlack = time.Millisecond
 
-func withOperation(ctx context.Context, name string) context.Context {
-	return context.WithValue(ctx, operationKey{}, name)
-}
-
-func operationOf(ctx context.Context) string {
-	s, _ := ctx.Value(operationKey{}).(string)
-	return s
+// startAt returns the option that starts a span of kind at t, the bus's
+// clock; near the wall clock it leaves the time to the SDK and repeats the
+// kind instead (an option that changes nothing and allocates nothing).
+func startAt(kind trace.SpanKind, t time.Time) trace.SpanStartOption {
+	if d := time.Since(t); d < clockSlack && d > -clockSlack {
+		return trace.WithSpanKind(kind)
+	}
+	return trace.WithTimestamp(t)
 }
 
 // endSpan sets the span's status from err and ends it at t.
@@ -373,6 +379,10 @@ func endSpan(span trace.Span, err error, t time.Time) {
 	if err != nil {
 		span.SetAttributes(keyErrorType.String(errorType(err)))
 		span.SetStatus(codes.Error, err.Error())
+	}
+	if d := time.Since(t); d < clockSlack && d > -clockSlack {
+		span.End()
+		return
 	}
 	span.End(trace.WithTimestamp(t))
 }
