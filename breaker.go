@@ -30,6 +30,8 @@ type breaker struct {
 	trigger time.Duration
 	clock   Clock
 	onTrip  func(error)
+	// onChange, when set, hears the breaker open (true) and close again.
+	onChange func(open bool)
 
 	mu     sync.Mutex
 	since  time.Time // zero while healthy
@@ -44,8 +46,12 @@ func newBreaker(name string, trigger time.Duration, clock Clock, onTrip func(err
 
 func (b *breaker) success() {
 	b.mu.Lock()
+	wasOpen := b.open
 	b.since, b.open, b.fails, b.probes = time.Time{}, false, 0, 0
 	b.mu.Unlock()
+	if wasOpen && b.onChange != nil {
+		b.onChange(false)
+	}
 }
 
 func (b *breaker) failure(err error) {
@@ -65,6 +71,9 @@ func (b *breaker) failure(err error) {
 	since := b.since
 	b.mu.Unlock()
 	if trip {
+		if b.onChange != nil {
+			b.onChange(true)
+		}
 		b.onTrip(&CriticalError{Breaker: b.name, Since: since, Err: err})
 	}
 }

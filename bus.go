@@ -75,7 +75,7 @@ func New(cfg Config) (*Bus, error) {
 	if cfg.Outbox.Enabled {
 		b.outbox = cfg.Persistence.(OutboxStore) // validate checked it
 	}
-	b.storeBreaker = newBreaker("store", cfg.CircuitBreakers.Store, cfg.Clock, cfg.OnCriticalError)
+	b.storeBreaker = b.observeBreaker(newBreaker("store", cfg.CircuitBreakers.Store, cfg.Clock, cfg.OnCriticalError))
 	b.outgoing = chain(cfg.Outgoing, b.deliverOutgoing)
 	b.incoming = chain(cfg.Incoming, b.invokeHandlers)
 	b.handlerCtx, b.stopHandlers = context.WithCancel(context.Background())
@@ -108,6 +108,9 @@ func (b *Bus) Start(ctx context.Context) error {
 		}
 	}
 	b.state = stateStarted
+	if o, ok := b.cfg.Observer.(BusObserver); ok {
+		o.BusStarted(b)
+	}
 	if b.cfg.SendOnly {
 		return nil
 	}
@@ -165,6 +168,9 @@ func (b *Bus) Stop(ctx context.Context) error {
 	wasStarted := b.state == stateStarted
 	b.state = stateClosed
 	b.mu.Unlock()
+	if o, ok := b.cfg.Observer.(BusObserver); ok && wasStarted {
+		o.BusStopped(b)
+	}
 	if !wasStarted || b.stopReceiving == nil {
 		b.stopHandlers()
 		return nil

@@ -72,6 +72,10 @@ type Config struct {
 	// Outbox turns on the transactional outbox and inbox (see OutboxConfig).
 	// Default: off.
 	Outbox OutboxConfig
+	// Observer sees every send, dispatch, delivery and handler attempt, for
+	// tracing and metrics (the otelbus module is one). Default nil: nothing
+	// is observed, at no cost.
+	Observer Observer
 }
 
 // CircuitBreakerConfig sets each breaker's time to trigger: how long a kind

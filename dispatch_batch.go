@@ -38,6 +38,7 @@ func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
 	if err != nil || len(rows) == 0 {
 		return 0, err
 	}
+	d.b.emit(ctx, ObserverEvent{Kind: EventClaim, Count: len(rows), Start: claimedAt})
 	stopBy := claimedAt.Add(d.cfg.Lease * 2 / 3)
 	results := make([]error, len(rows))
 	var next, failures atomic.Int64
@@ -73,6 +74,9 @@ func (d *dispatcher) handOver(ctx context.Context, row *OutgoingMessage) error {
 		// the error queue rather than retry it forever.
 		poison := &Envelope{ID: row.ID, Kind: row.Kind, Body: row.Envelope, Source: d.b.cfg.Endpoint}
 		return d.b.moveToError(ctx, poison, "poison", row.Failures, fmt.Errorf("scheduled row: %w", err))
+	}
+	if d.b.cfg.Observer != nil {
+		return d.observeHandOver(ctx, row, env)
 	}
 	return d.b.transmit(ctx, env)
 }
@@ -121,6 +125,7 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 		d.storeCall(ctx, "record-failure", len(failed), leaseEnd, func(c context.Context) (int, error) { return d.store.RecordOutgoingFailures(c, failed) })
 	}
 	d.storeCall(ctx, "release", len(released), leaseEnd, func(c context.Context) (int, error) { return d.store.ReleaseOutgoing(c, released) })
+	d.b.emit(ctx, ObserverEvent{Kind: EventSettle, Count: len(done), Failed: len(failed), Released: len(released), Start: now})
 }
 
 // mayRecordFailures applies MaximumRecoveryFailuresPerSecond. Failures not

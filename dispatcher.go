@@ -57,8 +57,8 @@ func newDispatcher(b *Bus) *dispatcher {
 		b: b, store: b.store, transport: b.identity, cfg: b.cfg.Dispatcher, clock: b.clock,
 		log: b.log.With(slog.String("component", "dispatcher")), limiter: newRateLimiter(logInterval),
 		wake:     make(chan struct{}, 1),
-		fetch:    newBreaker("fetch", b.cfg.CircuitBreakers.Fetch, b.clock, b.cfg.OnCriticalError),
-		dispatch: newBreaker("dispatch", b.cfg.CircuitBreakers.Dispatch, b.clock, b.cfg.OnCriticalError),
+		fetch:    b.observeBreaker(newBreaker("fetch", b.cfg.CircuitBreakers.Fetch, b.clock, b.cfg.OnCriticalError)),
+		dispatch: b.observeBreaker(newBreaker("dispatch", b.cfg.CircuitBreakers.Dispatch, b.clock, b.cfg.OnCriticalError)),
 	}
 }
 

@@ -41,8 +41,16 @@ func (b *Bus) Receive(ctx context.Context, env *Envelope) error {
 
 // process takes one received message to a conclusion: handled, scheduled
 // for a delayed retry, or moved to the error queue. It returns an error only
-// when none of these happened, so the transport keeps the message.
+// when none of these happened, so the transport keeps the message. With an
+// Observer, the delivery is observed from here to its conclusion.
 func (b *Bus) process(ctx context.Context, env *Envelope) error {
+	if b.cfg.Observer != nil {
+		return b.observeProcess(ctx, env)
+	}
+	return b.processMessage(ctx, env)
+}
+
+func (b *Bus) processMessage(ctx context.Context, env *Envelope) error {
 	if reason := env.Header(HeaderDecodeError); reason != "" {
 		return b.moveToError(ctx, env, "poison", 0, errors.New(reason))
 	}
@@ -87,6 +95,7 @@ func (b *Bus) process(ctx context.Context, env *Envelope) error {
 			return b.retryLater(ctx, env, retryAfter.Delay, attempt, err)
 		case attempt < maxAttempts:
 			b.metrics.retried.Add(1)
+			b.emit(ctx, ObserverEvent{Kind: EventRetry, Reason: "immediate", Envelope: env, Attempt: attempt, Err: err})
 			b.log.Debug("handler failed; retrying", slog.String(logKeyMessageID, env.ID),
 				slog.String(logKeyType, env.Type), slog.Int(logKeyAttempt, attempt), slog.Any(logKeyError, err))
 			continue
@@ -99,8 +108,16 @@ func (b *Bus) process(ctx context.Context, env *Envelope) error {
 }
 
 // attempt runs the incoming middleware and the handlers once, then releases
-// the messages they sent.
+// the messages they sent; with an Observer, between StartAttempt and
+// EndAttempt.
 func (b *Bus) attempt(ctx context.Context, env *Envelope, attempt int) error {
+	if b.cfg.Observer != nil {
+		return b.observeAttempt(ctx, env, attempt)
+	}
+	return b.runAttempt(ctx, env, attempt)
+}
+
+func (b *Bus) runAttempt(ctx context.Context, env *Envelope, attempt int) error {
 	if b.outbox != nil {
 		return b.attemptInOutbox(ctx, env, attempt)
 	}
@@ -188,6 +205,7 @@ func (b *Bus) moveToError(ctx context.Context, env *Envelope, kind string, attem
 		return fmt.Errorf("bus: move %s to error queue: %w", env.ID, err)
 	}
 	b.metrics.movedToError.Add(1)
+	b.emit(ctx, ObserverEvent{Kind: EventErrorQueue, Envelope: env, Reason: kind, Attempt: attempts, Err: cause})
 	b.log.Warn("message moved to the error queue", slog.String(logKeyMessageID, env.ID),
 		slog.String(logKeyType, env.Type), slog.String("kind", kind), slog.Int(logKeyAttempt, attempts),
 		slog.Any(logKeyError, cause))

@@ -57,7 +57,13 @@ func (b *Bus) send(ctx context.Context, kind Kind, msg any, opts []Option) error
 	if o.hasAfter && o.after > 0 {
 		ctx = context.WithValue(ctx, relativeDelayKey{}, o.after)
 	}
-	return b.outgoing(ctx, env)
+	if b.cfg.Observer == nil {
+		return b.outgoing(ctx, env)
+	}
+	ctx, end := b.observeSend(ctx, env, SendMessage)
+	err = b.outgoing(ctx, env)
+	end(err)
+	return err
 }
 
 // relativeDelayKey carries a DeliverAfter delay down the outgoing pipeline,

@@ -32,19 +32,29 @@ func (b *Bus) retryLater(ctx context.Context, env *Envelope, d time.Duration, at
 	retry.DueAt = b.clock.Now().Add(d).UTC()
 	sctx, cancel := detach(ctx, b.cfg.Dispatcher.SendTimeout)
 	defer cancel()
-	if err := b.schedule(sctx, []pending{{env: retry, delay: d}}); err != nil {
+	sctx, endSend := b.observeSend(sctx, retry, SendDelayedRetry)
+	err := b.schedule(sctx, []pending{{env: retry, delay: d}})
+	if endSend != nil {
+		endSend(err)
+	}
+	if err != nil {
 		b.log.Error("cannot schedule a delayed retry; the message stays in the input queue",
 			slog.String(logKeyMessageID, env.ID), slog.Any(logKeyError, err))
 		return err
 	}
 	b.metrics.retried.Add(1)
+	b.emit(ctx, ObserverEvent{Kind: EventRetry, Reason: "delayed", Envelope: retry, Attempt: attempt, Delay: d, Err: cause})
 	b.log.Info("handler failed; retrying later", slog.String(logKeyMessageID, env.ID), slog.String(logKeyType, env.Type),
 		slog.Int("delayed_retry", n), slog.Duration("after", d), slog.Int(logKeyAttempt, attempt), slog.Any(logKeyError, cause))
 	return nil
 }
 
 func delayedRetries(env *Envelope) int {
-	n, _ := strconv.Atoi(env.Header(HeaderDelayedRetries))
+	h := env.Header(HeaderDelayedRetries)
+	if h == "" {
+		return 0 // the usual case: no parse, no error allocated
+	}
+	n, _ := strconv.Atoi(h)
 	return n
 }
 

@@ -204,6 +204,7 @@ func (b *Bus) discardExpired(ctx context.Context, env *Envelope, class AckClass)
 		}
 	}
 	b.metrics.expired.Add(1)
+	b.emit(ctx, ObserverEvent{Kind: EventExpired, Envelope: env, Reason: timer})
 	b.log.Warn("message expired and was discarded", slog.String(logKeyMessageID, env.ID),
 		slog.String(logKeyType, env.Type), slog.String("timer", timer))
 	b.acknowledge(ctx, env, AckNegative, class)
