@@ -30,7 +30,9 @@ type OptionsError struct {
 }
 
 // Error describes the problem.
-func (e *OptionsError) Error() string { return "console: invalid options: " + e.Field + ": " + e.Reason }
+func (e *OptionsError) Error() string {
+	return "console: invalid options: " + e.Field + ": " + e.Reason
+}
 
 // Unwrap returns ErrInvalidOptions.
 func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }

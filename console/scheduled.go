@@ -100,7 +100,9 @@ func (c *console) scheduledShow(w http.ResponseWriter, r *http.Request) {
 
 func (c *console) scheduledCancel(w http.ResponseWriter, r *http.Request) {
 	c.scheduledAction(w, r, "cancelled", "was not cancelled: it is being delivered or is gone",
-		func(ctx context.Context, s bus.ScheduledBrowser, id string) (bool, error) { return s.CancelOutgoing(ctx, id) })
+		func(ctx context.Context, s bus.ScheduledBrowser, id string) (bool, error) {
+			return s.CancelOutgoing(ctx, id)
+		})
 }
 
 func (c *console) scheduledSendNow(w http.ResponseWriter, r *http.Request) {

@@ -61,7 +61,7 @@ func TestLoopbackOnlyWithoutAuthorize(t *testing.T) {
 		{"127.0.0.1:5000", "127.0.0.1:8080", http.StatusOK},
 		{"[::1]:5000", "[::1]:8080", http.StatusOK},
 		{"127.0.0.1:5000", "localhost:8080", http.StatusOK},
-		{"192.0.2.7:5000", "127.0.0.1:8080", http.StatusForbidden},    // a remote client
+		{"192.0.2.7:5000", "127.0.0.1:8080", http.StatusForbidden},      // a remote client
 		{"10.0.0.2:5000", "console.example:8080", http.StatusForbidden}, // a remote client
 		{"127.0.0.1:5000", "evil.example:8080", http.StatusForbidden},   // forged Host (DNS rebinding)
 		{"127.0.0.1:5000", "127.0.0.1.evil.example", http.StatusForbidden},
