@@ -21,6 +21,7 @@ const (
 	fieldFailures    = "failures"
 	fieldLastError   = "last_error"
 	fieldCreatedAt   = "created_at"
+	fieldType        = "message_type"
 )
 
 // message is one scheduled message as stored. DueAt is exact Unix
@@ -44,11 +45,12 @@ type message struct {
 	Failures    int32      `bson:"failures"`
 	LastError   string     `bson:"last_error"`
 	CreatedAt   time.Time  `bson:"created_at"`
+	Type        string     `bson:"message_type"` // missing in documents of earlier versions: ""
 }
 
 func (m *message) outgoing() bus.OutgoingMessage {
 	o := bus.OutgoingMessage{
-		ID: m.ID, Kind: bus.Kind(m.Kind), Envelope: m.Envelope, Transport: m.Transport, Token: m.Token,
+		ID: m.ID, Kind: bus.Kind(m.Kind), Type: m.Type, Envelope: m.Envelope, Transport: m.Transport, Token: m.Token,
 		DueAt: time.Unix(0, m.DueAt), Failures: int(m.Failures), LastError: m.LastError,
 	}
 	if m.LeaseUntil != nil {

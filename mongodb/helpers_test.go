@@ -56,7 +56,7 @@ func newStore(t testing.TB, client *mongo.Client) *mongodb.Persistence {
 				t.Errorf("claim tickets left behind: %d (err %v)", n, err)
 			}
 		}
-		for _, c := range []string{name, name + "_claims"} {
+		for _, c := range []string{name, name + "_claims", name + "_failed"} {
 			if err := db.Collection(c).Drop(ctx); err != nil {
 				t.Errorf("drop %s: %v", c, err)
 			}

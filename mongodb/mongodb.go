@@ -45,6 +45,9 @@ type Options struct {
 	// SagaCollection holds the saga instances (bus.SagaStore; see the
 	// package documentation, "Sagas"). Default: Collection + "_sagas".
 	SagaCollection string
+	// FailedCollection holds the messages of the error queue
+	// (bus.FailedStore). Default: Collection + "_failed".
+	FailedCollection string
 	// Logger receives warnings about best-effort clean-up that failed.
 	// Default: slog.Default().
 	Logger *slog.Logger
@@ -54,6 +57,7 @@ func (o Options) withDefaults() Options {
 	o.Collection = cmp.Or(o.Collection, DefaultCollection)
 	o.ClaimsCollection = cmp.Or(o.ClaimsCollection, o.Collection+claimsSuffix)
 	o.SagaCollection = cmp.Or(o.SagaCollection, o.Collection+sagasSuffix)
+	o.FailedCollection = cmp.Or(o.FailedCollection, o.Collection+failedSuffix)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -63,6 +67,7 @@ func (o Options) withDefaults() Options {
 func (o Options) validate() error {
 	for _, f := range []struct{ field, name string }{
 		{"Collection", o.Collection}, {"ClaimsCollection", o.ClaimsCollection}, {"SagaCollection", o.SagaCollection},
+		{"FailedCollection", o.FailedCollection},
 	} {
 		switch {
 		case strings.ContainsAny(f.name, "$\x00"):
@@ -77,6 +82,10 @@ func (o Options) validate() error {
 	if o.SagaCollection == o.Collection || o.SagaCollection == o.ClaimsCollection {
 		return &OptionsError{Field: "SagaCollection", Reason: "must differ from Collection and ClaimsCollection"}
 	}
+	switch o.FailedCollection {
+	case o.Collection, o.ClaimsCollection, o.SagaCollection:
+		return &OptionsError{Field: "FailedCollection", Reason: "must differ from Collection, ClaimsCollection and SagaCollection"}
+	}
 	return nil
 }
 
@@ -88,6 +97,7 @@ type Persistence struct {
 	msgs    *mongo.Collection
 	tickets *mongo.Collection
 	sagas   *mongo.Collection
+	failed  *mongo.Collection
 	log     *slog.Logger
 
 	// afterFind, when set (by tests), runs in each claim round between
@@ -113,6 +123,7 @@ func New(db *mongo.Database, opts Options) (*Persistence, error) {
 		msgs:    db.Collection(opts.Collection),
 		tickets: db.Collection(opts.ClaimsCollection),
 		sagas:   db.Collection(opts.SagaCollection),
+		failed:  db.Collection(opts.FailedCollection),
 		log:     opts.Logger,
 	}, nil
 }
@@ -124,7 +135,10 @@ func (p *Persistence) Durable() bool { return true }
 func (p *Persistence) Collection() *mongo.Collection { return p.msgs }
 
 // Setup creates the index that claims and NextDueOutgoing scan,
-// (transport, available_at, _id) on the message collection, and removes
+// (transport, available_at, _id) on the message collection, and the two
+// that operators' listings and the due-time histogram read, (due_at, _id)
+// and (message_type, due_at, _id), and the indexes of the failed-message
+// collection (see FailedCollection); it removes
 // claim tickets left by claimers that crashed more than a day ago, and
 // creates the saga collection's index and removes the marks of saga
 // instances completed more than a day ago (see "Sagas").
@@ -140,6 +154,12 @@ func (p *Persistence) Setup(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("mongodb: setup: index on %s: %w", p.msgs.Name(), err)
+	}
+	if err := p.setupBrowse(ctx); err != nil {
+		return fmt.Errorf("mongodb: setup: %w", err)
+	}
+	if err := p.setupFailed(ctx); err != nil {
+		return fmt.Errorf("mongodb: setup: %w", err)
 	}
 	if err := p.removeAbandonedTickets(ctx); err != nil {
 		return fmt.Errorf("mongodb: setup: %w", err)

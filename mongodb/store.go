@@ -45,7 +45,7 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 		docs[i] = &message{
 			ID: m.ID, Kind: int32(m.Kind), Envelope: m.Envelope, Transport: m.Transport,
 			DueAt: due.UnixNano(), AvailableAt: ceilMillis(due),
-			Failures: int32(m.Failures), LastError: m.LastError, CreatedAt: now,
+			Failures: int32(m.Failures), LastError: m.LastError, CreatedAt: now, Type: m.Type,
 		}
 	}
 	_, err := p.msgs.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))

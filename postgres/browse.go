@@ -62,8 +62,31 @@ func listScheduledSQL(table string, q bus.ScheduledQuery) (string, []any) {
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
 	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
 	if q.Type != "" {
-		where = append(where, "message_type = "+arg(cleanText(q.Type)))
+		// Bounds as row comparisons on (message_type, due_at, id): the
+		// index conditions of the type index only, so that every plan,
+		// generic ones too, ranges over it instead of filtering the due
+		// index, whatever the type's share of the rows.
+		typ := arg(cleanText(q.Type))
+		lower := "'-infinity'::timestamptz"
+		if !q.DueAfter.IsZero() {
+			lower = arg(q.DueAfter) + "::timestamptz"
+		}
+		where = append(where, fmt.Sprintf("(message_type, due_at) >= (%s::text, %s)", typ, lower))
+		if !q.AfterDue.IsZero() {
+			where = append(where, fmt.Sprintf("(message_type, due_at, id) > (%s::text, %s::timestamptz, %s::text)", typ, arg(q.AfterDue), arg(cleanText(q.AfterID))))
+		}
+		upper := "'infinity'::timestamptz"
+		if !q.DueBefore.IsZero() {
+			upper = arg(q.DueBefore) + "::timestamptz"
+		}
+		where = append(where, fmt.Sprintf("(message_type, due_at) < (%s::text, %s)", typ, upper))
+		return "SELECT " + browseColumns + " FROM " + table + " WHERE " + strings.Join(where, " AND ") +
+			" ORDER BY message_type, due_at, id LIMIT " + arg(limit), args
 	}
 	if !q.DueAfter.IsZero() {
 		where = append(where, "due_at >= "+arg(q.DueAfter)+"::timestamptz")
@@ -74,16 +97,11 @@ func listScheduledSQL(table string, q bus.ScheduledQuery) (string, []any) {
 	if !q.AfterDue.IsZero() {
 		where = append(where, fmt.Sprintf("(due_at, id) > (%s::timestamptz, %s::text)", arg(q.AfterDue), arg(cleanText(q.AfterID))))
 	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = 100
-	}
 	sql := "SELECT " + browseColumns + " FROM " + table
 	if len(where) > 0 {
 		sql += " WHERE " + strings.Join(where, " AND ")
 	}
-	sql += " ORDER BY due_at, id LIMIT " + arg(limit)
-	return sql, args
+	return sql + " ORDER BY due_at, id LIMIT " + arg(limit), args
 }
 
 // GetScheduled returns the row with the ID, by primary key.
@@ -165,33 +183,59 @@ func (p *Persistence) StatsScheduled(ctx context.Context, _ time.Time) (bus.Sche
 	return st, nil
 }
 
+// exactHistogramLimit is the number of rows in a histogram's window up to
+// which DueHistogram counts them one by one (about 25 ms); beyond it, it
+// estimates from the planner's statistics.
+const exactHistogramLimit = 100_000
+
 // histogramSQL counts rows per bucket in one range scan of the (due_at, id)
-// index, from $1 (inclusive) to $3 (exclusive), in buckets of $2
-// microseconds.
+// index, from $2 (inclusive) to $3 (exclusive), in buckets of interval $1
+// (date_bin: PostgreSQL 14 or later).
 func histogramSQL(table string) string {
-	return fmt.Sprintf(`SELECT floor(extract(epoch FROM due_at - $1::timestamptz) * 1000000 / $2::bigint)::bigint AS b, count(*)
-FROM %s WHERE due_at >= $1::timestamptz AND due_at < $3::timestamptz
+	return fmt.Sprintf(`SELECT date_bin($1::interval, due_at, $2::timestamptz) AS b, count(*)
+FROM %s WHERE due_at >= $2::timestamptz AND due_at < $3::timestamptz
 GROUP BY b`, table)
 }
 
 // DueHistogram counts the rows due in each of n buckets of width from
-// from, in one statement over the (due_at, id) index. Widths are used in
-// whole microseconds.
+// from (widths in whole microseconds). A window of up to about 100,000
+// rows is counted exactly in one range scan of the (due_at, id) index.
+// Counting a larger one would take longer than a page may (a million rows
+// take a third of a second), so it is estimated, as the planner does, from
+// the statistics ANALYZE (or autovacuum) keeps on due_at: its most common
+// values and its equal-depth histogram, scaled to the table's current
+// size. The estimate is as fresh as those statistics.
 func (p *Persistence) DueHistogram(ctx context.Context, from time.Time, width time.Duration, n int) ([]int64, error) {
 	if err := bus.CheckHistogram(width, n); err != nil {
 		return nil, err
 	}
-	w := max(width.Microseconds(), 1)
-	to := from.Add(time.Duration(w) * time.Microsecond * time.Duration(n))
-	rows, err := p.pool.Query(ctx, histogramSQL(p.names.table), from, w, to)
+	w := time.Duration(max(width.Microseconds(), 1)) * time.Microsecond
+	to := from.Add(w * time.Duration(n))
+	if to.Before(from) { // overflow: far enough
+		to = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	st, err := p.dueStats(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: due histogram: %w", err)
+	}
+	if st.usable() && st.estimate(from, to) > exactHistogramLimit {
+		out := make([]int64, n)
+		for i := range out {
+			a := from.Add(w * time.Duration(i))
+			out[i] = int64(st.estimate(a, a.Add(w)) + 0.5)
+		}
+		return out, nil
+	}
+	rows, err := p.pool.Query(ctx, histogramSQL(p.names.table), w, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: due histogram: %w", err)
 	}
 	out := make([]int64, n)
-	var b, c int64
+	var b time.Time
+	var c int64
 	_, err = pgx.ForEachRow(rows, []any{&b, &c}, func() error {
-		if b >= 0 && b < int64(n) {
-			out[b] += c
+		if i := int64(b.Sub(from) / w); i >= 0 && i < int64(n) {
+			out[i] += c
 		}
 		return nil
 	})
@@ -199,6 +243,85 @@ func (p *Persistence) DueHistogram(ctx context.Context, from time.Time, width ti
 		return nil, fmt.Errorf("postgres: due histogram: %w", err)
 	}
 	return out, nil
+}
+
+// dueStatistics are the planner's statistics on due_at, in Unix seconds.
+type dueStatistics struct {
+	rows     float64   // the table's estimated rows, scaled to its size
+	bounds   []float64 // the equal-depth histogram's bounds
+	mcv      []float64 // the most common values
+	freqs    []float64 // their frequencies
+	histFrac float64   // the share of rows the histogram describes
+}
+
+func (s *dueStatistics) usable() bool { return s.rows > 0 && (len(s.bounds) > 1 || len(s.mcv) > 0) }
+
+// estimate returns the estimated number of rows due in [a, b).
+func (s *dueStatistics) estimate(a, b time.Time) float64 {
+	lo, hi := float64(a.UnixMicro())/1e6, float64(b.UnixMicro())/1e6
+	frac := 0.0
+	for i, v := range s.mcv {
+		if v >= lo && v < hi {
+			frac += s.freqs[i]
+		}
+	}
+	if k := len(s.bounds) - 1; k > 0 {
+		in := 0.0
+		for i := range k {
+			x, y := s.bounds[i], s.bounds[i+1]
+			switch {
+			case y <= x:
+				if x >= lo && x < hi {
+					in++
+				}
+			default:
+				if o := min(y, hi) - max(x, lo); o > 0 {
+					in += o / (y - x)
+				}
+			}
+		}
+		frac += s.histFrac * in / float64(k)
+	}
+	return frac * s.rows
+}
+
+// dueStats reads the statistics of due_at: one catalog query.
+func (p *Persistence) dueStats(ctx context.Context) (dueStatistics, error) {
+	var st dueStatistics
+	var bounds, mcv []float64
+	var freqs []float32
+	var nullFrac *float32
+	err := p.pool.QueryRow(ctx, `SELECT
+	CASE WHEN c.relpages > 0
+	     THEN c.reltuples / c.relpages * (pg_relation_size(c.oid) / current_setting('block_size')::float8)
+	     ELSE greatest(c.reltuples, 0) END,
+	array(SELECT extract(epoch FROM v)::float8 FROM unnest(s.histogram_bounds::text::timestamptz[]) AS v),
+	array(SELECT extract(epoch FROM v)::float8 FROM unnest(s.most_common_vals::text::timestamptz[]) AS v),
+	s.most_common_freqs, s.null_frac
+FROM pg_class c
+JOIN pg_namespace ns ON ns.oid = c.relnamespace
+LEFT JOIN pg_stats s ON s.schemaname = ns.nspname AND s.tablename = c.relname AND s.attname = 'due_at'
+WHERE c.oid = to_regclass($1)`, p.names.regTbl).Scan(&st.rows, &bounds, &mcv, &freqs, &nullFrac)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	st.bounds, st.mcv = bounds, mcv
+	st.histFrac = 1
+	for _, f := range freqs {
+		st.freqs = append(st.freqs, float64(f))
+		st.histFrac -= float64(f)
+	}
+	if nullFrac != nil {
+		st.histFrac -= float64(*nullFrac)
+	}
+	if len(st.freqs) != len(st.mcv) {
+		st.mcv, st.freqs = nil, nil
+	}
+	st.histFrac = max(st.histFrac, 0)
+	return st, nil
 }
 
 // SendNow makes a row that is not leased due at the database's now(), so

@@ -1,5 +1,7 @@
 package postgres
 
+import "github.com/postbus/bus"
+
 // ClaimSQL and NextDueSQL expose the statements to the EXPLAIN test.
 func ClaimSQL(p *Persistence) string   { return p.sql.claim }
 func NextDueSQL(p *Persistence) string { return p.sql.nextDue }
@@ -7,3 +9,19 @@ func NextDueSQL(p *Persistence) string { return p.sql.nextDue }
 // InsertSQL is the plain INSERT of a Persistence on table, for the
 // ceiling benchmark.
 func InsertSQL(table string) string { return newStatements(names{table: table}, false).insert }
+
+// The operations statements, for their EXPLAIN test.
+func ListScheduledSQL(p *Persistence, q bus.ScheduledQuery) (string, []any) {
+	return listScheduledSQL(p.names.table, q)
+}
+func StatsSQL(p *Persistence) (string, []any) { return statsSQL(p.names), []any{p.names.regTbl} }
+func HistogramSQL(p *Persistence) string      { return histogramSQL(p.names.table) }
+func ListFailedSQL(p *Persistence, q bus.FailedQuery) (string, []any) {
+	return listFailedSQL(p.names.failed, q)
+}
+func CountFailedSQL(p *Persistence, q bus.FailedQuery) (string, []any) {
+	where, args := failedWhere(q, false)
+	return "SELECT count(*) FROM " + p.names.failed + where, args
+}
+func FailedGroupsSQL(p *Persistence) string { return failedGroupsSQL(p.names.failed) }
+func FailedTable(p *Persistence) string     { return p.names.failed }

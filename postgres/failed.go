@@ -154,13 +154,7 @@ func failedWhere(q bus.FailedQuery, page bool) (string, []any) {
 // then by ID (descending), reading the (last_failed, id) or group index
 // backwards from the page's start.
 func (p *Persistence) ListFailed(ctx context.Context, q bus.FailedQuery) ([]bus.FailedMessage, error) {
-	where, args := failedWhere(q, true)
-	limit := q.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	args = append(args, limit)
-	sql := fmt.Sprintf("SELECT %s FROM %s%s ORDER BY last_failed DESC, id DESC LIMIT $%d", failedColumns, p.names.failed, where, len(args))
+	sql, args := listFailedSQL(p.names.failed, q)
 	rows, err := p.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list failed: %w", err)
@@ -170,6 +164,16 @@ func (p *Persistence) ListFailed(ctx context.Context, q bus.FailedQuery) ([]bus.
 		return nil, fmt.Errorf("postgres: list failed: %w", err)
 	}
 	return out, nil
+}
+
+func listFailedSQL(table string, q bus.FailedQuery) (string, []any) {
+	where, args := failedWhere(q, true)
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	args = append(args, limit)
+	return fmt.Sprintf("SELECT %s FROM %s%s ORDER BY last_failed DESC, id DESC LIMIT $%d", failedColumns, table, where, len(args)), args
 }
 
 // CountFailed counts the messages q selects. A count by group reads the

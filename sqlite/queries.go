@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// insertChunk is how many rows one INSERT statement carries: 7 parameters
+// insertChunk is how many rows one INSERT statement carries: 8 parameters
 // a row keeps a chunk far below SQLite's parameter limit, and multi-row
 // statements store several times faster than one statement a row.
 const insertChunk = 64
@@ -46,10 +46,10 @@ type addColumn struct{ name, ddl string }
 // claim. lease_token is NULL unless a claim holds the row.
 func newQueries(table string) queries {
 	t := table
-	row := "(?, ?, ?, ?, ?, ?, ?)"
+	row := "(?, ?, ?, ?, ?, ?, ?, ?)"
 	insertHead := "INSERT OR IGNORE INTO " + t +
-		" (id, kind, envelope, due_at, available_at, created_at, transport) VALUES "
-	cols := "id, kind, envelope, due_at, failures, last_error, transport, available_at"
+		" (id, kind, envelope, due_at, available_at, created_at, transport, message_type) VALUES "
+	cols := "id, kind, envelope, due_at, failures, last_error, transport, message_type, available_at"
 	// One ordered, limited index range per transport value: the row's own
 	// transport and '' (rows stored before rows carried one). An OR of the
 	// two would make SQLite sort every due row before applying the limit.
@@ -74,18 +74,40 @@ func newQueries(table string) queries {
 	last_error   TEXT    NOT NULL DEFAULT '',
 	created_at   INTEGER NOT NULL,
 	lease_token  TEXT,
-	transport    TEXT    NOT NULL DEFAULT ''
+	transport    TEXT    NOT NULL DEFAULT '',
+	message_type TEXT    NOT NULL DEFAULT ''
 )`, t),
 		columns: "SELECT name FROM pragma_table_info(?)",
 		addColumns: []addColumn{
 			{"lease_token", "ALTER TABLE " + t + " ADD COLUMN lease_token TEXT"},
 			{"transport", "ALTER TABLE " + t + " ADD COLUMN transport TEXT NOT NULL DEFAULT ''"},
+			{"message_type", "ALTER TABLE " + t + " ADD COLUMN message_type TEXT NOT NULL DEFAULT ''"},
 		},
 		indexes: []string{
 			fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s_claim_idx ON %s (transport, available_at, id)", t, t),
 			// The index of earlier versions, (available_at, id), serves
 			// no query now; dropping it spares every write an update.
 			fmt.Sprintf("DROP INDEX IF EXISTS %s_available_idx", t),
+			// Operators' listings, counts and histogram (browse.go).
+			fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s_due_idx ON %s (due_at, id)", t, t),
+			fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s_type_due_idx ON %s (message_type, due_at, id)", t, t),
+			// The failed-message store (failed.go).
+			fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s_failed (
+	id            TEXT    NOT NULL PRIMARY KEY,
+	message_type  TEXT    NOT NULL,
+	endpoint      TEXT    NOT NULL,
+	queue         TEXT    NOT NULL,
+	kind          TEXT    NOT NULL,
+	reason        TEXT    NOT NULL,
+	failure_group TEXT    NOT NULL,
+	attempts      INTEGER NOT NULL,
+	failures      INTEGER NOT NULL,
+	first_failed  INTEGER NOT NULL,
+	last_failed   INTEGER NOT NULL,
+	envelope      BLOB    NOT NULL
+)`, t),
+			fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s_failed_last_idx ON %s_failed (last_failed, id)", t, t),
+			fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s_failed_grp_idx ON %s_failed (failure_group, last_failed, id, first_failed)", t, t),
 		},
 		insert:    insertHead + strings.Repeat(row+", ", insertChunk-1) + row,
 		insertOne: insertHead + row,

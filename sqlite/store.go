@@ -26,7 +26,7 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 	if len(msgs) == 1 { // the common single Send: one autocommit statement
 		m := &msgs[0]
 		due := nanos(dueAt(m, now))
-		if _, err := p.db.ExecContext(ctx, p.q.insertOne, m.ID, int64(m.Kind), m.Envelope, due, due, created, m.Transport); err != nil {
+		if _, err := p.db.ExecContext(ctx, p.q.insertOne, m.ID, int64(m.Kind), m.Envelope, due, due, created, m.Transport, m.Type); err != nil {
 			return fmt.Errorf("sqlite: store: %w", err)
 		}
 		return nil
@@ -50,10 +50,10 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 // the store's clock, for relative delays and created_at.
 func (p *Persistence) insertRows(ctx context.Context, tx *sql.Tx, msgs []bus.OutgoingMessage, now time.Time) error {
 	created := nanos(now)
-	args := make([]any, 0, 7*min(len(msgs), insertChunk))
+	args := make([]any, 0, 8*min(len(msgs), insertChunk))
 	appendRow := func(m *bus.OutgoingMessage) {
 		due := nanos(dueAt(m, now))
-		args = append(args, m.ID, int64(m.Kind), m.Envelope, due, due, created, m.Transport)
+		args = append(args, m.ID, int64(m.Kind), m.Envelope, due, due, created, m.Transport, m.Type)
 	}
 	rest := msgs
 	if len(msgs) >= insertChunk {
@@ -153,7 +153,7 @@ func (p *Persistence) selectDue(ctx context.Context, tx *sql.Tx, transport strin
 			m                    bus.OutgoingMessage
 			kind, due, available int64
 		)
-		if err := rows.Scan(&m.ID, &kind, &m.Envelope, &due, &m.Failures, &m.LastError, &m.Transport, &available); err != nil {
+		if err := rows.Scan(&m.ID, &kind, &m.Envelope, &due, &m.Failures, &m.LastError, &m.Transport, &m.Type, &available); err != nil {
 			return nil, err
 		}
 		m.Kind, m.DueAt = bus.Kind(kind), fromNanos(due)
