@@ -11,6 +11,7 @@ require (
 	github.com/postbus/bus/postgres v0.0.0
 	github.com/postbus/bus/rabbitmq v0.0.0
 	github.com/postbus/bus/sqlite v0.0.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (
@@ -26,7 +27,6 @@ require (
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/rabbitmq/amqp091-go v1.16.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect

@@ -73,8 +73,12 @@ func scheduledState(m bus.OutgoingMessage, now time.Time) string {
 }
 
 func toScheduledJSON(m bus.OutgoingMessage, now time.Time) scheduledJSON {
-	return scheduledJSON{ID: m.ID, Type: m.Type, Kind: m.Kind.String(), DueAt: jsonTime(m.DueAt), Transport: m.Transport,
-		Failures: m.Failures, LastError: m.LastError, LeaseUntil: jsonTime(m.LeaseUntil), State: scheduledState(m, now)}
+	j := scheduledJSON{ID: m.ID, Type: m.Type, Kind: m.Kind.String(), DueAt: jsonTime(m.DueAt), Transport: m.Transport,
+		Failures: m.Failures, LastError: m.LastError, State: scheduledState(m, now)}
+	if m.LeaseUntil.After(now) {
+		j.LeaseUntil = jsonTime(m.LeaseUntil) // a lapsed lease is no lease
+	}
+	return j
 }
 
 func (a *app) scheduledLs(ctx context.Context, args []string) error {
