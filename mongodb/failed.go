@@ -22,7 +22,7 @@ const failedSuffix = "_failed"
 const (
 	fieldGroup       = "failure_group"
 	fieldLastFailed  = "last_failed"
-	failedLastIndex  = "postbus_last_failed"  // (last_failed, _id)
+	failedLastIndex  = "postbus_last_failed"   // (last_failed, _id)
 	failedGroupIndex = "postbus_failure_group" // (failure_group, last_failed, _id)
 	maxMergeAttempts = 20
 )
