@@ -50,7 +50,9 @@ func TestBrowserConsole(t *testing.T) {
 	now := time.Now().UTC()
 	fillBrowserFixture(t, store, now)
 	h, err := console.Handler(console.Options{Scheduled: store, Failed: store, Transport: tr,
-		Metrics: func() bus.Metrics { return bus.Metrics{Sent: 1840, Scheduled: 1210, Dispatched: 1035, Handled: 2790, Retried: 57, MovedToError: 34} }})
+		Metrics: func() bus.Metrics {
+			return bus.Metrics{Sent: 1840, Scheduled: 1210, Dispatched: 1035, Handled: 2790, Retried: 57, MovedToError: 34}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
