@@ -325,3 +325,13 @@ func TestHandlerOptions(t *testing.T) {
 		t.Fatal("no stores: no error")
 	}
 }
+
+func TestOptionalRefresh(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	_, body := f.get(t, "/?refresh=10")
+	mustContain(t, body, `<meta http-equiv="refresh" content="10">`, "stop refreshing")
+	if _, body := f.get(t, "/?refresh=1"); strings.Contains(body, "http-equiv") {
+		t.Error("a refresh under 5 s is honoured")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -72,6 +73,7 @@ type page struct {
 	Error    string
 	Now      time.Time
 	Data     any
+	Refresh  int // seconds between reloads of the page; 0: none
 }
 
 // base returns the prefix the console is mounted under (what StripPrefix
@@ -90,14 +92,19 @@ func (c *console) render(w http.ResponseWriter, r *http.Request, name, title str
 		CanRetry: c.opts.Transport != nil && !c.opts.ReadOnly,
 		Flash:    r.URL.Query().Get("msg"), Now: c.opts.Now().UTC(), Data: data,
 	}
+	if n, err := strconv.Atoi(r.URL.Query().Get("refresh")); err == nil && n >= 5 && n <= 3600 {
+		p.Refresh = n
+	}
 	if !c.opts.ReadOnly {
 		p.CSRF = c.csrfToken(w, r)
 	}
 	if pageErr != nil {
 		p.Error = pageErr.Error()
-		c.log.Error("console: page failed", "page", name, "error", pageErr)
 		if status == http.StatusOK {
 			status = http.StatusInternalServerError
+		}
+		if status >= http.StatusInternalServerError {
+			c.log.Error("console: page failed", "page", name, "error", pageErr)
 		}
 	}
 	var buf bytes.Buffer
