@@ -187,7 +187,7 @@ func (c *console) csrfToken(w http.ResponseWriter, r *http.Request) string {
 		var b [32]byte
 		_, _ = rand.Read(b[:])
 		v = hex.EncodeToString(b[:])
-		http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: v, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: v, Path: "/", HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 		r.AddCookie(&http.Cookie{Name: csrfCookie, Value: v})
 	}
 	return c.sign(v)

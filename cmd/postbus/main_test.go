@@ -19,12 +19,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files")
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// pgxpool's background health check and chromedp's browser
-		// process reaper stop shortly after Close.
-		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-	)
+	goleak.VerifyTestMain(m)
 }
 
 // base is the fixture's reference time; the app's clock stands before it,
