@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -44,8 +43,8 @@ func (b *backends) Close() {
 type opener func(ctx context.Context, s settings, n need) (*backends, error)
 
 var (
-	errNoPersistence = errors.New("no persistence: give --postgres-url or --sqlite-path (or POSTBUS_POSTGRES_URL, POSTBUS_SQLITE_PATH)")
-	errNoTransport   = errors.New("no transport: give --rabbitmq-url or --nats-url (or POSTBUS_RABBITMQ_URL, POSTBUS_NATS_URL)")
+	errNoPersistence = usagef("no persistence: give --postgres-url or --sqlite-path (or POSTBUS_POSTGRES_URL, POSTBUS_SQLITE_PATH)")
+	errNoTransport   = usagef("no transport: give --rabbitmq-url or --nats-url (or POSTBUS_RABBITMQ_URL, POSTBUS_NATS_URL)")
 )
 
 func openBackends(ctx context.Context, s settings, n need) (*backends, error) {

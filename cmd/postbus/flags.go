@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
 	"time"
 )
 
@@ -75,13 +76,15 @@ func (a *app) printUsage(c *command) {
 	w := a.stdout
 	fmt.Fprintf(w, "Usage: postbus %s\n\n", c.usage)
 	fmt.Fprintln(w, "Flags:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	c.fs.VisitAll(func(f *flag.Flag) {
 		if strings.HasPrefix(f.Usage, "PostgreSQL") || strings.HasPrefix(f.Usage, "SQLite") ||
 			strings.HasPrefix(f.Usage, "RabbitMQ") || strings.HasPrefix(f.Usage, "NATS") {
 			return // the connection flags: listed once in "postbus help"
 		}
-		fmt.Fprintf(w, "  --%s\t%s\n", f.Name, f.Usage)
+		fmt.Fprintf(tw, "  --%s\t%s\n", f.Name, f.Usage)
 	})
+	_ = tw.Flush()
 	fmt.Fprintln(w, "  (connection flags and POSTBUS_* variables: see 'postbus help')")
 	if c.example != "" {
 		fmt.Fprintf(w, "\nExamples:\n%s", c.example)

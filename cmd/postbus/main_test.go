@@ -209,7 +209,7 @@ func TestUsageAndHelp(t *testing.T) {
 func TestNoPersistenceNamed(t *testing.T) {
 	t.Parallel()
 	r := runApp(t, openBackends, nil, "scheduled", "ls")
-	if r.code != exitError || !strings.Contains(r.stderr, "POSTBUS_POSTGRES_URL") {
+	if r.code != exitUsage || !strings.Contains(r.stderr, "POSTBUS_POSTGRES_URL") {
 		t.Errorf("exit %d, stderr %s", r.code, r.stderr)
 	}
 	r = runApp(t, openBackends, map[string]string{"POSTBUS_POSTGRES_URL": "postgres://x", "POSTBUS_SQLITE_PATH": "/tmp/x"}, "failed", "ls")

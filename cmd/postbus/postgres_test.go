@@ -93,7 +93,7 @@ func TestChangesPostgres(t *testing.T) {
 	// Retry needs a transport: without one the command says so and
 	// changes nothing.
 	r = runApp(t, openBackends, env, "failed", "retry", "--all")
-	if r.code != exitError || !strings.Contains(r.stderr, "no transport") {
+	if r.code != exitUsage || !strings.Contains(r.stderr, "no transport") {
 		t.Fatalf("retry without transport: %d %q", r.code, r.stderr)
 	}
 	if n, _ := p.CountFailed(ctx, bus.FailedQuery{}); n != 1 {
