@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/console"
+)
+
+var screenshots = flag.Bool("screenshots", false, "write the browser test's screenshots to docs/images")
+
+// chromium finds a Chromium or Chrome binary.
+func chromium() string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// TestBrowserConsole drives the console in headless Chromium: it opens the
+// overview, searches a scheduled message by ID, cancels it, retries a
+// failure group, and takes a screenshot of each page (into docs/images with
+// -screenshots, for docs/guide/operations.md).
+func TestBrowserConsole(t *testing.T) {
+	bin := chromium()
+	if bin == "" {
+		bustest.SkipOutsideCI(t, "no chromium binary on PATH (Debian: apt-get install chromium)")
+	}
+	dir := t.TempDir()
+	if *screenshots {
+		dir = filepath.Join("..", "..", "docs", "images")
+	}
+
+	// A lively fixture: a backlog spread over the next day, failures in
+	// three groups.
+	store := bus.NewMemoryPersistence()
+	tr := bus.NewMemoryTransport()
+	now := time.Now().UTC()
+	fillBrowserFixture(t, store, now)
+	h, err := console.Handler(console.Options{Scheduled: store, Failed: store, Transport: tr,
+		Metrics: func() bus.Metrics {
+			return bus.Metrics{Sent: 1840, Scheduled: 1210, Dispatched: 1035, Handled: 2790, Retried: 57, MovedToError: 34}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := newConsoleClient(t, h) // the server; the browser is the client
+	base := cc.srv.URL
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.WindowSize(1280, 900), chromedp.UserDataDir(t.TempDir()))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelA()
+	ctx, cancelB := chromedp.NewContext(actx)
+	defer cancelB()
+	// The first Run starts the browser: no timeout on its context.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	step := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Do(sctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(sel chromedp.CSS) string {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		s, err := chromedp.Run(sctx, chromedp.Text(sel))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return strings.TrimSpace(s)
+	}
+	shot := func(name string) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		buf, err := chromedp.Run(sctx, chromedp.FullScreenshot(90))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), buf, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const target = "0190f5d6-0000-7000-8000-000000000007"
+
+	step("overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("backlog")))
+	backlog := text("#backlog")
+	shot("console-overview.jpg")
+
+	step("search", chromedp.Navigate(base+"/scheduled"), chromedp.WaitVisible(chromedp.ID("search-id")),
+		chromedp.SendKeys(chromedp.ID("search-id"), target), chromedp.Click(chromedp.ID("search")),
+		chromedp.WaitVisible(chromedp.CSS(`a[href="/scheduled/`+target+`"]`)))
+	searched := text("#scheduled")
+	shot("console-scheduled-search.jpg")
+
+	step("message", chromedp.Navigate(base+"/scheduled/"+target), chromedp.WaitVisible(chromedp.ID("body")))
+	shot("console-message.jpg")
+	step("cancel", chromedp.Click(chromedp.CSS(`form[action$="/cancel"] button`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	flash := text(".flash")
+
+	step("failed", chromedp.Navigate(base+"/failed"), chromedp.WaitVisible(chromedp.ID("groups")))
+	shot("console-failed.jpg")
+	step("retry group", chromedp.Click(chromedp.CSS(`#groups button.primary`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	failedCount := text("#count")
+	shot("console-failed-retried.jpg")
+
+	if backlog != "60" {
+		t.Errorf("overview backlog %q, want 60", backlog)
+	}
+	if !strings.Contains(searched, target) || strings.Count(searched, "0190f5d6-") != 1 {
+		t.Errorf("search shows %q", searched)
+	}
+	if !strings.Contains(flash, "cancelled") {
+		t.Errorf("cancel: %q", flash)
+	}
+	if _, ok, _ := store.GetScheduled(context.Background(), target); ok {
+		t.Error("the cancelled message is still scheduled")
+	}
+	if failedCount != "12" { // 25 + 8 + 4 failures; the group of 25 was retried
+		t.Errorf("failed after the retry: %q, want 12", failedCount)
+	}
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/postbus/bus/console"
+)
+
+func (a *app) console(ctx context.Context, args []string) error {
+	c := a.newCommand("console", "console [--addr 127.0.0.1:8080] [--read-only]",
+		"  POSTBUS_POSTGRES_URL=postgres://ops@db/app postbus console --addr 127.0.0.1:8080\n"+
+			"  postbus console --read-only   # browse only: no cancel, retry or delete\n")
+	addr := c.fs.String("addr", "127.0.0.1:8080", "listen address; the console serves loopback clients only")
+	readOnly := c.fs.Bool("read-only", false, "hide and refuse every action")
+	pos, err := a.parse(c, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("console takes no arguments")
+	}
+	hasT := c.conn.RabbitMQURL != "" || c.conn.NATSURL != ""
+	b, err := a.open(ctx, c.conn, need{persistence: true, transport: hasT})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	h, err := console.Handler(console.Options{Scheduled: b.Scheduled, Failed: b.Failed, Transport: b.Transport, ReadOnly: *readOnly})
+	if err != nil {
+		return fmt.Errorf("the %s persistence offers nothing to browse: %w", b.PersistenceName, err)
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(a.stderr, "postbus console on http://%s/ (%s", ln.Addr(), b.PersistenceName)
+	if b.Transport != nil {
+		fmt.Fprintf(a.stderr, ", retries through %s", b.TransportName)
+	} else {
+		fmt.Fprint(a.stderr, ", no transport: retry disabled")
+	}
+	fmt.Fprintln(a.stderr, "); stop with Ctrl-C")
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return err
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+module github.com/postbus/bus/cmd/postbus
+
+go 1.26.0
+
+require (
+	github.com/chromedp/chromedp v0.23.0
+	github.com/jackc/pgx/v5 v5.12.0
+	github.com/nats-io/nats.go v1.55.0
+	github.com/postbus/bus v0.0.0
+	github.com/postbus/bus/console v0.0.0
+	github.com/postbus/bus/nats v0.0.0
+	github.com/postbus/bus/postgres v0.0.0
+	github.com/postbus/bus/rabbitmq v0.0.0
+	github.com/postbus/bus/sqlite v0.0.0
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/chromedp/cdproto v0.159.0 // indirect
+	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/mattn/go-isatty v0.0.24 // indirect
+	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
+	github.com/ncruces/go-strftime v1.1.0 // indirect
+	github.com/rabbitmq/amqp091-go v1.16.0 // indirect
+	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+	modernc.org/libc v1.80.1 // indirect
+	modernc.org/mathutil v1.7.1 // indirect
+	modernc.org/memory v1.12.1 // indirect
+	modernc.org/sqlite v1.62.0 // indirect
+)
+
+replace (
+	github.com/postbus/bus => ../../
+	github.com/postbus/bus/console => ../../console
+	github.com/postbus/bus/nats => ../../nats
+	github.com/postbus/bus/postgres => ../../postgres
+	github.com/postbus/bus/rabbitmq => ../../rabbitmq
+	github.com/postbus/bus/sqlite => ../../sqlite
+)

@@ -1,0 +1,135 @@
+// Command postbus is the operator's tool for a Postbus deployment: it
+// browses and changes the scheduled backlog, the failed messages kept by
+// the failed-message store, provisions a transport, and serves the web
+// console. Run "postbus help" for the commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0 // done
+	exitError = 1 // the operation failed (a store error, nothing found)
+	exitUsage = 2 // bad command line
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	a := &app{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, now: time.Now, open: openBackends}
+	code := a.run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// app is one run of the command, with its outside world injected so tests
+// run it in process.
+type app struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	now            func() time.Time
+	open           opener
+}
+
+// usageError is a bad command line: exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// errNotFound makes show commands exit with 1 after printing their message.
+var errNotFound = errors.New("not found")
+
+const mainUsage = `postbus: operate a Postbus deployment.
+
+Usage:
+  postbus scheduled ls|show|cancel|send-now [flags] [ID...]
+  postbus failed    ls|groups|show|retry|delete|ingest [flags] [ID...]
+  postbus provision --endpoint NAME [--event TYPE]... [--dry-run]
+  postbus console   [--addr 127.0.0.1:8080] [--read-only]
+  postbus help [COMMAND]
+
+Connections (flags or environment variables):
+  --postgres-url    POSTBUS_POSTGRES_URL     PostgreSQL persistence (pgx URL)
+  --postgres-schema POSTBUS_POSTGRES_SCHEMA  its schema (default public)
+  --postgres-table  POSTBUS_POSTGRES_TABLE   its scheduled table (default outgoing_messages)
+  --sqlite-path     POSTBUS_SQLITE_PATH      SQLite persistence (a file path)
+  --sqlite-table    POSTBUS_SQLITE_TABLE     its scheduled table (default outgoing_messages)
+  --rabbitmq-url    POSTBUS_RABBITMQ_URL     RabbitMQ transport (retry, ingest, provision)
+  --rabbitmq-exchange POSTBUS_RABBITMQ_EXCHANGE its events exchange (default postbus.events)
+  --nats-url        POSTBUS_NATS_URL         NATS JetStream transport (retry, ingest, provision)
+  --nats-stream     POSTBUS_NATS_STREAM      its stream (default POSTBUS)
+  --nats-prefix     POSTBUS_NATS_PREFIX      its subject prefix (default postbus)
+Give one persistence and, for retry, ingest and provision, one transport.
+
+Output: a table, or JSON with --json. Every command that changes messages
+prints how many it changed and takes --dry-run.
+
+Exit codes: 0 done, 1 the operation failed or found nothing, 2 bad usage.
+
+Examples:
+  export POSTBUS_POSTGRES_URL=postgres://ops@db/orders
+  postbus scheduled ls --type orders.PaymentOverdue --limit 20
+  postbus scheduled send-now 0190f5d6-8c4e-7b7a-9d0e-5b1f4c2d3e4f
+  postbus failed groups
+  POSTBUS_RABBITMQ_URL=amqp://guest:guest@mq/ postbus failed retry --group 3f2a9c0d1e4b5a67 --dry-run
+  postbus failed delete --all --type orders.ChargeCard
+  postbus provision --endpoint billing --event orders.OrderPlaced --dry-run
+  postbus console --addr 127.0.0.1:8080
+`
+
+func (a *app) run(ctx context.Context, args []string) int {
+	err := a.dispatch(ctx, args)
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(a.stderr, "postbus: %s\nRun 'postbus help' for usage.\n", ue.msg)
+		return exitUsage
+	case errors.Is(err, errHelp):
+		return exitOK
+	case errors.Is(err, errNotFound):
+		return exitError
+	default:
+		fmt.Fprintf(a.stderr, "postbus: %v\n", err)
+		return exitError
+	}
+}
+
+var errHelp = errors.New("help shown")
+
+func (a *app) dispatch(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(a.stderr, mainUsage)
+		return usagef("no command")
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "help", "-h", "--help", "-help":
+		if len(rest) > 0 {
+			return a.dispatch(ctx, []string{rest[0], "--help"})
+		}
+		fmt.Fprint(a.stdout, mainUsage)
+		return errHelp
+	case "scheduled":
+		return a.scheduled(ctx, rest)
+	case "failed":
+		return a.failed(ctx, rest)
+	case "provision":
+		return a.provision(ctx, rest)
+	case "console":
+		return a.console(ctx, rest)
+	default:
+		return usagef("unknown command %q", cmd)
+	}
+}
