@@ -258,3 +258,24 @@ func TestSendOnlyBusSchedulesAndAnotherBusDispatches(t *testing.T) {
 		t.Errorf("delivered %v after due, want within [0, 100ms]", late)
 	}
 }
+
+func TestMetricsLatenessOfDelayedMessages(t *testing.T) {
+	t.Parallel()
+	clock := bustest.NewFakeClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
+	in := bustest.NewRecorder[PlaceOrder]()
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Clock: clock, Logger: quiet()},
+		func(b *bus.Bus) { _ = bus.Handle(b, in.Handler) })
+	if err := b.Send(ctxT(t), PlaceOrder{ID: "1"}, bus.To("sales"), bus.DeliverAfter(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Send(ctxT(t), PlaceOrder{ID: "now"}, bus.To("sales")); err != nil {
+		t.Fatal(err)
+	}
+	in.WaitFor(t, 1)
+	clock.WaitForTimers(ctxT(t), 1)
+	clock.Advance(time.Minute + 5*time.Second) // the dispatcher wakes 5 s after due
+	in.WaitFor(t, 2)
+	if m := b.Metrics(); m.LatenessP50 != 5*time.Second || m.LatenessP99 != 5*time.Second {
+		t.Errorf("lateness p50 %v p99 %v, want 5s from the one delayed message", m.LatenessP50, m.LatenessP99)
+	}
+}

@@ -60,6 +60,9 @@ func (b *Bus) processMessage(ctx context.Context, env *Envelope) error {
 	if delayedRetries(env) == 0 { // a delayed retry reached the queue before
 		b.acknowledge(ctx, env, AckPositive, AckReachedQueue)
 	}
+	if !env.DueAt.IsZero() {
+		b.metrics.lateness.record(b.clock.Now().Sub(env.DueAt))
+	}
 	maxAttempts := 1 + b.cfg.Retries.Immediate
 	for attempt := 1; ; attempt++ {
 		if class, ok := expired(env, b.clock.Now(), false); ok {

@@ -32,21 +32,27 @@ type Metrics struct {
 	Duplicates    uint64 // deliveries skipped because the inbox had handled the message (outbox)
 	SagaConflicts uint64 // saga handler runs repeated because the instance changed concurrently
 	SagaNotFound  uint64 // saga messages acknowledged without an instance to handle them
+	// LatenessP50 and LatenessP99 summarise how late the last 1,024
+	// delayed messages were handled: handling start minus due time.
+	LatenessP50, LatenessP99 time.Duration
 }
 
 type metrics struct {
 	sent, scheduled, dispatched, handled, retried, movedToError, dispatchFails, expired, duplicates atomic.Uint64
 	sagaConflicts, sagaNotFound                                                                     atomic.Uint64
+	lateness                                                                                        latenessWindow
 }
 
 // Metrics returns a snapshot of the bus's counters.
 func (b *Bus) Metrics() Metrics {
 	m := &b.metrics
+	p50, p99 := m.lateness.percentiles()
 	return Metrics{
 		Sent: m.sent.Load(), Scheduled: m.scheduled.Load(), Dispatched: m.dispatched.Load(),
 		Handled: m.handled.Load(), Retried: m.retried.Load(), MovedToError: m.movedToError.Load(),
 		DispatchFails: m.dispatchFails.Load(), Expired: m.expired.Load(), Duplicates: m.duplicates.Load(),
 		SagaConflicts: m.sagaConflicts.Load(), SagaNotFound: m.sagaNotFound.Load(),
+		LatenessP50: p50, LatenessP99: p99,
 	}
 }
 

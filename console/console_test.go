@@ -70,7 +70,7 @@ func newFixture(t *testing.T, mod func(*console.Options)) *fixture {
 		t.Fatal(err)
 	}
 	opts := console.Options{Scheduled: f.store, Failed: f.store, Transport: f.tr,
-		Metrics: func() bus.Metrics { return bus.Metrics{Sent: 7, Dispatched: 3} }}
+		Metrics: func() bus.Metrics { return bus.Metrics{Sent: 7, Dispatched: 3, LatenessP50: 12 * time.Millisecond, LatenessP99: 2 * time.Second} }}
 	if mod != nil {
 		mod(&opts)
 	}
@@ -138,7 +138,7 @@ func TestOverview(t *testing.T) {
 		t.Fatalf("status %d", code)
 	}
 	mustContain(t, body, `id="backlog">21<`, `id="overdue">1<`, `id="failed-total">33<`, "<svg", "Due in the next hour", "Due in the next day",
-		"ChargeCard", "card &lt;n&gt; declined", "ShipOrder", `<td class="num">7</td>`)
+		"ChargeCard", "card &lt;n&gt; declined", "ShipOrder", `<td class="num">7</td>`, "12ms / 2s")
 	// 30 of group A come before 3 of group B: largest first.
 	if strings.Index(body, "ChargeCard") > strings.Index(body, "ShipOrder") {
 		t.Error("groups are not largest first")
