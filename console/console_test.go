@@ -70,7 +70,9 @@ func newFixture(t *testing.T, mod func(*console.Options)) *fixture {
 		t.Fatal(err)
 	}
 	opts := console.Options{Scheduled: f.store, Failed: f.store, Transport: f.tr,
-		Metrics: func() bus.Metrics { return bus.Metrics{Sent: 7, Dispatched: 3, LatenessP50: 12 * time.Millisecond, LatenessP99: 2 * time.Second} }}
+		Metrics: func() bus.Metrics {
+			return bus.Metrics{Sent: 7, Dispatched: 3, LatenessP50: 12 * time.Millisecond, LatenessP99: 2 * time.Second}
+		}}
 	if mod != nil {
 		mod(&opts)
 	}
