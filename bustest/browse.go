@@ -20,10 +20,7 @@ type BrowserFactory func(t *testing.T) bus.ScheduledBrowser
 // send-now. Like ScheduledMessageTests it uses wall-clock times, and checks
 // after each case that no row was left behind.
 func ScheduledBrowserTests(t *testing.T, newStore BrowserFactory) {
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, s bus.ScheduledBrowser)
-	}{
+	cases := []storeCase[bus.ScheduledBrowser]{
 		{"ListByDueThenIDWithPaging", testBrowseList},
 		{"ListFiltersByTypeAndDue", testBrowseFilters},
 		{"GetReturnsEveryField", testBrowseGet},
@@ -32,14 +29,7 @@ func ScheduledBrowserTests(t *testing.T, newStore BrowserFactory) {
 		{"Histogram", testBrowseHistogram},
 		{"SendNow", testBrowseSendNow},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			s := newStore(t)
-			c.fn(t, s)
-			assertEmpty(t, s)
-		})
-	}
+	runStoreCases(t, newStore, cases, func(t *testing.T, s bus.ScheduledBrowser) { assertEmpty(t, s) })
 }
 
 // typedRow is a row of the message type typ.

@@ -20,10 +20,7 @@ type FailedStoreFactory func(t *testing.T) bus.FailedStore
 // deletes what it stored, and the suite checks that the store is empty
 // afterwards.
 func FailedStoreTests(t *testing.T, newStore FailedStoreFactory) {
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, s bus.FailedStore)
-	}{
+	cases := []storeCase[bus.FailedStore]{
 		{"RoundTripKeepsEveryField", testFailedRoundTrip},
 		{"RepeatedFailuresUpdate", testFailedRepeat},
 		{"RepeatsWithinOneBatch", testFailedRepeatBatch},
@@ -33,16 +30,11 @@ func FailedStoreTests(t *testing.T, newStore FailedStoreFactory) {
 		{"Delete", testFailedDelete},
 		{"LargeBatch", testFailedLargeBatch},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			s := newStore(t)
-			c.fn(t, s)
-			if n, err := s.CountFailed(ctxT(t), bus.FailedQuery{}); err != nil || n != 0 {
-				t.Errorf("store not empty after the case (%d messages left, err: %v)", n, err)
-			}
-		})
-	}
+	runStoreCases(t, newStore, cases, func(t *testing.T, s bus.FailedStore) {
+		if n, err := s.CountFailed(ctxT(t), bus.FailedQuery{}); err != nil || n != 0 {
+			t.Errorf("store not empty after the case (%d messages left, err: %v)", n, err)
+		}
+	})
 }
 
 // failedAt is the failed copy of a message of type typ that failed at

@@ -21,10 +21,7 @@ type StoreFactory func(t *testing.T) bus.ScheduledStore
 // does not fail it. The cases of the lease-ownership contract are in
 // scheduled_lease.go.
 func ScheduledMessageTests(t *testing.T, newStore StoreFactory) {
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, s bus.ScheduledStore)
-	}{
+	cases := []storeCase[bus.ScheduledStore]{
 		{"RoundTripKeepsEveryField", testRoundTrip},
 		{"ClaimsOnlyDueRowsEarliestFirst", testClaimOrder},
 		{"LeasedRowIsNotClaimedUntilLeaseLapses", testLease},
@@ -44,14 +41,7 @@ func ScheduledMessageTests(t *testing.T, newStore StoreFactory) {
 		{"RelativeDelayOnStoreClock", testRelativeDelay},
 		{"RelativeRetryOnStoreClock", testRelativeRetry},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			s := newStore(t)
-			c.fn(t, s)
-			assertEmpty(t, s)
-		})
-	}
+	runStoreCases(t, newStore, cases, func(t *testing.T, s bus.ScheduledStore) { assertEmpty(t, s) })
 }
 
 func ctxT(t *testing.T) context.Context {
