@@ -39,7 +39,18 @@ func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	d.b.emit(ctx, ObserverEvent{Kind: EventClaim, Count: len(rows), Start: claimedAt})
-	stopBy := claimedAt.Add(d.cfg.Lease * 2 / 3)
+	results := d.handOverAll(ctx, rows, claimedAt.Add(d.cfg.Lease*2/3))
+	// Settling must be over before the lease lapses; keep a margin for the
+	// store's clock and the call itself.
+	d.settle(ctx, rows, results, claimedAt.Add(d.cfg.Lease*9/10))
+	return len(rows), nil
+}
+
+// handOverAll hands rows to the transport, each within SendTimeout, and
+// returns one result per row (nil: accepted). It starts no hand-over after
+// stopBy or once the transport has failed batchFailureLimit times: those
+// rows get errNotAttempted and are released.
+func (d *dispatcher) handOverAll(ctx context.Context, rows []OutgoingMessage, stopBy time.Time) []error {
 	results := make([]error, len(rows))
 	var next, failures atomic.Int64
 	var wg sync.WaitGroup
@@ -60,10 +71,7 @@ func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
 		})
 	}
 	wg.Wait()
-	// Settling must be over before the lease lapses; keep a margin for the
-	// store's clock and the call itself.
-	d.settle(ctx, rows, results, claimedAt.Add(d.cfg.Lease*9/10))
-	return len(rows), nil
+	return results
 }
 
 // handOver decodes one row and gives it to the transport.

@@ -121,8 +121,8 @@ func (p *Persistence) GetScheduled(ctx context.Context, id string) (bus.Outgoing
 //   - est: the catalog's row estimate, scaled to the table's current size as
 //     the planner does (reltuples per page times pages).
 //   - exact: the rows counted one by one, at most exactCountLimit+1 of them
-//     (an index-only scan that stops there); evaluated only when the
-//     estimate is below the limit.
+//     (a scan of the table or an index, the planner's choice, that stops
+//     there); evaluated only when the estimate is below the limit.
 //   - transports: the distinct transport values, found by probing the claim
 //     index once per value (a loose index scan), so that
 //   - overdue counts, per transport, the rows claimable at now() from the
@@ -161,7 +161,8 @@ SELECT (SELECT n FROM est),
 // exact up to 100,000 rows; beyond, it is the catalog's estimate (as fresh
 // as the last VACUUM or ANALYZE, scaled to the table's current size) and
 // Estimated is set. Overdue rows are counted from the claim index, at most
-// bus.OverdueCap of them. Nothing scans the table: see statsSQL.
+// bus.OverdueCap of them. No part reads more than exactCountLimit+1 rows:
+// see statsSQL.
 func (p *Persistence) StatsScheduled(ctx context.Context, _ time.Time) (bus.ScheduledStats, error) {
 	var est int64
 	var exact *int64
