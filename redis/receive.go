@@ -85,7 +85,7 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		hctx:     context.WithoutCancel(ctx),
 		stop:     ctx,
 		slots:    make(chan struct{}, hold),
-		sem:      make(chan struct{}, conc),
+		work:     make(chan *delivery, hold),
 		acks:     make(chan string, hold),
 		held:     make(map[string]*delivery, hold),
 	}
@@ -99,10 +99,15 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 	claimCtx, stopClaim := context.WithCancel(ctx)
 	defer stopClaim()
 	claim.Go(func() { r.claimLoop(claimCtx) })
+	for range conc {
+		r.handlers.Go(r.runWorker)
+	}
 
 	readErr := r.readLoop(ctx)
 	stopClaim()
 	claim.Wait()
+	close(r.work)
+	r.handlers.Go(r.runWorker) // hands back what the busy workers have not started
 	r.handlers.Wait()
 	stopRenew()
 	renew.Wait()
@@ -135,6 +140,7 @@ func cmpOr(a, b string) string {
 type delivery struct {
 	id     string
 	env    *bus.Envelope
+	ctx    context.Context // the delivery ctx: cancelled when the message is lost
 	cancel context.CancelFunc
 	lost   atomic.Bool // another consumer took the message over
 }
@@ -150,10 +156,10 @@ type receiver struct {
 	stop     context.Context // Receive's ctx
 	log      *slog.Logger
 
-	slots    chan struct{} // one per message in hand (Concurrency + Prefetch)
-	sem      chan struct{} // one per handler call running
-	acks     chan string   // entry IDs to acknowledge
-	handlers sync.WaitGroup
+	slots    chan struct{}  // one per message in hand (Concurrency + Prefetch)
+	work     chan *delivery // messages in hand not started yet, in stream order
+	acks     chan string    // entry IDs to acknowledge
+	handlers sync.WaitGroup // the Concurrency workers taking from work
 
 	mu   sync.Mutex
 	held map[string]*delivery
@@ -283,7 +289,9 @@ func (r *receiver) claimIdle(ctx context.Context) {
 	}
 }
 
-// dispatch starts the handling of m, which holds one slot.
+// dispatch queues m, which holds one slot, for the workers. Messages
+// are started in the order they were read: a consumer with Concurrency 1
+// handles its stream in order.
 func (r *receiver) dispatch(m goredis.XMessage) {
 	r.mu.Lock()
 	if _, dup := r.held[m.ID]; dup { // taken over from ourselves
@@ -292,33 +300,36 @@ func (r *receiver) dispatch(m goredis.XMessage) {
 		return
 	}
 	dctx, cancel := context.WithCancel(r.hctx)
-	d := &delivery{id: m.ID, env: decode(m), cancel: cancel}
+	d := &delivery{id: m.ID, env: decode(m), ctx: dctx, cancel: cancel}
 	r.held[m.ID] = d
 	r.mu.Unlock()
-	r.handlers.Go(func() {
-		defer r.release(1)
-		defer r.forget(d)
-		defer cancel()
-		select {
-		case r.sem <- struct{}{}:
-		case <-r.stop.Done():
-			r.requeue(d, "not started before Receive stopped")
-			return
+	r.work <- d // never blocks: work holds as many as there are slots
+}
+
+// runWorker handles queued messages until work is closed and empty. Once
+// Receive is stopping, a message not started yet is handed back instead.
+func (r *receiver) runWorker() {
+	for d := range r.work {
+		r.handle(d)
+	}
+}
+
+func (r *receiver) handle(d *delivery) {
+	defer r.release(1)
+	defer r.forget(d)
+	defer d.cancel()
+	if r.stop.Err() != nil {
+		r.requeue(d, "not started before Receive stopped")
+		return
+	}
+	if err := r.h(d.ctx, d.env); err != nil {
+		if d.lost.Load() {
+			return // another consumer has it
 		}
-		defer func() { <-r.sem }()
-		if r.stop.Err() != nil {
-			r.requeue(d, "not started before Receive stopped")
-			return
-		}
-		if err := r.h(dctx, d.env); err != nil {
-			if d.lost.Load() {
-				return // another consumer has it
-			}
-			r.requeue(d, "handler failed")
-			return
-		}
-		r.acks <- d.id
-	})
+		r.requeue(d, "handler failed")
+		return
+	}
+	r.acks <- d.id
 }
 
 func (r *receiver) forget(d *delivery) {

@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -321,5 +322,49 @@ func TestReceiveEndsWhenClientClosed(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Receive still running 30s after its client was closed")
+	}
+}
+
+// TestOneConsumerHandlesInStreamOrder checks that a Receive with
+// Concurrency 1 starts the messages it read ahead in the order of the
+// stream: a message sent later must not overtake one that waits for the
+// handler (its time-to-be-received would otherwise be judged too early).
+func TestOneConsumerHandlesInStreamOrder(t *testing.T) {
+	t.Parallel()
+	rdb := connect(t)
+	tr := mustNew(t, rdb, namespace(t, rdb))
+	ctx := testCtx(t)
+	if err := tr.Provision(ctx, bus.Topology{Queue: "ordered"}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	for i := range n {
+		if err := tr.Send(ctx, "ordered", command("ordered", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var order []string
+	done := make(chan struct{})
+	receive(t, tr, "ordered", 1, func(_ context.Context, e *bus.Envelope) error {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, string(e.Body))
+		if len(order) == n {
+			close(done)
+		}
+		return nil
+	})
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("not all messages handled within 30s")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, body := range order {
+		if want := fmt.Sprintf(`{"N":%d}`, i); body != want {
+			t.Fatalf("message %d handled was %s, want %s", i, body, want)
+		}
 	}
 }
