@@ -26,9 +26,10 @@ import (
 // transport that is down. A pipelined batch spends at most one SendTimeout
 // whatever its size, so while the transport works the whole batch goes in
 // one call. When the last settled batch failed (the dispatch breaker counts
-// a failure), the first Concurrency rows go alone as a probe; if
-// batchFailureLimit of them fail, the rest are released untried, as the
-// one-at-a-time path does. No call starts after stopBy.
+// a failure), the first Concurrency rows (at least batchFailureLimit) go
+// alone as a probe; if batchFailureLimit of them fail, the rest are
+// released untried, as the one-at-a-time path does. No call starts after
+// stopBy.
 
 // errBatchResultMissing is the result of a message a BatchTransport
 // returned no result for: not confirmed, so its row is kept.
@@ -39,7 +40,7 @@ func (d *dispatcher) handOverPipelined(ctx context.Context, bt BatchTransport, r
 	results := make([]error, len(rows))
 	start := 0
 	if d.dispatch.wait() > 0 {
-		start = min(d.cfg.Concurrency, len(rows))
+		start = min(max(d.cfg.Concurrency, batchFailureLimit), len(rows))
 		if d.pipeline(ctx, bt, rows[:start], results[:start], stopBy) >= batchFailureLimit {
 			for i := start; i < len(rows); i++ {
 				results[i] = errNotAttempted
