@@ -102,7 +102,8 @@ func TestPipelinedHandOverSettlesEachRowByItsOwnResult(t *testing.T) {
 	clock := bustest.NewFakeClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
 	tr, store := newBatchTransport(), bus.NewMemoryPersistence()
 	tr.gate = make(chan struct{})
-	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store, Clock: clock,
+	obs := &recordingObserver{}
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store, Clock: clock, Observer: obs,
 		Dispatcher: bus.DispatcherConfig{RetryBackoff: time.Hour}}, nil)
 	failing := map[string]bool{}
 	for i := range 10 {
@@ -131,6 +132,9 @@ func TestPipelinedHandOverSettlesEachRowByItsOwnResult(t *testing.T) {
 	if n := store.Len(); n != 10 {
 		t.Errorf("%d rows stored while their confirms are pending, want all 10", n)
 	}
+	if starts, ends := countDispatch(obs); starts != 10 || ends != 0 {
+		t.Errorf("while the confirms are pending: %d StartDispatch, %d EndDispatch; want 10 and 0", starts, ends)
+	}
 	close(tr.gate)
 	deadline := time.Now().Add(30 * time.Second)
 	for store.Len() != len(failing) && time.Now().Before(deadline) {
@@ -152,6 +156,22 @@ func TestPipelinedHandOverSettlesEachRowByItsOwnResult(t *testing.T) {
 	if n := tr.Len("billing"); n != 10-len(failing) {
 		t.Errorf("%d messages in billing, want %d", n, 10-len(failing))
 	}
+	if starts, ends := countDispatch(obs); starts != 10 || ends != 10 {
+		t.Errorf("%d StartDispatch, %d EndDispatch; want one of each per row", starts, ends)
+	}
+}
+
+func countDispatch(obs *recordingObserver) (starts, ends int) {
+	calls, _, _ := obs.snapshot()
+	for _, c := range calls {
+		switch c {
+		case "StartDispatch":
+			starts++
+		case "EndDispatch":
+			ends++
+		}
+	}
+	return starts, ends
 }
 
 // After a failed batch the next one starts with a probe of Concurrency
