@@ -7,35 +7,29 @@ import (
 
 	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/postbus/bus"
 )
 
-// publish sends env on subject and waits for the stream's acknowledgement.
-// Calls run concurrently over the connection, at most PublishWindow
-// messages awaiting their acknowledgement at once.
+// Publishing. Calls run concurrently over the connection, at most
+// PublishWindow messages awaiting their acknowledgement at once; each
+// message's outcome is the stream's acknowledgement of that message.
 //
 // A publish that returns an error must not reach the stream later. nats.go
 // keeps what is published while it reconnects in its reconnect buffer and
 // sends it after the reconnect, whatever its publisher was told meanwhile.
-// So publish writes only while the connection is up, and otherwise waits
-// for it (until ctx or PublishTimeout ends). When the connection drops
+// So the transport writes only while the connection is up, and otherwise
+// waits for it (until ctx or PublishTimeout ends). When the connection drops
 // after the message was written, the outcome is unknown: the message may
 // be stored, lost, or (in the instant the client switched to its buffer)
-// buffered. publish then sends it again once reconnected, under the same
+// buffered. It is then sent again once reconnected, under the same
 // Nats-Msg-Id, and the stream's answer settles it: stored now, or a
 // duplicate of the copy it already has. Both are success.
-func (t *Transport) publish(ctx context.Context, subject string, env *bus.Envelope) error {
-	errs := []error{nil}
-	t.publishAll(ctx, []*natsio.Msg{encodeMsg(subject, env, originOf(ctx))}, errs)
-	return errs[0]
-}
 
-// publishAll publishes each msgs[i] whose errs[i] is nil, as publish does,
-// and sets errs[i] to its outcome. The messages are written one after
-// another without waiting for acknowledgements, each taking a slot of the
-// publish window, while a second goroutine awaits the acknowledgements in
-// order and frees the slots: a batch larger than the window is written as
-// acknowledgements arrive. PublishTimeout bounds the whole call.
+// publishAll publishes each msgs[i] whose errs[i] is nil and sets errs[i]
+// to its outcome. The messages are written one after another without
+// waiting for acknowledgements, each taking a slot of the publish window,
+// while a second goroutine awaits the acknowledgements in order and frees
+// the slots: a batch larger than the window is written as acknowledgements
+// arrive. PublishTimeout bounds the whole call.
 func (t *Transport) publishAll(ctx context.Context, msgs []*natsio.Msg, errs []error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, t.opts.PublishTimeout,
 		fmt.Errorf("%w: PublishTimeout %v", context.DeadlineExceeded, t.opts.PublishTimeout))

@@ -15,8 +15,9 @@ import (
 var errConnectionLost = errors.New("rabbitmq: connection lost before the broker confirmed")
 
 // publisher is one AMQP channel in confirm mode, shared by concurrent
-// senders. Publishes are pipelined: each registers its delivery tag, writes
-// the message and waits for its own confirm, while others publish.
+// senders. Publishes are pipelined: each registers its delivery tag and
+// writes the message (write), then waits for its own confirm (wait), while
+// others publish; publishAll writes a whole batch before waiting.
 //
 // Correlation. A single goroutine (run) reads the channel's confirms and
 // returns. The broker sends basic.return for an unroutable mandatory message
@@ -78,15 +79,6 @@ func (p *publisher) isGone() bool {
 	default:
 		return false
 	}
-}
-
-// publish writes msg and waits for the broker's confirm.
-func (p *publisher) publish(ctx context.Context, exchange, key string, mandatory bool, msg amqp.Publishing) error {
-	pp, err := p.write(ctx, exchange, key, mandatory, msg)
-	if err != nil {
-		return err
-	}
-	return pp.wait(ctx)
 }
 
 // publishAll writes every message of batch, as fast as the in-flight bound
