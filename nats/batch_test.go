@@ -124,23 +124,7 @@ func BenchmarkSendBatch(b *testing.B) {
 			if err := tr.Provision(testCtx(b), bus.Topology{Queue: queue}); err != nil {
 				b.Fatal(err)
 			}
-			handled := bustest.NewCountdown(int64(b.N))
-			// Receive directly: the tests' recording receiver would make
-			// the benchmark measure its maps.
-			ctx, cancel := context.WithCancel(context.Background())
-			received := make(chan error, 1)
-			go func() {
-				received <- tr.Receive(ctx, queue, bus.ReceiveOptions{Concurrency: 8}, func(context.Context, *bus.Envelope) error {
-					handled.Done()
-					return nil
-				})
-			}()
-			b.Cleanup(func() {
-				cancel()
-				if err := <-received; err != nil {
-					b.Error(err)
-				}
-			})
+			handled := countReceived(b, tr, queue)
 			batches := make([][]bus.Outbound, 0, b.N/size+1)
 			for lo := 0; lo < b.N; lo += size {
 				batch := make([]bus.Outbound, min(size, b.N-lo))
@@ -160,12 +144,7 @@ func BenchmarkSendBatch(b *testing.B) {
 					}
 				}
 			}
-			if err := handled.Wait(2 * time.Minute); err != nil {
-				b.Fatal(err)
-			}
-			elapsed := time.Since(start)
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+			bustest.ReportThroughput(b, start, handled)
 		})
 	}
 }

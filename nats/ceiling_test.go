@@ -145,12 +145,7 @@ func BenchmarkRawClientPipelinedCeiling(b *testing.B) {
 			if err := <-checked; err != nil {
 				b.Fatal(err)
 			}
-			if err := handled.Wait(2 * time.Minute); err != nil {
-				b.Fatal(err)
-			}
-			elapsed := time.Since(start)
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+			bustest.ReportThroughput(b, start, handled)
 		})
 	}
 }

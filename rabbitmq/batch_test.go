@@ -149,10 +149,5 @@ func benchSendBatch(b *testing.B, handled *bustest.Countdown, size int, send fun
 			}
 		}
 	}
-	if err := handled.Wait(2 * time.Minute); err != nil {
-		b.Fatal(err)
-	}
-	elapsed := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+	bustest.ReportThroughput(b, start, handled)
 }

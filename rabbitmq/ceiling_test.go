@@ -142,12 +142,7 @@ func BenchmarkRawClientPipelinedCeiling(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			if err := handled.Wait(2 * time.Minute); err != nil {
-				b.Fatal(err)
-			}
-			elapsed := time.Since(start)
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+			bustest.ReportThroughput(b, start, handled)
 		})
 	}
 }
