@@ -100,6 +100,9 @@ func (p *publisher) publishAll(ctx context.Context, batch []*outgoing) {
 // write takes an in-flight slot, registers msg under its delivery tag and
 // writes it; run settles the returned publish with the broker's confirm.
 func (p *publisher) write(ctx context.Context, exchange, key string, mandatory bool, msg amqp.Publishing) (*pendingPublish, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // a batch stops writing once its ctx ended
+	}
 	select {
 	case p.slots <- struct{}{}:
 	case <-p.gone:
