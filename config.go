@@ -127,7 +127,9 @@ type DispatcherConfig struct {
 	// bus on the store. Default 30s.
 	Lease time.Duration
 	// Concurrency is how many due messages are handed to the transport at
-	// once. Default 16.
+	// once. Default 16. A BatchTransport gets a claimed batch in one
+	// pipelined call instead, its own window bounding the messages in
+	// flight; Concurrency then sizes the probe made after a failed batch.
 	Concurrency int
 	// SendTimeout bounds one hand-over to the transport; past it the
 	// hand-over counts as failed. It also bounds the bus's other sends that

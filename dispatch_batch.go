@@ -50,7 +50,13 @@ func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
 // returns one result per row (nil: accepted). It starts no hand-over after
 // stopBy or once the transport has failed batchFailureLimit times: those
 // rows get errNotAttempted and are released.
+//
+// A BatchTransport gets the rows in one pipelined call instead (see
+// handOverPipelined).
 func (d *dispatcher) handOverAll(ctx context.Context, rows []OutgoingMessage, stopBy time.Time) []error {
+	if bt, ok := d.b.transport.(BatchTransport); ok {
+		return d.handOverPipelined(ctx, bt, rows, stopBy)
+	}
 	results := make([]error, len(rows))
 	var next, failures atomic.Int64
 	var wg sync.WaitGroup

@@ -179,19 +179,24 @@ type pending struct {
 	delay time.Duration
 }
 
-// transmit hands an envelope to the transport: an event without a
-// destination is published; everything else (including an event being
-// retried at one endpoint) is sent to its destination queue.
+// transmit hands an envelope to the transport (see outboundOf), unless it
+// expired on its way.
 func (b *Bus) transmit(ctx context.Context, env *Envelope) error {
 	if class, ok := expired(env, b.clock.Now(), true); ok {
 		return b.discardExpired(ctx, env, class)
 	}
 	var err error
-	if env.Kind == KindEvent && env.Destination == "" {
+	if out := outboundOf(env); out.Publish {
 		err = b.transport.Publish(ctx, env)
 	} else {
-		err = b.transport.Send(ctx, env.Destination, env)
+		err = b.transport.Send(ctx, out.Queue, env)
 	}
+	return b.transmitted(env, err)
+}
+
+// transmitted concludes one hand-over to the transport: it names the
+// message in a failure and counts a success.
+func (b *Bus) transmitted(env *Envelope, err error) error {
 	if err != nil {
 		return fmt.Errorf("bus: %s %s %s: %w", env.Kind, env.Type, env.ID, err)
 	}

@@ -85,3 +85,56 @@ func identityOf(t Transport) string {
 	}
 	return ""
 }
+
+// BatchTransport is implemented by transports that can hand many envelopes
+// to the broker in one call with their confirmations pipelined: every
+// message is written without waiting for the one before it, and each is
+// settled by the broker's answer for that message alone (a RabbitMQ
+// publisher confirm tracked by delivery tag, a JetStream publish
+// acknowledgement). The dispatcher uses it, when the transport has it, to
+// hand over a claimed batch of due rows at the broker's pipelined rate
+// rather than at one confirm round trip per row and goroutine.
+//
+// The guarantees are those of Send and Publish, per message:
+//   - the result for a message is nil only once the broker confirmed that
+//     message; a message refused, unroutable, invalid or unconfirmed when
+//     ctx ends gets its own error, and the other messages are unaffected;
+//   - an error does not prove that the broker did not take the message (a
+//     confirm lost with the connection, or one that arrives after ctx
+//     ended), so a message whose result is an error may be sent again:
+//     at least once, same message ID;
+//   - ctx bounds the whole call; a result for a message still unconfirmed
+//     when it ends wraps ctx's error.
+//
+// A transport bounds the messages in flight itself (its publish window),
+// so a batch larger than the window is written as confirms free room.
+// Messages of one batch may reach their queues in any order.
+type BatchTransport interface {
+	Transport
+	// SendBatch hands each message of batch to the broker and returns one
+	// result per message, in batch order: nil when the broker confirmed it.
+	// It is safe to call concurrently with itself, Send and Publish.
+	SendBatch(ctx context.Context, batch []Outbound) []error
+}
+
+// Outbound is one message of a SendBatch call: sent to Queue as by Send, or,
+// with Publish, published to the subscribers of Envelope.Type as by Publish.
+type Outbound struct {
+	// Queue is the destination queue of a send; it is ignored when Publish
+	// is set.
+	Queue string
+	// Publish publishes the envelope instead of sending it to Queue.
+	Publish bool
+	// Envelope is the message; SendBatch does not modify it.
+	Envelope *Envelope
+}
+
+// outboundOf says how the core hands env over: an event without a
+// destination is published; everything else (including an event being
+// retried at one endpoint) is sent to its destination queue.
+func outboundOf(env *Envelope) Outbound {
+	if env.Kind == KindEvent && env.Destination == "" {
+		return Outbound{Publish: true, Envelope: env}
+	}
+	return Outbound{Queue: env.Destination, Envelope: env}
+}

@@ -148,6 +148,14 @@ func MeasureThroughput(b *testing.B, senders int, handled *Countdown, send func(
 	if err := SendConcurrently(senders, handled.n, send); err != nil {
 		b.Fatal(err)
 	}
+	ReportThroughput(b, start, handled)
+}
+
+// ReportThroughput ends the timed part of a send→handler benchmark whose
+// sends are done: it waits up to two minutes for the handler to count
+// handled's n messages, stops the timer and reports msgs/s since start.
+func ReportThroughput(b *testing.B, start time.Time, handled *Countdown) {
+	b.Helper()
 	if err := handled.Wait(2 * time.Minute); err != nil {
 		b.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/nats"
 )
 
 // BenchmarkSendToHandler measures send→handler throughput: 8 or 64
@@ -29,18 +30,7 @@ func benchSendToHandler(b *testing.B, senders int) {
 	if err := tr.Provision(testCtx(b), bus.Topology{Queue: queue}); err != nil {
 		b.Fatal(err)
 	}
-	target := int64(b.N)
-	handled := bustest.NewCountdown(target)
-	// Receive directly: the tests' recording receiver keeps every envelope,
-	// which would make the benchmark measure its maps and the GC.
-	ctx, cancel := context.WithCancel(context.Background())
-	received := make(chan error, 1)
-	go func() {
-		received <- tr.Receive(ctx, queue, bus.ReceiveOptions{Concurrency: 8}, func(context.Context, *bus.Envelope) error {
-			handled.Done()
-			return nil
-		})
-	}()
+	handled := countReceived(b, tr, queue)
 	body := make([]byte, 1024)
 	b.SetBytes(1024)
 	go func() { // diagnostic
@@ -64,10 +54,29 @@ func benchSendToHandler(b *testing.B, senders int) {
 		env.Body = body
 		return tr.Send(context.Background(), queue, env)
 	})
-	cancel()
-	if err := <-received; err != nil {
-		b.Error(err)
-	}
+}
+
+// countReceived receives queue with concurrency 8 until the benchmark ends
+// and counts each message in the returned countdown of b.N. It receives
+// directly: the tests' recording receiver keeps every envelope, which
+// would make a benchmark measure its maps and the GC.
+func countReceived(b *testing.B, tr *nats.Transport, queue string) *bustest.Countdown {
+	handled := bustest.NewCountdown(int64(b.N))
+	ctx, cancel := context.WithCancel(context.Background())
+	received := make(chan error, 1)
+	go func() {
+		received <- tr.Receive(ctx, queue, bus.ReceiveOptions{Concurrency: 8}, func(context.Context, *bus.Envelope) error {
+			handled.Done()
+			return nil
+		})
+	}()
+	b.Cleanup(func() {
+		cancel()
+		if err := <-received; err != nil {
+			b.Error(err)
+		}
+	})
+	return handled
 }
 
 // BenchmarkLayout compares the two stream layouts the transport could use,

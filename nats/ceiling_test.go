@@ -1,10 +1,13 @@
 package nats_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
+	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/postbus/bus/bustest"
@@ -46,6 +49,25 @@ func benchRawClient(b *testing.B, senders, conns int, headers bool) {
 			b.Fatal(err)
 		}
 	}
+	handled := bustest.NewCountdown(int64(b.N))
+	subject := rawConsumer(b, js, opts, handled)
+	body := make([]byte, 1024)
+	bustest.MeasureThroughput(b, senders, handled, func(i int64) error {
+		if headers {
+			env := command("raw", int(i))
+			env.Body = body
+			_, err := pubJS.PublishMsg(context.Background(), nats.EncodeMsg(subject, env))
+			return err
+		}
+		_, err := pubJS.Publish(context.Background(), subject, body, jetstream.WithMsgID(fmt.Sprint(i)))
+		return err
+	})
+}
+
+// rawConsumer creates the run's stream and a durable pull consumer on one
+// of its subjects (64 messages per pull) that acknowledges each message and
+// counts it in handled. It returns the subject.
+func rawConsumer(b *testing.B, js jetstream.JetStream, opts nats.Options, handled *bustest.Countdown) string {
 	ctx := testCtx(b)
 	subject := opts.SubjectPrefix + ".q.raw"
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
@@ -59,8 +81,6 @@ func benchRawClient(b *testing.B, senders, conns int, headers bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	n := int64(b.N)
-	handled := bustest.NewCountdown(n)
 	cc, err := c.Consume(func(m jetstream.Msg) {
 		_ = m.Headers()
 		_ = m.Ack()
@@ -69,17 +89,63 @@ func benchRawClient(b *testing.B, senders, conns int, headers bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer cc.Stop()
+	b.Cleanup(cc.Stop)
+	return subject
+}
 
-	body := make([]byte, 1024)
-	bustest.MeasureThroughput(b, senders, handled, func(i int64) error {
-		if headers {
-			env := command("raw", int(i))
-			env.Body = body
-			_, err := pubJS.PublishMsg(context.Background(), nats.EncodeMsg(subject, env))
-			return err
-		}
-		_, err := pubJS.Publish(context.Background(), subject, body, jetstream.WithMsgID(fmt.Sprint(i)))
-		return err
-	})
+// BenchmarkRawClientPipelinedCeiling is the ceiling of a pipelined
+// hand-over (BenchmarkSendBatch, a dispatched burst): nats.go's jetstream
+// package alone, one goroutine publishing asynchronously with at most
+// `window` messages awaiting their PubAck, a second checking every PubAck
+// in order. Each message is the transport's wire encoding of a small
+// command (a 16-byte body, its Nats-Msg-Id included); the consumer is the
+// one of BenchmarkRawClientCeiling.
+//
+//	go test -run '^$' -bench RawClientPipelinedCeiling -benchtime 50000x
+func BenchmarkRawClientPipelinedCeiling(b *testing.B) {
+	for _, window := range []int{64, 512} {
+		b.Run(fmt.Sprintf("window=%d", window), func(b *testing.B) {
+			nc := connect(b, serverURL())
+			opts := namespace(b, nc)
+			js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(window))
+			if err != nil {
+				b.Fatal(err)
+			}
+			handled := bustest.NewCountdown(int64(b.N))
+			subject := rawConsumer(b, js, opts, handled)
+			msgs := make([]*natsio.Msg, b.N)
+			for i := range msgs {
+				env := command("raw", i)
+				env.Body = make([]byte, 16)
+				msgs[i] = nats.EncodeMsg(subject, env)
+			}
+			futures := make(chan jetstream.PubAckFuture, window)
+			checked := make(chan error, 1)
+			go func() {
+				var first error
+				for f := range futures {
+					select {
+					case <-f.Ok():
+					case err := <-f.Err():
+						first = cmp.Or(first, err)
+					}
+				}
+				checked <- first
+			}()
+			b.ResetTimer()
+			start := time.Now()
+			for _, m := range msgs {
+				f, err := js.PublishMsgAsync(m)
+				if err != nil {
+					b.Fatal(err)
+				}
+				futures <- f
+			}
+			close(futures)
+			if err := <-checked; err != nil {
+				b.Fatal(err)
+			}
+			bustest.ReportThroughput(b, start, handled)
+		})
+	}
 }

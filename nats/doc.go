@@ -39,7 +39,10 @@
 //
 // Send and Publish return nil only after the stream acknowledged the
 // message (PubAck). Concurrent calls pipeline over the connection: each
-// waits for its own acknowledgement only.
+// waits for its own acknowledgement only. SendBatch (bus.BatchTransport)
+// hands many messages over in one call, written without waiting and each
+// settled by its own acknowledgement; the dispatcher uses it for a claimed
+// batch of due messages.
 //
 // A Send that returns an error never reaches the stream later. It never
 // publishes while the connection is down (it waits for the connection, up

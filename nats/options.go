@@ -73,12 +73,13 @@ type Options struct {
 	AckSync bool
 	// PublishTimeout fails a Send or Publish that got no acknowledgement
 	// from the stream in this time, even if its context has no deadline.
-	// It includes waiting for a lost connection to come back: a Send never
-	// publishes while the connection is down. Default 30s.
+	// It includes waiting for a free PublishWindow slot and for a lost
+	// connection to come back: a Send never publishes while the connection
+	// is down. It bounds a SendBatch call as a whole. Default 30s.
 	PublishTimeout time.Duration
-	// PublishWindow bounds the Send and Publish calls waiting for their
-	// acknowledgement at once; further calls wait for a free slot.
-	// Default 4096.
+	// PublishWindow bounds the messages of Send, Publish and SendBatch
+	// calls waiting for their acknowledgement at once, across the
+	// transport; further messages wait for a free slot. Default 4096.
 	PublishWindow int
 	// PullExpiry is how long one pull request waits on the server for
 	// messages; the client expects a heartbeat every PullExpiry/2 and

@@ -7,60 +7,131 @@ import (
 
 	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/postbus/bus"
 )
 
-// publish sends env on subject and waits for the stream's acknowledgement.
-// Calls run concurrently over the connection, at most PublishWindow at once.
+// Publishing. Calls run concurrently over the connection, at most
+// PublishWindow messages awaiting their acknowledgement at once; each
+// message's outcome is the stream's acknowledgement of that message.
 //
 // A publish that returns an error must not reach the stream later. nats.go
 // keeps what is published while it reconnects in its reconnect buffer and
 // sends it after the reconnect, whatever its publisher was told meanwhile.
-// So publish writes only while the connection is up, and otherwise waits
-// for it (until ctx or PublishTimeout ends). When the connection drops
+// So the transport writes only while the connection is up, and otherwise
+// waits for it (until ctx or PublishTimeout ends). When the connection drops
 // after the message was written, the outcome is unknown: the message may
 // be stored, lost, or (in the instant the client switched to its buffer)
-// buffered. publish then sends it again once reconnected, under the same
+// buffered. It is then sent again once reconnected, under the same
 // Nats-Msg-Id, and the stream's answer settles it: stored now, or a
 // duplicate of the copy it already has. Both are success.
-func (t *Transport) publish(ctx context.Context, subject string, env *bus.Envelope) error {
-	select {
-	case t.window <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("nats: publish %s: %w", subject, ctx.Err())
-	}
-	defer func() { <-t.window }()
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("nats: publish %s: %w", subject, err)
-	}
+
+// publishAll publishes each msgs[i] whose errs[i] is nil and sets errs[i]
+// to its outcome. The messages are written one after another without
+// waiting for acknowledgements, each taking a slot of the publish window,
+// while a second goroutine awaits the acknowledgements in order and frees
+// the slots: a batch larger than the window is written as acknowledgements
+// arrive. PublishTimeout bounds the whole call.
+func (t *Transport) publishAll(ctx context.Context, msgs []*natsio.Msg, errs []error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, t.opts.PublishTimeout,
 		fmt.Errorf("%w: PublishTimeout %v", context.DeadlineExceeded, t.opts.PublishTimeout))
 	defer cancel()
-	msg := encodeMsg(subject, env, originOf(ctx))
+	if len(msgs) == 1 {
+		if errs[0] == nil {
+			errs[0] = t.publishOne(ctx, msgs[0])
+		}
+		return
+	}
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	written := make(chan int, len(msgs))
+	awaited := make(chan struct{})
+	go func() {
+		defer close(awaited)
+		for i := range written {
+			errs[i] = t.await(ctx, msgs[i], futures[i])
+			<-t.window
+		}
+	}()
+	for i, m := range msgs {
+		if errs[i] != nil {
+			continue
+		}
+		if errs[i] = t.takeSlot(ctx, m.Subject); errs[i] != nil {
+			continue
+		}
+		if futures[i], errs[i] = t.write(ctx, m); errs[i] != nil {
+			<-t.window
+			continue
+		}
+		written <- i
+	}
+	close(written)
+	<-awaited
+}
+
+// publishOne publishes one message and waits for its acknowledgement.
+func (t *Transport) publishOne(ctx context.Context, m *natsio.Msg) error {
+	if err := t.takeSlot(ctx, m.Subject); err != nil {
+		return err
+	}
+	defer func() { <-t.window }()
+	f, err := t.write(ctx, m)
+	if err != nil {
+		return err
+	}
+	return t.await(ctx, m, f)
+}
+
+// takeSlot waits for a free slot of the publish window.
+func (t *Transport) takeSlot(ctx context.Context, subject string) error {
+	select {
+	case t.window <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("nats: publish %s: %w", subject, context.Cause(ctx))
+	}
+	if err := ctx.Err(); err != nil {
+		<-t.window
+		return fmt.Errorf("nats: publish %s: %w", subject, context.Cause(ctx))
+	}
+	return nil
+}
+
+// write publishes m once the connection is up and returns the future of
+// its acknowledgement.
+func (t *Transport) write(ctx context.Context, m *natsio.Msg) (jetstream.PubAckFuture, error) {
 	for {
 		if err := t.awaitConnected(ctx); err != nil {
-			return fmt.Errorf("nats: publish %s: %w: %w", subject, ErrNoAck, err)
+			return nil, fmt.Errorf("nats: publish %s: %w: %w", m.Subject, ErrNoAck, err)
 		}
-		f, err := t.js.PublishMsgAsync(msg, jetstream.WithExpectStream(t.opts.Stream))
+		f, err := t.js.PublishMsgAsync(m, jetstream.WithExpectStream(t.opts.Stream))
 		if errors.Is(err, natsio.ErrReconnectBufExceeded) {
 			continue // the connection dropped just now and nothing was buffered: wait for it
 		}
 		if err != nil {
-			return fmt.Errorf("nats: publish %s: %w", subject, err)
+			return nil, fmt.Errorf("nats: publish %s: %w", m.Subject, err)
 		}
+		return f, nil
+	}
+}
+
+// await waits for the acknowledgement f promises for m. When the connection
+// dropped before it came, the outcome is unknown: m is written again once
+// reconnected, and the stream's answer to that settles it.
+func (t *Transport) await(ctx context.Context, m *natsio.Msg, f jetstream.PubAckFuture) error {
+	for {
 		select {
 		case ack := <-f.Ok():
 			if ack == nil {
-				return fmt.Errorf("nats: publish %s: %w", subject, ErrNoAck)
+				return fmt.Errorf("nats: publish %s: %w", m.Subject, ErrNoAck)
 			}
 			return nil
 		case err := <-f.Err():
-			if errors.Is(err, natsio.ErrDisconnected) {
-				continue // outcome unknown: ask the stream again once reconnected
+			if !errors.Is(err, natsio.ErrDisconnected) {
+				return fmt.Errorf("nats: publish %s: %w: %w", m.Subject, ErrNoAck, err)
 			}
-			return fmt.Errorf("nats: publish %s: %w: %w", subject, ErrNoAck, err)
+			if f, err = t.write(ctx, m); err != nil {
+				return err
+			}
 		case <-ctx.Done():
-			return fmt.Errorf("nats: publish %s: %w: %w", subject, ErrNoAck, context.Cause(ctx))
+			return fmt.Errorf("nats: publish %s: %w: %w", m.Subject, ErrNoAck, context.Cause(ctx))
 		}
 	}
 }

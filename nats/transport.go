@@ -134,25 +134,13 @@ func (t *Transport) Provision(ctx context.Context, top bus.Topology) error {
 // consumer exists for queue yet, Send creates one that filters the queue's
 // subject, so the message is kept until the queue's endpoint receives it.
 func (t *Transport) Send(ctx context.Context, queue string, env *bus.Envelope) error {
-	if err := checkName("queue", queue); err != nil {
-		return err
-	}
-	if err := t.ensureQueue(ctx, queue); err != nil {
-		return err
-	}
-	return t.publish(ctx, t.queueSubject(queue), env)
+	return t.SendBatch(ctx, []bus.Outbound{{Queue: queue, Envelope: env}})[0]
 }
 
 // Publish publishes env on the subject of env.Type; every consumer filtering
 // that subject gets a copy. With no subscriber the stream drops the event.
 func (t *Transport) Publish(ctx context.Context, env *bus.Envelope) error {
-	if err := checkName("event type", env.Type); err != nil {
-		return err
-	}
-	if err := t.ensureStream(ctx); err != nil {
-		return err
-	}
-	return t.publish(ctx, t.eventSubject(env.Type), env)
+	return t.SendBatch(ctx, []bus.Outbound{{Publish: true, Envelope: env}})[0]
 }
 
 // ensureStream creates the stream once per transport.

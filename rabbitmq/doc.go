@@ -30,7 +30,10 @@
 // sets the mandatory flag, so a send to a queue that does not exist fails
 // with ErrUnroutable instead of vanishing; Publish does not, since an event
 // nobody subscribes to is not an error. Publishes are pipelined over
-// Options.PublisherChannels confirm-mode channels.
+// Options.PublisherChannels confirm-mode channels. SendBatch
+// (bus.BatchTransport) hands many messages over in one call, written
+// without waiting and each settled by its own confirm; the dispatcher uses
+// it for a claimed batch of due messages.
 //
 // # Receiving
 //

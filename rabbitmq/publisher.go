@@ -15,8 +15,9 @@ import (
 var errConnectionLost = errors.New("rabbitmq: connection lost before the broker confirmed")
 
 // publisher is one AMQP channel in confirm mode, shared by concurrent
-// senders. Publishes are pipelined: each registers its delivery tag, writes
-// the message and waits for its own confirm, while others publish.
+// senders. Publishes are pipelined: each registers its delivery tag and
+// writes the message (write), then waits for its own confirm (wait), while
+// others publish; publishAll writes a whole batch before waiting.
 //
 // Correlation. A single goroutine (run) reads the channel's confirms and
 // returns. The broker sends basic.return for an unroutable mandatory message
@@ -80,24 +81,44 @@ func (p *publisher) isGone() bool {
 	}
 }
 
-// publish writes msg and waits for the broker's confirm.
-func (p *publisher) publish(ctx context.Context, exchange, key string, mandatory bool, msg amqp.Publishing) error {
+// publishAll writes every message of batch, as fast as the in-flight bound
+// allows, then waits for each one's confirm and stores its result in
+// batch[i].err. A message that could not be written gets the write's error
+// and does not hold up the others.
+func (p *publisher) publishAll(ctx context.Context, batch []*outgoing) {
+	written := make([]*pendingPublish, len(batch))
+	for i, o := range batch {
+		written[i], o.err = p.write(ctx, o.exchange, o.key, o.mandatory, o.msg)
+	}
+	for i, pp := range written {
+		if pp != nil {
+			batch[i].err = pp.wait(ctx)
+		}
+	}
+}
+
+// write takes an in-flight slot, registers msg under its delivery tag and
+// writes it; run settles the returned publish with the broker's confirm.
+func (p *publisher) write(ctx context.Context, exchange, key string, mandatory bool, msg amqp.Publishing) (*pendingPublish, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // a batch stops writing once its ctx ended
+	}
 	select {
 	case p.slots <- struct{}{}:
 	case <-p.gone:
-		return p.goneErr()
+		return nil, p.goneErr()
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 	pp := &pendingPublish{exchange: exchange, key: key, id: msg.MessageId, result: make(chan error, 1)}
 	select {
 	case p.lock <- struct{}{}:
 	case <-p.gone:
 		<-p.slots
-		return p.goneErr()
+		return nil, p.goneErr()
 	case <-ctx.Done():
 		<-p.slots
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 	tag := p.ch.GetNextPublishSeqNo()
 	p.mu.Lock()
@@ -105,7 +126,7 @@ func (p *publisher) publish(ctx context.Context, exchange, key string, mandatory
 		p.mu.Unlock()
 		<-p.lock
 		<-p.slots
-		return p.goneErr()
+		return nil, p.goneErr()
 	}
 	p.pending[tag] = pp
 	p.mu.Unlock()
@@ -120,11 +141,16 @@ func (p *publisher) publish(ctx context.Context, exchange, key string, mandatory
 			<-p.slots
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
-		return p.classify(err)
+		return nil, p.classify(err)
 	}
 	<-p.lock
+	return pp, nil
+}
+
+// wait returns the broker's answer for pp, or an error when ctx ends first.
+func (pp *pendingPublish) wait(ctx context.Context) error {
 	select {
 	case err := <-pp.result:
 		return err

@@ -25,18 +25,7 @@ import (
 // While the broker refuses the connection (wrong credentials, missing
 // vhost), Send fails at once with a *PermanentError instead of waiting.
 func (t *Transport) Send(ctx context.Context, queue string, env *bus.Envelope) error {
-	if err := checkName("queue", queue); err != nil {
-		return fmt.Errorf("rabbitmq: send: %w", err)
-	}
-	msg, err := toPublishing(env)
-	if err != nil {
-		return fmt.Errorf("rabbitmq: send to %q: %w", queue, err)
-	}
-	t.setExpiration(&msg, env)
-	if err := t.publish(ctx, "", queue, true, msg); err != nil {
-		return fmt.Errorf("rabbitmq: send to %q: %w", queue, err)
-	}
-	return nil
+	return t.SendBatch(ctx, []bus.Outbound{{Queue: queue, Envelope: env}})[0]
 }
 
 // Publish publishes env to the events exchange with env.Type as the routing
@@ -44,43 +33,82 @@ func (t *Transport) Send(ctx context.Context, queue string, env *bus.Envelope) e
 // broker confirmed it. With no bound queue the broker drops the event, which
 // is not an error. Outages are handled as in Send.
 func (t *Transport) Publish(ctx context.Context, env *bus.Envelope) error {
-	if err := checkEventType(env.Type); err != nil {
-		return fmt.Errorf("rabbitmq: publish: %w", err)
-	}
-	msg, err := toPublishing(env)
-	if err != nil {
-		return fmt.Errorf("rabbitmq: publish %q: %w", env.Type, err)
-	}
-	t.setExpiration(&msg, env)
-	if err := t.publish(ctx, t.opts.EventsExchange, env.Type, false, msg); err != nil {
-		return fmt.Errorf("rabbitmq: publish %q: %w", env.Type, err)
-	}
-	return nil
+	return t.SendBatch(ctx, []bus.Outbound{{Publish: true, Envelope: env}})[0]
 }
 
-// publish retries on the next connection until the broker confirmed or
-// refused the message, or ctx ends.
-func (t *Transport) publish(ctx context.Context, exchange, key string, mandatory bool, msg amqp.Publishing) error {
+// outgoing is one message on its way to the broker, and its outcome.
+type outgoing struct {
+	exchange, key string
+	mandatory     bool
+	msg           amqp.Publishing
+	err           error
+}
+
+// prepare checks and encodes m: a send goes through the default exchange
+// (routing key = queue) with the mandatory flag, a publish to the events
+// exchange with the type as routing key.
+func (t *Transport) prepare(m bus.Outbound) (*outgoing, error) {
+	env := m.Envelope
+	o := &outgoing{exchange: t.opts.EventsExchange, key: env.Type}
+	if m.Publish {
+		if err := checkEventType(env.Type); err != nil {
+			return nil, fmt.Errorf("rabbitmq: publish: %w", err)
+		}
+	} else {
+		if err := checkName("queue", m.Queue); err != nil {
+			return nil, fmt.Errorf("rabbitmq: send: %w", err)
+		}
+		o.exchange, o.key, o.mandatory = "", m.Queue, true
+	}
+	var err error
+	if o.msg, err = toPublishing(env); err != nil {
+		return nil, failed(m, err)
+	}
+	t.setExpiration(&o.msg, env)
+	return o, nil
+}
+
+// failed names m's destination in err.
+func failed(m bus.Outbound, err error) error {
+	if m.Publish {
+		return fmt.Errorf("rabbitmq: publish %q: %w", m.Envelope.Type, err)
+	}
+	return fmt.Errorf("rabbitmq: send to %q: %w", m.Queue, err)
+}
+
+// publishAll publishes batch on the live session and sets each message's
+// outcome. Messages whose connection or channel was lost before the broker
+// confirmed them are published again on the next session, until the broker
+// confirmed or refused them, or ctx ends.
+func (t *Transport) publishAll(ctx context.Context, batch []*outgoing) {
+	pending := batch
 	for stillOpen := 0; ; {
 		s, err := t.session(ctx)
 		if err != nil {
-			return err
+			setErr(pending, err)
+			return
 		}
-		err = s.waitUnblocked(ctx)
-		if err == nil {
-			var p *publisher
-			if p, err = s.publisher(); err == nil {
-				err = p.publish(ctx, exchange, key, mandatory, msg)
+		if err := s.waitUnblocked(ctx); err != nil {
+			setErr(pending, err)
+		} else {
+			s.publishAll(ctx, pending)
+		}
+		var retry []*outgoing
+		for _, o := range pending {
+			if o.err != nil && (lostConnection(o.err) || s.conn.IsClosed()) {
+				retry = append(retry, o)
 			}
 		}
-		if err == nil || !lostConnection(err) && !s.conn.IsClosed() {
-			return err
+		if pending = retry; len(pending) == 0 {
+			return
 		}
 		switch {
 		case ctx.Err() != nil:
-			return &NotConnectedError{Err: ctx.Err(), LastErr: err}
+			notConnected(pending, ctx.Err())
+			return
 		case t.isClosed():
-			return ErrClosed
+			setErr(pending, ErrClosed)
+			return
 		}
 		// The connection is going down (the client closes it after a
 		// failed write) or a channel failed under a live connection:
@@ -89,12 +117,25 @@ func (t *Transport) publish(ctx context.Context, exchange, key string, mandatory
 		case <-s.dead:
 			stillOpen = 0
 		case <-ctx.Done():
-			return &NotConnectedError{Err: ctx.Err(), LastErr: err}
+			notConnected(pending, ctx.Err())
+			return
 		case <-time.After(t.opts.ReconnectMin):
 			if stillOpen++; stillOpen >= 5 {
-				return err
+				return
 			}
 		}
+	}
+}
+
+func setErr(batch []*outgoing, err error) {
+	for _, o := range batch {
+		o.err = err
+	}
+}
+
+func notConnected(batch []*outgoing, err error) {
+	for _, o := range batch {
+		o.err = &NotConnectedError{Err: err, LastErr: o.err}
 	}
 }
 

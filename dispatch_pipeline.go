@@ -1,0 +1,134 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Pipelined hand-over. When the transport is a BatchTransport, the
+// dispatcher does not hand rows over one at a time per goroutine (one
+// broker round trip per row and goroutine) but gives the transport the
+// whole claimed batch in one SendBatch call, which keeps many messages in
+// flight and settles each by its own confirm:
+//
+//   - each row is prepared as handOver would: decoded, checked for expiry,
+//     and, with an Observer, its StartDispatch called;
+//   - rows that cannot be decoded or that expired take the one-at-a-time
+//     path (error queue, dead-letter queue) after the batch, each within
+//     SendTimeout;
+//   - the others go to SendBatch within one SendTimeout, and each row's
+//     result is its own message's: nil (deleted by settle) only once the
+//     broker confirmed that message, an error (a failure recorded on that
+//     row alone) otherwise.
+//
+// The failure limit keeps its purpose: not to spend a batch's lease on a
+// transport that is down. A pipelined batch spends at most one SendTimeout
+// whatever its size, so while the transport works the whole batch goes in
+// one call. When the last settled batch failed (the dispatch breaker counts
+// a failure), the first Concurrency rows (at least batchFailureLimit) go
+// alone as a probe; if batchFailureLimit of them fail, the rest are
+// released untried, as the one-at-a-time path does. No call starts after
+// stopBy.
+
+// errBatchResultMissing is the result of a message a BatchTransport
+// returned no result for: not confirmed, so its row is kept.
+var errBatchResultMissing = errors.New("bus: the transport returned no result for this message")
+
+// handOverPipelined hands rows to bt and returns one result per row.
+func (d *dispatcher) handOverPipelined(ctx context.Context, bt BatchTransport, rows []OutgoingMessage, stopBy time.Time) []error {
+	results := make([]error, len(rows))
+	start := 0
+	if d.dispatch.wait() > 0 {
+		start = min(max(d.cfg.Concurrency, batchFailureLimit), len(rows))
+		if d.pipeline(ctx, bt, rows[:start], results[:start], stopBy) >= batchFailureLimit {
+			for i := start; i < len(rows); i++ {
+				results[i] = errNotAttempted
+			}
+			return results
+		}
+	}
+	d.pipeline(ctx, bt, rows[start:], results[start:], stopBy)
+	return results
+}
+
+// pipeline hands rows over in one SendBatch call, then the rows that need
+// the one-at-a-time path, fills results and returns how many failed.
+func (d *dispatcher) pipeline(ctx context.Context, bt BatchTransport, rows []OutgoingMessage, results []error, stopBy time.Time) int {
+	if len(rows) == 0 {
+		return 0
+	}
+	if d.clock.Now().After(stopBy) {
+		for i := range results {
+			results[i] = errNotAttempted
+		}
+		return 0
+	}
+	batch := make([]Outbound, 0, len(rows))
+	at := make([]int, 0, len(rows)) // the row of each batch entry
+	var single []int                // rows for the one-at-a-time path
+	now := d.clock.Now()
+	for i := range rows {
+		env, err := UnmarshalEnvelope(rows[i].Envelope)
+		if err != nil {
+			single = append(single, i)
+			continue
+		}
+		if _, ok := expired(env, now, true); ok {
+			single = append(single, i)
+			continue
+		}
+		batch = append(batch, outboundOf(env))
+		at = append(at, i)
+	}
+	if len(batch) > 0 {
+		d.sendBatch(ctx, bt, rows, batch, at, results)
+	}
+	for _, i := range single {
+		if d.clock.Now().After(stopBy) {
+			results[i] = errNotAttempted
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)
+		results[i] = d.handOver(sctx, &rows[i])
+		cancel()
+	}
+	failed := 0
+	for _, err := range results {
+		if err != nil && !errors.Is(err, errNotAttempted) && ctx.Err() == nil {
+			failed++
+		}
+	}
+	return failed
+}
+
+// sendBatch makes the SendBatch call for batch within SendTimeout, between
+// each row's StartDispatch and EndDispatch when there is an Observer, and
+// stores each message's result in results at its row (at).
+func (d *dispatcher) sendBatch(ctx context.Context, bt BatchTransport, rows []OutgoingMessage, batch []Outbound, at []int, results []error) {
+	o := d.b.cfg.Observer
+	var spans []context.Context
+	if o != nil {
+		spans = make([]context.Context, len(batch))
+		for j, out := range batch {
+			row := &rows[at[j]]
+			spans[j] = o.StartDispatch(ctx, DispatchStart{Endpoint: d.b.cfg.Endpoint, Envelope: out.Envelope, DueAt: row.DueAt,
+				Failures: row.Failures, Time: d.clock.Now()})
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)
+	errs := bt.SendBatch(sctx, batch)
+	cancel()
+	for j, out := range batch {
+		var err error
+		if j < len(errs) {
+			err = errs[j]
+		} else {
+			err = errBatchResultMissing
+		}
+		results[at[j]] = d.b.transmitted(out.Envelope, err)
+		if o != nil {
+			o.EndDispatch(spans[j], DispatchEnd{Envelope: out.Envelope, Err: results[at[j]], Time: d.clock.Now()})
+		}
+	}
+}
