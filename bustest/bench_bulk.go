@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/postbus/bus"
 )
 
 // BenchmarkStoreBulk measures StoreOutgoing with calls of size rows due in
@@ -16,13 +18,18 @@ import (
 //		bustest.BenchmarkStoreBulk(b, func(b *testing.B) bus.ScheduledStore { … }, 10_000)
 //	}
 func BenchmarkStoreBulk(b *testing.B, newStore BenchStoreFactory, size int) {
-	s := newStore(b)
+	benchmarkStore(b, newStore(b), size)
+}
+
+// benchmarkStore times StoreOutgoing calls of size rows due in an hour, and
+// reports rows/s.
+func benchmarkStore(b *testing.B, s bus.ScheduledStore, size int) {
 	ctx := context.Background()
 	due := time.Now().Add(time.Hour)
 	n := 0
 	for b.Loop() {
 		b.StopTimer()
-		msgs := rows(fmt.Sprintf("bulk%d", n), size, func(int) time.Time { return due })
+		msgs := rows(fmt.Sprintf("s%d", n), size, func(int) time.Time { return due })
 		b.StartTimer()
 		if err := s.StoreOutgoing(ctx, msgs); err != nil {
 			b.Fatal(err)

@@ -24,13 +24,8 @@ func bulkRows(prefix string, n int, due time.Time) []bus.OutgoingMessage {
 // new rows.
 func TestBulkStoreNotifiesOnce(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t, testPool(t))
-	app := "pbwatch_" + schema
-	watcher := newStore(t, appPool(t, app), postgres.Options{Schema: schema})
+	schema, w := listener(t)
 	sender := newStore(t, newPool(t, 4), postgres.Options{Schema: schema, NotifyWithin: 2 * time.Hour})
-	w := newWakes()
-	watch(t, watcher, w)
-	waitListening(t, testPool(t), app)
 
 	ctx := ctxTimeout(t, time.Minute)
 	base := time.Now().Add(time.Hour).Truncate(time.Microsecond)

@@ -103,7 +103,7 @@ func (p *Persistence) copyIn(ctx context.Context, tx pgx.Tx, msgs []bus.Outgoing
 
 // copyDirect copies msgs straight into the table.
 func (p *Persistence) copyDirect(ctx context.Context, tx pgx.Tx, msgs []bus.OutgoingMessage, wake bool) error {
-	src := &copiedRows{msgs: msgs, i: -1}
+	src := &copiedRows{rowCursor: newCursor(msgs)}
 	if err := tx.QueryRow(ctx, p.staged.start).Scan(&src.start); err != nil {
 		return fmt.Errorf("read the server's time: %w", err)
 	}
@@ -125,7 +125,7 @@ func (p *Persistence) copyStaged(ctx context.Context, tx pgx.Tx, msgs []bus.Outg
 	if _, err := tx.Exec(ctx, p.staged.create); err != nil {
 		return fmt.Errorf("create staging table: %w", err)
 	}
-	src := &stagedRows{msgs: msgs, i: -1}
+	src := &stagedRows{newCursor(msgs)}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{stagingTable}, stagingColumns, src); err != nil {
 		return fmt.Errorf("copy %d rows to the staging table: %w", len(msgs), err)
 	}
@@ -170,16 +170,9 @@ func (p *Persistence) dueWithin(msgs []bus.OutgoingMessage) bool {
 // encodes each row before asking for the next). It keeps the earliest due
 // time it gave, for the notification.
 type copiedRows struct {
-	msgs     []bus.OutgoingMessage
-	i        int
+	rowCursor
 	start    time.Time // the server's time: a Delay counts from it
 	earliest time.Time
-	row      [7]any
-}
-
-func (s *copiedRows) Next() bool {
-	s.i++
-	return s.i < len(s.msgs)
 }
 
 func (s *copiedRows) Values() ([]any, error) {
@@ -195,20 +188,9 @@ func (s *copiedRows) Values() ([]any, error) {
 	return s.row[:], nil
 }
 
-func (s *copiedRows) Err() error { return nil }
-
 // stagedRows is the pgx.CopyFromSource of the staging table, like
 // copiedRows, with the Delay for the INSERT to apply.
-type stagedRows struct {
-	msgs []bus.OutgoingMessage
-	i    int
-	row  [7]any
-}
-
-func (s *stagedRows) Next() bool {
-	s.i++
-	return s.i < len(s.msgs)
-}
+type stagedRows struct{ rowCursor }
 
 func (s *stagedRows) Values() ([]any, error) {
 	m := &s.msgs[s.i]
@@ -216,4 +198,19 @@ func (s *stagedRows) Values() ([]any, error) {
 	return s.row[:], nil
 }
 
-func (s *stagedRows) Err() error { return nil }
+// rowCursor walks the messages of a copy for a pgx.CopyFromSource, and
+// holds the row it gives, reused from row to row.
+type rowCursor struct {
+	msgs []bus.OutgoingMessage
+	i    int
+	row  [7]any
+}
+
+func newCursor(msgs []bus.OutgoingMessage) rowCursor { return rowCursor{msgs: msgs, i: -1} }
+
+func (c *rowCursor) Next() bool {
+	c.i++
+	return c.i < len(c.msgs)
+}
+
+func (c *rowCursor) Err() error { return nil }
