@@ -341,3 +341,30 @@ func ExampleBus_SendBatch() {
 	// 4 <nil>
 	// cancelled: true
 }
+
+// BenchmarkSendBatch schedules batches of 10,000 messages due in an hour
+// into the in-memory store: the bus's own cost of a batch (options,
+// envelopes, encoding, one store call).
+func BenchmarkSendBatch(b *testing.B) {
+	const size = 10_000
+	store := bus.NewMemoryPersistence()
+	bb := bustest.StartBus(b, bus.Config{Endpoint: "jobs", Persistence: store, SendOnly: true, Logger: quiet()}, nil)
+	after := bus.DeliverAfter(time.Hour)
+	to := bus.To("jobs")
+	var batch bus.Batch
+	for b.Loop() {
+		batch.Reset()
+		for i := range size {
+			batch.Send(Job{N: i}, to, after)
+		}
+		if err := bb.SendBatch(b.Context(), &batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkStoreOutgoingBulkMemory is the in-memory store's share of it.
+func BenchmarkStoreOutgoingBulkMemory(b *testing.B) {
+	bustest.BenchmarkStoreBulk(b, func(*testing.B) bus.ScheduledStore { return bus.NewMemoryPersistence() }, 10_000)
+}
