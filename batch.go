@@ -71,7 +71,8 @@ func (e *BatchError) Unwrap() error { return e.Err }
 // Then, outside a handler, the whole batch is stored in the
 // scheduled-message store with one StoreOutgoing call: one transaction on
 // PostgreSQL and SQLite (PostgreSQL copies a large batch in with COPY), so
-// either every row is stored or none is. A message due later is stored
+// either every row is stored or none is (MongoDB, without transactions,
+// documents what it does instead). A message due later is stored
 // until its due time, as with DeliverAfter or DeliverAt; a message without
 // a due time is stored as a row due at once, which keeps the call atomic,
 // and this bus's dispatcher, woken at once, hands it to the transport (a
@@ -125,8 +126,9 @@ func (b *Bus) SendBatch(ctx context.Context, batch *Batch) error {
 			break
 		}
 	}
+	ps := c.take() // from now on, a late message from middleware is refused
 	if err == nil {
-		err = b.releaseBatch(ctx, s, c.take())
+		err = b.releaseBatch(ctx, s, ps)
 	}
 	for _, end := range ends {
 		end(err)
