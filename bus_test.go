@@ -61,6 +61,11 @@ func TestClosedBusReturnsErrClosed(t *testing.T) {
 		"Delayed":  b.Send(ctxT(t), PlaceOrder{}, bus.To("x"), bus.DeliverAfter(time.Hour)),
 		"Cancel":   func() error { _, err := b.CancelScheduled(ctxT(t), "x"); return err }(),
 		"Conflict": b.Send(ctxT(t), PlaceOrder{}, bus.DeliverAfter(1), bus.DeliverAt(time.Now())),
+		"Batch": func() error {
+			var batch bus.Batch
+			batch.Send(PlaceOrder{}, bus.To("x"))
+			return b.SendBatch(ctxT(t), &batch)
+		}(),
 	}
 	for name, err := range calls {
 		if !errors.Is(err, bus.ErrClosed) {

@@ -38,6 +38,13 @@
 // instance when several share a store. The in-memory persistence is not
 // durable; the bus warns once when a delayed message goes to it.
 //
+// # Batches
+//
+// SendBatch sends or schedules the messages of a Batch, each with its own
+// options, in one call: every message is checked first, then all are
+// stored with one StoreOutgoing call (one transaction on PostgreSQL and
+// SQLite), immediate ones as rows due at once, or none is.
+//
 // # Drivers
 //
 // Transports and persistences for real brokers and databases live in their

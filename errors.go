@@ -45,6 +45,10 @@ var (
 	ErrInvalidRegistration = errors.New("bus: invalid handler registration")
 	// ErrNoReplyAddress is returned by Reply when the incoming message names no sender.
 	ErrNoReplyAddress = errors.New("bus: incoming message has no reply address")
+	// ErrBatchReleased is returned to outgoing middleware that passes a
+	// message of a SendBatch call on after that call went ahead without
+	// it (from a goroutine of its own): the message was not sent.
+	ErrBatchReleased = errors.New("bus: batch already released")
 )
 
 // ConfigError reports an invalid Config field.

@@ -3,6 +3,7 @@ package bus
 import (
 	"container/heap"
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -75,10 +76,17 @@ func (p *MemoryPersistence) adoptClock(c Clock) {
 // Durable reports false: rows are lost on restart.
 func (p *MemoryPersistence) Durable() bool { return false }
 
-// StoreOutgoing inserts rows, ignoring IDs already stored.
+// StoreOutgoing inserts rows under one lock, ignoring IDs already stored.
+// A row with an empty ID or no envelope fails the call (ErrInvalidMessage)
+// before anything is stored.
 func (p *MemoryPersistence) StoreOutgoing(ctx context.Context, msgs []OutgoingMessage) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	for i := range msgs {
+		if msgs[i].ID == "" || msgs[i].Envelope == nil {
+			return fmt.Errorf("bus: memory persistence: store row %d (%q): %w: empty ID or no envelope", i, msgs[i].ID, ErrInvalidMessage)
+		}
 	}
 	var earliest int64
 	p.mu.Lock()

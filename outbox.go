@@ -128,27 +128,36 @@ func (b *Bus) attemptInOutbox(ctx context.Context, env *Envelope, attempt int) e
 // outboxRows turns a handling's messages into store rows: delayed ones as
 // usual, immediate ones due at once.
 func (b *Bus) outboxRows(out []pending, now time.Time) []OutgoingMessage {
-	for i := range out {
-		if out[i].env.DueAt.IsZero() || !out[i].env.DueAt.After(now) {
-			out[i].delay = dueNow
-		}
-	}
+	markDueNow(out, now)
 	return b.rows(out, now)
 }
 
-// storeInCallerTx stores a message sent outside a handler in the caller's
+// markDueNow gives the immediate messages among ps the delay of a row due
+// at once on the store's clock.
+func markDueNow(ps []pending, now time.Time) {
+	for i := range ps {
+		if ps[i].env.DueAt.IsZero() || !ps[i].env.DueAt.After(now) {
+			ps[i].delay = dueNow
+		}
+	}
+}
+
+// storeInCallerTx stores messages sent outside a handler in the caller's
 // transaction, when the outbox is on and ctx carries one.
-func (b *Bus) storeInCallerTx(ctx context.Context, p pending) (bool, error) {
+func (b *Bus) storeInCallerTx(ctx context.Context, ps ...pending) (bool, error) {
 	if b.outbox == nil {
 		return false, nil
 	}
 	now := b.clock.Now()
-	stored, err := b.outbox.StoreOutgoingInCallerTx(ctx, b.outboxRows([]pending{p}, now))
+	stored, err := b.outbox.StoreOutgoingInCallerTx(ctx, b.outboxRows(ps, now))
 	if err != nil {
-		return false, fmt.Errorf("bus: outbox: store %s in the caller's transaction: %w", p.env.ID, err)
+		if len(ps) == 1 {
+			return false, fmt.Errorf("bus: outbox: store %s in the caller's transaction: %w", ps[0].env.ID, err)
+		}
+		return false, fmt.Errorf("bus: outbox: store %d messages in the caller's transaction: %w", len(ps), err)
 	}
 	if stored {
-		b.metrics.scheduled.Add(1)
+		b.metrics.scheduled.Add(uint64(len(ps)))
 	}
 	return stored, nil
 }

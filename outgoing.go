@@ -34,28 +34,12 @@ func Reply(ctx context.Context, msg any, opts ...Option) error {
 }
 
 func (b *Bus) send(ctx context.Context, kind Kind, msg any, opts []Option) error {
-	// A handler still running while Stop waits for it may send: its
-	// messages are released with its success, as always.
-	if s := scopeFrom(ctx); s == nil || s.bus != b {
-		if err := b.checkOpen(); err != nil {
-			return err
-		}
-	}
-	o, err := parseOptions(opts)
-	if err != nil {
+	if err := b.checkSendOpen(ctx); err != nil {
 		return err
 	}
-	env, err := b.newEnvelope(ctx, kind, msg, &o)
+	env, ctx, err := b.prepare(ctx, kind, msg, opts)
 	if err != nil {
 		return err
-	}
-	if !env.DueAt.IsZero() {
-		if err := b.checkCanSchedule(); err != nil {
-			return err
-		}
-	}
-	if o.hasAfter && o.after > 0 {
-		ctx = context.WithValue(ctx, relativeDelayKey{}, o.after)
 	}
 	if b.cfg.Observer == nil {
 		return b.outgoing(ctx, env)
@@ -64,6 +48,38 @@ func (b *Bus) send(ctx context.Context, kind Kind, msg any, opts []Option) error
 	err = b.outgoing(ctx, env)
 	end(err)
 	return err
+}
+
+// checkSendOpen refuses a send on a stopped bus. A handler still running
+// while Stop waits for it may send: its messages are released with its
+// success, as always.
+func (b *Bus) checkSendOpen(ctx context.Context) error {
+	if s := scopeFrom(ctx); s == nil || s.bus != b {
+		return b.checkOpen()
+	}
+	return nil
+}
+
+// prepare checks the options of one message and builds its envelope. The
+// ctx it returns carries a DeliverAfter delay down the outgoing pipeline.
+func (b *Bus) prepare(ctx context.Context, kind Kind, msg any, opts []Option) (*Envelope, context.Context, error) {
+	o, err := parseOptions(opts)
+	if err != nil {
+		return nil, ctx, err
+	}
+	env, err := b.newEnvelope(ctx, kind, msg, &o)
+	if err != nil {
+		return nil, ctx, err
+	}
+	if !env.DueAt.IsZero() {
+		if err := b.checkCanSchedule(); err != nil {
+			return nil, ctx, err
+		}
+	}
+	if o.hasAfter && o.after > 0 {
+		ctx = context.WithValue(ctx, relativeDelayKey{}, o.after)
+	}
+	return env, ctx, nil
 }
 
 // relativeDelayKey carries a DeliverAfter delay down the outgoing pipeline,
@@ -155,11 +171,15 @@ func (b *Bus) checkCanSchedule() error {
 	return nil
 }
 
-// deliverOutgoing is the last step of the outgoing pipeline: from a handler
-// it queues the message until the handler succeeds; otherwise it stores a
-// message due later, or hands it to the transport.
+// deliverOutgoing is the last step of the outgoing pipeline: in SendBatch
+// it collects the message for the batch; from a handler it queues the
+// message until the handler succeeds; otherwise it stores a message due
+// later, or hands it to the transport.
 func (b *Bus) deliverOutgoing(ctx context.Context, env *Envelope) error {
 	p := pending{env: env, delay: relativeDelay(ctx)}
+	if c := collectorFrom(ctx); c != nil && c.bus == b {
+		return c.add(p)
+	}
 	if s := scopeFrom(ctx); s != nil && s.bus == b {
 		return s.add(p)
 	}
@@ -211,10 +231,10 @@ func (b *Bus) transmitted(env *Envelope, err error) error {
 // Each row carries the identity of this bus's transport.
 func (b *Bus) schedule(ctx context.Context, msgs []pending) error {
 	rows := b.rows(msgs, b.clock.Now())
-	earliest := msgs[0].env.DueAt
-	for _, p := range msgs {
-		if p.env.DueAt.Before(earliest) {
-			earliest = p.env.DueAt
+	earliest := rows[0].DueAt
+	for i := range rows {
+		if rows[i].DueAt.Before(earliest) {
+			earliest = rows[i].DueAt
 		}
 	}
 	if err := b.store.StoreOutgoing(ctx, rows); err != nil {

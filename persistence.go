@@ -50,7 +50,12 @@ type Persistence interface {
 // but not a broker never send each other's messages.
 type ScheduledStore interface {
 	// StoreOutgoing inserts rows. Storing an ID that is already stored keeps
-	// the existing row, so a retried send cannot schedule twice.
+	// the existing row, so a retried send cannot schedule twice; an ID named
+	// twice in one call is stored once. The rows of one call are stored
+	// together, all or none (Bus.SendBatch relies on it): a store without
+	// transactions says in its documentation what it does instead. A row
+	// with an empty ID or no envelope fails the call before anything is
+	// stored.
 	StoreOutgoing(ctx context.Context, msgs []OutgoingMessage) error
 	// ClaimDueOutgoing returns up to limit rows of transport that are
 	// claimable at now, earliest first, makes each unclaimable until

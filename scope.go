@@ -64,13 +64,15 @@ func (s *scope) nextID(endpoint string) string {
 	return derivedID(s.incoming.ID, endpoint, n)
 }
 
-func (s *scope) add(p pending) error {
+// add queues messages until the attempt succeeds: all of them, or none
+// when the attempt is already settled.
+func (s *scope) add(ps ...pending) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done {
 		return ErrHandlerDone
 	}
-	s.outbox = append(s.outbox, p)
+	s.outbox = append(s.outbox, ps...)
 	return nil
 }
 

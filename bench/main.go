@@ -90,7 +90,7 @@ func measure(ctx context.Context, o *options, stderr io.Writer) (*Result, error)
 		GoVersion: runtime.Version(), LoadAvg: loadAverage(),
 	}
 	workloads := map[string]func(context.Context, *stage, *Result) error{
-		"schedule": runSchedule, "burst": runBurst, "spread": runSpread,
+		"schedule": runSchedule, "schedule-batch": runScheduleBatch, "burst": runBurst, "spread": runSpread,
 		"backlog": runBacklog, "throughput": runThroughput, "saga": runSagaWorkload,
 	}
 	if err := workloads[o.workload](ctx, s, r); err != nil {

@@ -79,6 +79,8 @@ func defaultN(workload string) (int, bool) {
 	switch workload {
 	case "schedule":
 		return 200_000, true
+	case "schedule-batch":
+		return 100_000, true
 	case "burst":
 		return 100_000, true
 	case "spread", "backlog":
@@ -95,13 +97,13 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.workload, "workload", "burst", "schedule, burst, spread, backlog, throughput or saga")
+	fs.StringVar(&o.workload, "workload", "burst", "schedule, schedule-batch, burst, spread, backlog, throughput or saga")
 	fs.StringVar(&o.persistence, "persistence", "memory", "scheduled-message store: "+fmt.Sprint(names(persistences())))
 	fs.StringVar(&o.transport, "transport", "memory", "transport: "+fmt.Sprint(names(transports())))
-	fs.IntVar(&o.n, "n", 0, "messages per run (0: 200000 schedule, 100000 burst, 5000 spread and backlog, 50000 throughput)")
+	fs.IntVar(&o.n, "n", 0, "messages per run (0: 200000 schedule, 100000 schedule-batch and burst, 5000 spread and backlog, 50000 throughput)")
 	fs.IntVar(&o.senders, "senders", 64, "concurrent goroutines calling Send while scheduling (throughput: only when given; else -concurrency)")
 	fs.DurationVar(&o.over, "over", 10*time.Second, "spread: the window the due times are spread over")
-	fs.DurationVar(&o.lead, "lead", 0, "burst/spread: time from the start of scheduling to the first due time (0: sized from n and the store)")
+	fs.DurationVar(&o.lead, "lead", 0, "burst/spread: time from the start of scheduling to the first due time (0: sized from n and the store); schedule-batch: the messages' DeliverAfter (0: 2s + 10µs a message)")
 	fs.IntVar(&o.backlog, "backlog", 1_000_000, "backlog: rows scheduled an hour ahead")
 	fs.DurationVar(&o.idle, "idle", 5*time.Second, "backlog: how long idle CPU is measured")
 	fs.IntVar(&o.concurrency, "concurrency", 8, "throughput: handler concurrency, and concurrent senders unless -senders is given")
@@ -146,7 +148,7 @@ func (o *options) check() error {
 	}
 	dn, ok := defaultN(o.workload)
 	if !ok && !o.worker {
-		return fmt.Errorf("-workload %q: want schedule, burst, spread, backlog, throughput or saga", o.workload)
+		return fmt.Errorf("-workload %q: want schedule, schedule-batch, burst, spread, backlog, throughput or saga", o.workload)
 	}
 	pd, ok := persistences()[o.persistence]
 	if !ok {

@@ -18,7 +18,8 @@ type Result struct {
 	N           int    `json:"n"`
 	Senders     int    `json:"senders,omitempty"`
 	Instances   int    `json:"instances,omitempty"`
-	// Duration is the measured phase: scheduling (schedule), t0 to the last
+	// Duration is the measured phase: scheduling (schedule), the SendBatch
+	// call (schedule-batch), t0 to the last
 	// receipt (burst), first due to last receipt (spread, backlog), first
 	// send to last receipt (throughput).
 	DurationMS float64 `json:"duration_ms"`

@@ -25,6 +25,13 @@ func TestWorkloadsMemory(t *testing.T) {
 				t.Errorf("scheduled %d messages, want 5000", r.N)
 			}
 		}},
+		{"schedule-batch", []string{"-workload", "schedule-batch", "-n", "5000", "-lead", "500ms"}, func(t *testing.T, r Result) {
+			// One call of 5,000 messages, then each delivered once (the
+			// run fails on a missing or early one).
+			if r.N != 5000 || r.MsgsPerSec <= 0 || r.Note != "one SendBatch call" {
+				t.Errorf("schedule-batch report incomplete: %+v", r)
+			}
+		}},
 		{"burst", []string{"-workload", "burst", "-n", "3000", "-lead", "3s"}, func(t *testing.T, r Result) {
 			if r.Lateness == nil {
 				t.Errorf("burst measured no receipt: %+v", r)

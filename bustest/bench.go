@@ -23,22 +23,7 @@ type BenchStoreFactory func(b *testing.B) bus.ScheduledStore
 //	}
 func BenchmarkScheduledStore(b *testing.B, newStore BenchStoreFactory) {
 	const batch = 100
-	b.Run("Store", func(b *testing.B) {
-		s := newStore(b)
-		ctx := context.Background()
-		due := time.Now().Add(time.Hour)
-		n := 0
-		for b.Loop() {
-			b.StopTimer()
-			msgs := rows(fmt.Sprintf("s%d", n), batch, func(int) time.Time { return due })
-			b.StartTimer()
-			if err := s.StoreOutgoing(ctx, msgs); err != nil {
-				b.Fatal(err)
-			}
-			n++
-		}
-		b.ReportMetric(float64(n*batch)/b.Elapsed().Seconds(), "rows/s")
-	})
+	b.Run("Store", func(b *testing.B) { benchmarkStore(b, newStore(b), batch) })
 	b.Run("ClaimDelete", func(b *testing.B) {
 		s := newStore(b)
 		ctx := context.Background()

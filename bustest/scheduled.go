@@ -40,6 +40,7 @@ func ScheduledMessageTests(t *testing.T, newStore StoreFactory) {
 		{"EmptyTransportClaimsRowsWithoutOne", testEmptyTransport},
 		{"RelativeDelayOnStoreClock", testRelativeDelay},
 		{"RelativeRetryOnStoreClock", testRelativeRetry},
+		{"BulkStoreOf10000Rows", testBulkStore},
 	}
 	runStoreCases(t, newStore, cases, func(t *testing.T, s bus.ScheduledStore) { assertEmpty(t, s) })
 }

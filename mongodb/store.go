@@ -13,11 +13,21 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// StoreOutgoing inserts the messages in one unordered insert. A message
-// whose ID is already stored keeps its existing document: the duplicate-key
-// errors that causes are expected and ignored, so a retried send cannot
-// schedule twice. A message with a Delay is due that long after the
-// server's time, read once per call from the hello command.
+// StoreOutgoing inserts the messages in one unordered InsertMany (which the
+// driver splits into several writes past the server's batch limits). A
+// message whose ID is already stored keeps its existing document: the
+// duplicate-key errors that causes are expected and ignored, so a retried
+// send cannot schedule twice. A message with a Delay is due that long after
+// the server's time, read once per call from the hello command. A message
+// with an empty ID or no envelope is an *ArgumentError, and nothing is
+// stored.
+//
+// The insert runs without a transaction (standalone servers and FerretDB
+// have none), so the rows of one call are not stored all or none: a call
+// that fails part way (a lost connection, a server error) may leave some
+// stored. Calling again with the same rows stores the rest, each once; a
+// batch sent with bus.SendBatch is retryable that way when its messages
+// have fixed IDs (bus.WithMessageID).
 func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMessage) error {
 	if len(msgs) == 0 {
 		return nil
@@ -26,6 +36,9 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 	for i := range msgs {
 		if msgs[i].ID == "" {
 			return &ArgumentError{Method: "StoreOutgoing", Argument: fmt.Sprintf("msgs[%d].ID", i), Reason: "is empty"}
+		}
+		if msgs[i].Envelope == nil {
+			return &ArgumentError{Method: "StoreOutgoing", Argument: fmt.Sprintf("msgs[%d].Envelope", i), Reason: "is nil"}
 		}
 		if msgs[i].Delay > 0 && serverNow.IsZero() {
 			var err error

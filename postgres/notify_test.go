@@ -83,17 +83,25 @@ func appPool(t *testing.T, app string) *pgxpool.Pool {
 	return pool
 }
 
-func TestNotifyWakesAnotherInstance(t *testing.T) {
-	t.Parallel()
+// listener returns a fresh schema and the wake-ups of a store on it that
+// watches its channel on a pool of its own, once it is listening.
+func listener(t *testing.T) (string, *wakes) {
+	t.Helper()
 	schema := freshSchema(t, testPool(t))
 	app := "pbwatch_" + schema
 	watcher := newStore(t, appPool(t, app), postgres.Options{Schema: schema})
-	sender := newStore(t, newPool(t, 4), postgres.Options{Schema: schema, NotifyWithin: 2 * time.Hour})
-	quiet := newStore(t, newPool(t, 4), postgres.Options{Schema: schema, DisableNotify: true})
-	farOnly := newStore(t, newPool(t, 4), postgres.Options{Schema: schema}) // NotifyWithin 1 minute
 	w := newWakes()
 	watch(t, watcher, w)
 	waitListening(t, testPool(t), app)
+	return schema, w
+}
+
+func TestNotifyWakesAnotherInstance(t *testing.T) {
+	t.Parallel()
+	schema, w := listener(t)
+	sender := newStore(t, newPool(t, 4), postgres.Options{Schema: schema, NotifyWithin: 2 * time.Hour})
+	quiet := newStore(t, newPool(t, 4), postgres.Options{Schema: schema, DisableNotify: true})
+	farOnly := newStore(t, newPool(t, 4), postgres.Options{Schema: schema}) // NotifyWithin 1 minute
 
 	ctx := ctxTimeout(t, time.Minute)
 	base := time.Now().Add(time.Hour).Truncate(time.Microsecond)

@@ -29,6 +29,8 @@ type Persistence struct {
 	names names
 	log   *slog.Logger
 	sql   statements
+	// staged is the SQL of bulk inserts through a staging table (copy.go).
+	staged stagedStatements
 	// sagaSQL is the SQL of the saga store (saga.go).
 	sagaSQL sagaStatements
 	batch   *batcher[bus.OutgoingMessage]
@@ -48,6 +50,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
 	}
 	p := &Persistence{pool: pool, opts: opts, names: newNames(opts), log: opts.Logger}
 	p.sql = newStatements(p.names, !opts.DisableNotify)
+	p.staged = newStagedStatements(p.names, !opts.DisableNotify)
 	p.sagaSQL = newSagaStatements(p.names)
 	p.batch = newBatcher(opts.MaxBatchRows, opts.MaxConcurrentInserts, p.insert)
 	return p, nil

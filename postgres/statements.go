@@ -26,28 +26,11 @@ const microsSQL = `* interval '1 microsecond'`
 
 func newStatements(n names, notify bool) statements {
 	t := n.table
-	// A row with a positive delay is due at the server's statement start +
-	// delay; otherwise at the due time the client gave. The statement
-	// start is now() for an autocommitted INSERT, and inside a longer
-	// transaction (an outbox handling, a caller's) it is the time of the
-	// send, not of BEGIN, so a delay is never cut short by the handler's
-	// run time.
-	insert := fmt.Sprintf(`INSERT INTO %s (id, kind, envelope, due_at, available_at, transport, message_type)
-SELECT r.id, r.kind, r.envelope, r.due, r.due, r.transport, r.message_type
-FROM (SELECT u.id, u.kind, u.envelope, u.transport, u.message_type,
-             CASE WHEN u.delay_us > 0 THEN statement_timestamp() + u.delay_us %s ELSE u.due_at END AS due
-      FROM unnest($1::text[], $2::int2[], $3::bytea[], $4::timestamptz[], $5::bigint[], $6::text[], $7::text[])
-           AS u(id, kind, envelope, due_at, delay_us, transport, message_type)) AS r
-ON CONFLICT (id) DO NOTHING`, t, microsSQL)
+	insert := insertSQL(t, `unnest($1::text[], $2::int2[], $3::bytea[], $4::timestamptz[], $5::bigint[], $6::text[], $7::text[])
+           AS u(id, kind, envelope, due_at, delay_us, transport, message_type)`)
 	var notifying string
 	if notify {
-		// The notification is part of the insert's transaction, so
-		// listeners hear of rows only once they are committed, and only
-		// when at least one row was new. The payload is the earliest due
-		// time in Unix microseconds.
-		notifying = fmt.Sprintf(`WITH ins AS (%s
-RETURNING due_at)
-SELECT pg_notify($8, (extract(epoch FROM min(due_at)) * 1000000)::bigint::text) FROM ins HAVING count(*) > 0`, insert)
+		notifying = notifySQL(insert, "$8")
 	}
 	return statements{
 		insert:   insert,
@@ -72,6 +55,35 @@ SELECT pg_notify($8, (extract(epoch FROM min(due_at)) * 1000000)::bigint::text) 
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED)`, n.inbox, microsSQL),
 	}
+}
+
+// insertSQL inserts the rows of from, a row source aliased u with the
+// columns (id, kind, envelope, due_at, delay_us, transport, message_type),
+// keeping the rows of IDs already stored.
+//
+// A row with a positive delay is due at the server's statement start +
+// delay; otherwise at the due time the client gave. The statement start is
+// now() for an autocommitted INSERT, and inside a longer transaction (an
+// outbox handling, a caller's, a COPY) it is the time of the INSERT, not of
+// BEGIN, so a delay is never cut short by what ran before it.
+func insertSQL(t, from string) string {
+	return fmt.Sprintf(`INSERT INTO %s (id, kind, envelope, due_at, available_at, transport, message_type)
+SELECT r.id, r.kind, r.envelope, r.due, r.due, r.transport, r.message_type
+FROM (SELECT u.id, u.kind, u.envelope, u.transport, u.message_type,
+             CASE WHEN u.delay_us > 0 THEN statement_timestamp() + u.delay_us %s ELSE u.due_at END AS due
+      FROM %s) AS r
+ON CONFLICT (id) DO NOTHING`, t, microsSQL, from)
+}
+
+// notifySQL wraps insert so that it also notifies the channel named by the
+// parameter channel. The notification is part of the insert's
+// transaction, so listeners hear of rows only once they are committed, and
+// only when at least one row was new. The payload is the earliest due time
+// in Unix microseconds.
+func notifySQL(insert, channel string) string {
+	return fmt.Sprintf(`WITH ins AS (%s
+RETURNING due_at)
+SELECT pg_notify(%s, (extract(epoch FROM min(due_at)) * 1000000)::bigint::text) FROM ins HAVING count(*) > 0`, insert, channel)
 }
 
 // held is the condition of the settling statements: the rows named by the

@@ -11,20 +11,25 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/postbus/bus"
 )
 
-// StoreOutgoing inserts rows; an ID that is already stored keeps its row
-// (ON CONFLICT DO NOTHING), so a retried send cannot schedule twice. Rows of
-// concurrent calls are grouped into one INSERT (see Options.MaxBatchRows and
-// Options.MaxConcurrentInserts); a lone call is one round trip. Unless
-// Options.DisableNotify is set, when the earliest row is due within
-// Options.NotifyWithin, the same statement notifies Channel with the
-// earliest due time of the new rows. A row with a positive Delay is due at
-// the server's now() + Delay, computed by the INSERT; otherwise at DueAt.
-// Each row keeps its Transport. A row with an empty or non-UTF-8 ID, or
-// no envelope, is an *InvalidRowError and nothing is stored.
+// StoreOutgoing inserts rows in one transaction, all or none; an ID that
+// is already stored keeps its row (ON CONFLICT DO NOTHING), so a retried
+// send cannot schedule twice. Rows of concurrent calls are grouped into one
+// INSERT (see Options.MaxBatchRows and Options.MaxConcurrentInserts); a
+// lone call is one round trip. A call of 1,000 rows or more (such as a
+// bus.SendBatch) is stored with COPY in a transaction of its own (see
+// copy.go: straight into the table, or through a staging table when some
+// IDs are already stored). Unless Options.DisableNotify is set, when the
+// earliest row is due within Options.NotifyWithin, the transaction
+// notifies Channel with the earliest due time of the new rows. A row with a
+// positive Delay is due at the server's time + Delay (now() of the INSERT,
+// or of the start of a COPY); otherwise at DueAt. Each row keeps its
+// Transport. A row with an empty or non-UTF-8 ID, or no envelope, is an
+// *InvalidRowError and nothing is stored.
 func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMessage) error {
 	if len(msgs) == 0 {
 		return ctx.Err()
@@ -34,7 +39,11 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 			return err
 		}
 	}
-	if err := p.batch.store(ctx, msgs); err != nil {
+	store := p.batch.store
+	if len(msgs) >= copyMinRows {
+		store = p.storeCopied
+	}
+	if err := store(ctx, msgs); err != nil {
 		return fmt.Errorf("postgres: store outgoing: %w", err)
 	}
 	return nil
@@ -64,8 +73,12 @@ func (p *Persistence) insert(ctx context.Context, msgs []bus.OutgoingMessage) er
 
 // insertOn inserts msgs with q (the pool or a transaction), notifying in
 // the same transaction when wake is set, notifications are on and a row is
-// due soon.
+// due soon. In a transaction, a call of copyMinRows rows or more is copied
+// in (copyIn).
 func (p *Persistence) insertOn(ctx context.Context, q execer, msgs []bus.OutgoingMessage, wake bool) error {
+	if tx, ok := q.(pgx.Tx); ok && len(msgs) >= copyMinRows {
+		return p.copyIn(ctx, tx, msgs, wake, true)
+	}
 	ids := make([]string, len(msgs))
 	kinds := make([]int16, len(msgs))
 	envs := make([][]byte, len(msgs))
@@ -73,24 +86,12 @@ func (p *Persistence) insertOn(ctx context.Context, q execer, msgs []bus.Outgoin
 	delays := make([]int64, len(msgs))
 	transports := make([]string, len(msgs))
 	types := make([]string, len(msgs))
-	now := time.Now()
-	var earliest time.Time
 	for i := range msgs {
 		m := &msgs[i]
 		ids[i], kinds[i], envs[i], dues[i] = m.ID, int16(m.Kind), m.Envelope, m.DueAt
 		delays[i], transports[i], types[i] = micros(m.Delay), cleanText(m.Transport), cleanText(m.Type)
-		due := m.DueAt
-		if m.Delay > 0 {
-			due = now.Add(m.Delay)
-		}
-		if i == 0 || due.Before(earliest) {
-			earliest = due
-		}
 	}
-	// Only rows due before the dispatchers' next polls need a wake-up; the
-	// client clock is good enough for that choice, which never affects
-	// when a row becomes claimable.
-	if wake && p.sql.notify != "" && earliest.Sub(now) <= p.opts.NotifyWithin {
+	if wake && p.sql.notify != "" && p.dueWithin(msgs) {
 		_, err := q.Exec(ctx, p.sql.notify, ids, kinds, envs, dues, delays, transports, types, p.names.channel)
 		return err
 	}

@@ -13,13 +13,19 @@ import (
 	"github.com/postbus/bus"
 )
 
-// StoreOutgoing inserts rows in one transaction. An ID that is already
+// StoreOutgoing inserts rows in one transaction, in multi-row statements
+// (see insertRows), so a batch is stored all or none. An ID that is already
 // stored keeps its row (INSERT OR IGNORE), so a retried send cannot
 // schedule twice. A row with a Delay is due Delay after the store's now
-// (see StoreNow); otherwise at its DueAt. Each row keeps its Transport.
+// (see StoreNow); otherwise at its DueAt. Each row keeps its Transport. A
+// row with an empty ID or no envelope fails the call (bus.ErrInvalidMessage)
+// before anything is stored.
 func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMessage) error {
 	if len(msgs) == 0 {
 		return ctx.Err()
+	}
+	if err := checkRows(msgs); err != nil {
+		return err
 	}
 	now := p.now()
 	created := nanos(now)
@@ -49,6 +55,9 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 // statements of insertChunk rows and single-row ones for the rest. now is
 // the store's clock, for relative delays and created_at.
 func (p *Persistence) insertRows(ctx context.Context, tx *sql.Tx, msgs []bus.OutgoingMessage, now time.Time) error {
+	if err := checkRows(msgs); err != nil {
+		return err
+	}
 	created := nanos(now)
 	args := make([]any, 0, 8*min(len(msgs), insertChunk))
 	appendRow := func(m *bus.OutgoingMessage) {
@@ -78,6 +87,16 @@ func (p *Persistence) insertRows(ctx context.Context, tx *sql.Tx, msgs []bus.Out
 		appendRow(&rest[i])
 		if _, err := tx.ExecContext(ctx, p.q.insertOne, args...); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// checkRows refuses rows that cannot be stored.
+func checkRows(msgs []bus.OutgoingMessage) error {
+	for i := range msgs {
+		if msgs[i].ID == "" || msgs[i].Envelope == nil {
+			return fmt.Errorf("sqlite: store: row %d (%q): %w: empty ID or no envelope", i, msgs[i].ID, bus.ErrInvalidMessage)
 		}
 	}
 	return nil
