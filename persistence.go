@@ -105,7 +105,8 @@ type AheadClaim struct {
 	// Now is the time the claim compared with: the store's own, read
 	// during the call (never later than its return, or rows would be
 	// handed over early), or the now argument for a store without a clock.
-	// A row falls due AvailableAt−Now after it.
+	// A row falls due AvailableAt−Now after it. It may be zero when no row
+	// was claimed.
 	Now time.Time
 }
 
@@ -138,10 +139,11 @@ type OutgoingMessage struct {
 	Token      string    // the lease token, set by a claim
 	Failures   int       // dispatch failures so far
 	LastError  string    // the last dispatch failure
-	// AvailableAt is set by a look-ahead claim (AheadClaimer): when the row
-	// became claimable, before the claim leased it. It is the due time, or
-	// the retry time after a failure; on the store's clock for a
-	// ClockedStore. The dispatcher hands the row over no sooner.
+	// AvailableAt is when the row became claimable, before the claim that
+	// returned it leased it: the due time, or the retry time after a
+	// failure; on the store's clock for a ClockedStore. A look-ahead claim
+	// (AheadClaimer) sets it, and the dispatcher hands the row over no
+	// sooner; ClaimDueOutgoing may.
 	AvailableAt time.Time
 }
 

@@ -55,6 +55,10 @@ type Result struct {
 	ServerCPUMSPer1k    *float64     `json:"server_cpu_ms_per_1k,omitempty"`
 	ServerIdleCPUPct    *float64     `json:"server_idle_cpu_percent,omitempty"`
 	ServerIdleQueriesPS *float64     `json:"server_idle_queries_per_s,omitempty"`
+	// StoreScansPer1k is the index and table scans of the run's own tables
+	// (PostgreSQL) while the messages fell due, per 1,000 received: the
+	// store's work, untouched by other databases' traffic on the server.
+	StoreScansPer1k *float64 `json:"store_scans_per_1k,omitempty"`
 	// Throughput on PostgreSQL: whether the handler ran in the outbox, the
 	// Ticked events received, the time from the handler's end (its commit)
 	// to each event's receipt, and the business rows written.
@@ -189,6 +193,9 @@ func (r *Result) notes() string {
 	}
 	if r.ServerCPUMSPer1k != nil {
 		n = append(n, fmt.Sprintf("server CPU %.0f ms/1k msgs", *r.ServerCPUMSPer1k))
+	}
+	if r.StoreScansPer1k != nil {
+		n = append(n, fmt.Sprintf("%.0f store scans/1k msgs", *r.StoreScansPer1k))
 	}
 	if r.ServerIdleCPUPct != nil {
 		n = append(n, fmt.Sprintf("server idle CPU %.2f%%", *r.ServerIdleCPUPct))
