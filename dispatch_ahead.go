@@ -12,10 +12,14 @@ import (
 // One claim takes every row claimable within the window, leased for the
 // window plus the lease, and the dispatcher holds the rows in a heap ordered
 // by the time each may be handed over. A row is handed over no sooner than
-// the store says it falls due: the claim returns the store's now with the
-// rows, and a row AvailableAt−Now after it is due that long after the claim
-// returned, which is never early whatever the skew between the clocks. The
-// next claim comes when half the window is gone, so rows are claimed at
+// the store says it falls due, whatever the skew between the clocks: the
+// claim returns the store's now with the rows, and a row AvailableAt−Now
+// after it is due at most that long after the claim returned. For a store
+// with a clock (ClockedStore) that bound is late by the claim's commit, so
+// the dispatcher also reads the store's clock on its own about once a
+// second: a reading S taken before bus time t bounds the row's time by
+// t+(AvailableAt−S), plus an allowance for the clocks drifting apart since,
+// and the earlier of the two bounds wins. The next claim comes when half the window is gone, so rows are claimed at
 // least half a window before they fall due, and the rows delivered are
 // deleted together every aheadSettleDelay or aheadSettleRows, in the
 // background. A row stored due before the window's end (or before the next
@@ -32,6 +36,12 @@ const (
 	// delivered rows are deleted at once.
 	aheadSettleDelay = 20 * time.Millisecond
 	aheadSettleRows  = 256
+	// aheadClockInterval is how often a look-ahead dispatcher reads the
+	// clock of a ClockedStore, and aheadDrift the rate at which it assumes
+	// the clocks may drift apart in between (1,000 ppm, twice the most an
+	// NTP daemon slews a clock).
+	aheadClockInterval = time.Second
+	aheadDrift         = 1000
 	// aheadHeldBatches bounds the rows a look-ahead dispatcher holds, in
 	// batches of Dispatcher.BatchSize: a window with more rows due is
 	// claimed as the rows held go out.
@@ -76,7 +86,12 @@ type ahead struct {
 	nextClaim time.Time
 	claimNow  bool // a poke asked for a claim
 	settling  settleBatch
+	clock     storeReading
 }
+
+// storeReading is a reading of a ClockedStore's clock: the store showed
+// store no later than bus on the bus's clock.
+type storeReading struct{ store, bus time.Time }
 
 // runAhead is the dispatcher's loop with a look-ahead window.
 func (d *dispatcher) runAhead(ctx context.Context, store AheadClaimer) {
@@ -130,6 +145,9 @@ func (a *ahead) claim(ctx context.Context) {
 	if len(c.Rows) > 0 {
 		d.b.emit(ctx, ObserverEvent{Kind: EventClaim, Count: len(c.Rows), Start: sent})
 	}
+	if len(c.Rows) > 0 {
+		a.readStoreClock(ctx, recv)
+	}
 	for i := range c.Rows {
 		a.hold(&c.Rows[i], c.Now, sent, recv)
 	}
@@ -157,8 +175,30 @@ func (a *ahead) hold(m *OutgoingMessage, storeNow, sent, recv time.Time) {
 	if !m.LeaseUntil.IsZero() {
 		leaseEnd = sent.Add(m.LeaseUntil.Sub(storeNow))
 	}
+	at := recv.Add(avail.Sub(storeNow))
+	if r := a.clock; !r.bus.IsZero() {
+		t := r.bus.Add(avail.Sub(r.store))
+		if t = t.Add(t.Sub(r.bus) / aheadDrift); t.Before(at) {
+			at = t
+		}
+	}
 	a.seq++
-	heap.Push(&a.held, &heldRow{row: *m, at: recv.Add(avail.Sub(storeNow)), leaseEnd: leaseEnd, seq: a.seq})
+	heap.Push(&a.held, &heldRow{row: *m, at: at, leaseEnd: leaseEnd, seq: a.seq})
+}
+
+// readStoreClock reads the clock of a ClockedStore unless the last reading
+// is younger than aheadClockInterval. A reading that fails is not used.
+func (a *ahead) readStoreClock(ctx context.Context, now time.Time) {
+	cs, ok := a.store.(ClockedStore)
+	if !ok || !a.clock.bus.IsZero() && now.Sub(a.clock.bus) < aheadClockInterval && !now.Before(a.clock.bus) {
+		return
+	}
+	storeNow, err := cs.StoreNow(ctx)
+	if err != nil {
+		a.clock = storeReading{}
+		return
+	}
+	a.clock = storeReading{store: storeNow, bus: a.d.clock.Now()}
 }
 
 // idleWait is how long to wait after a claim that found nothing: until the
