@@ -153,9 +153,10 @@ type DispatcherConfig struct {
 	// than three per row. The price: a row held ahead cannot be cancelled
 	// (it counts as being delivered), and when the process dies its rows
 	// are dispatched by another bus once their lease lapses, up to
-	// LookAhead+Lease after they fell due. Default 250 ms; at least 10 ms
-	// and at most Lease; a negative value turns look-ahead off, so that
-	// each row is claimed when it falls due.
+	// LookAhead+Lease after they fell due. Default 250 ms (Lease when that
+	// is shorter, off when it is under 10 ms); at least 10 ms and at most
+	// Lease; a negative value turns look-ahead off, so that each row is
+	// claimed when it falls due.
 	LookAhead time.Duration
 	// MaximumRecoveryFailuresPerSecond bounds how often failed hand-overs are
 	// recorded in the store (one batch per recording). Failures over the
@@ -220,7 +221,14 @@ func (c Config) withDefaults() Config {
 	d.SendTimeout = cmp.Or(d.SendTimeout, min(10*time.Second, d.Lease/3))
 	d.RetryBackoff = cmp.Or(d.RetryBackoff, time.Second)
 	d.MaximumRecoveryFailuresPerSecond = cmp.Or(d.MaximumRecoveryFailuresPerSecond, 1)
-	d.LookAhead = cmp.Or(d.LookAhead, defaultLookAhead)
+	if d.LookAhead == 0 {
+		// A lease shorter than the default window bounds it; one too short
+		// for a window turns look-ahead off.
+		d.LookAhead = min(defaultLookAhead, d.Lease)
+		if d.LookAhead < minLookAhead {
+			d.LookAhead = -1
+		}
+	}
 	c.Outbox.Retention = cmp.Or(c.Outbox.Retention, defaultInboxRetention)
 	if c.Clock == nil {
 		c.Clock = systemClock{}

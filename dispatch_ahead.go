@@ -44,7 +44,8 @@ const (
 	aheadDrift         = 1000
 	// aheadHeldBatches bounds the rows a look-ahead dispatcher holds, in
 	// batches of Dispatcher.BatchSize: a window with more rows due is
-	// claimed as the rows held go out.
+	// claimed as the rows held go out. Only a poke (a row stored due soon)
+	// claims beyond it.
 	aheadHeldBatches = 2
 )
 
@@ -120,8 +121,9 @@ func (d *dispatcher) runAhead(ctx context.Context, store AheadClaimer) {
 // next claim.
 func (a *ahead) claim(ctx context.Context) {
 	d := a.d
+	poked := a.claimNow
 	a.claimNow = false
-	if len(a.held) >= aheadHeldBatches*d.cfg.BatchSize {
+	if len(a.held) >= aheadHeldBatches*d.cfg.BatchSize && !poked {
 		a.nextClaim = a.held[0].at // once hand-overs make room
 		a.setPlan()
 		return
