@@ -16,11 +16,14 @@ import (
 // claim returns the store's now with the rows, and a row AvailableAt−Now
 // after it is due at most that long after the claim returned. For a store
 // with a clock (ClockedStore) that bound is late by the claim's commit, so
-// the dispatcher also reads the store's clock on its own about once a
-// second: a reading S taken before bus time t bounds the row's time by
-// t+(AvailableAt−S), plus an allowance for the clocks drifting apart since,
-// and the earlier of the two bounds wins. The next claim comes when half the window is gone, so rows are claimed at
-// least half a window before they fall due, and the rows delivered are
+// after a claim the dispatcher also reads the store's clock on its own, a
+// read-only round trip: a reading S taken before bus time t bounds the
+// row's time by t+(AvailableAt−S), and the earlier of the two bounds wins.
+// Both assume that the clocks run at the same rate while the row is held;
+// the reading's bound gets an allowance for them drifting apart.
+//
+// The next claim comes when half the window is gone, so rows are claimed
+// at least half a window before they fall due, and the rows delivered are
 // deleted together every aheadSettleDelay or aheadSettleRows, in the
 // background. A row stored due before the window's end (or before the next
 // planned claim) pokes the dispatcher, which claims at once.
@@ -36,12 +39,10 @@ const (
 	// delivered rows are deleted at once.
 	aheadSettleDelay = 20 * time.Millisecond
 	aheadSettleRows  = 256
-	// aheadClockInterval is how often a look-ahead dispatcher reads the
-	// clock of a ClockedStore, and aheadDrift the rate at which it assumes
-	// the clocks may drift apart in between (1,000 ppm, twice the most an
-	// NTP daemon slews a clock).
-	aheadClockInterval = time.Second
-	aheadDrift         = 1000
+	// aheadDrift is the rate at which a look-ahead dispatcher assumes the
+	// bus's clock and a store's may drift apart while it holds a row: one
+	// part in aheadDrift (1,000 ppm, twice the most ntpd slews a clock).
+	aheadDrift = 1000
 	// aheadHeldBatches bounds the rows a look-ahead dispatcher holds, in
 	// batches of Dispatcher.BatchSize: a window with more rows due is
 	// claimed as the rows held go out. Only a poke (a row stored due soon)
@@ -87,7 +88,6 @@ type ahead struct {
 	nextClaim time.Time
 	claimNow  bool // a poke asked for a claim
 	settling  settleBatch
-	clock     storeReading
 }
 
 // storeReading is a reading of a ClockedStore's clock: the store showed
@@ -146,12 +146,10 @@ func (a *ahead) claim(ctx context.Context) {
 	a.horizon = recv.Add(d.cfg.LookAhead)
 	if len(c.Rows) > 0 {
 		d.b.emit(ctx, ObserverEvent{Kind: EventClaim, Count: len(c.Rows), Start: sent})
-	}
-	if len(c.Rows) > 0 {
-		a.readStoreClock(ctx, recv)
-	}
-	for i := range c.Rows {
-		a.hold(&c.Rows[i], c.Now, sent, recv)
+		reading := a.readStoreClock(ctx)
+		for i := range c.Rows {
+			a.hold(&c.Rows[i], c.Now, sent, recv, reading)
+		}
 	}
 	switch {
 	case len(c.Rows) >= d.cfg.BatchSize:
@@ -167,8 +165,9 @@ func (a *ahead) claim(ctx context.Context) {
 
 // hold puts a claimed row in the heap. The store read storeNow at some
 // instant between sent and recv (bus clock): a time storeNow+x on its clock
-// is at most recv+x on ours, and at least sent+x.
-func (a *ahead) hold(m *OutgoingMessage, storeNow, sent, recv time.Time) {
+// is at most recv+x on ours, and at least sent+x. A reading of the store's
+// clock, when there is one, gives another upper bound.
+func (a *ahead) hold(m *OutgoingMessage, storeNow, sent, recv time.Time, r storeReading) {
 	avail := m.AvailableAt
 	if avail.IsZero() {
 		avail = m.DueAt
@@ -178,9 +177,12 @@ func (a *ahead) hold(m *OutgoingMessage, storeNow, sent, recv time.Time) {
 		leaseEnd = sent.Add(m.LeaseUntil.Sub(storeNow))
 	}
 	at := recv.Add(avail.Sub(storeNow))
-	if r := a.clock; !r.bus.IsZero() {
+	if !r.bus.IsZero() {
 		t := r.bus.Add(avail.Sub(r.store))
-		if t = t.Add(t.Sub(r.bus) / aheadDrift); t.Before(at) {
+		if drift := t.Sub(r.bus) / aheadDrift; drift > 0 {
+			t = t.Add(drift)
+		}
+		if t.Before(at) {
 			at = t
 		}
 	}
@@ -188,19 +190,18 @@ func (a *ahead) hold(m *OutgoingMessage, storeNow, sent, recv time.Time) {
 	heap.Push(&a.held, &heldRow{row: *m, at: at, leaseEnd: leaseEnd, seq: a.seq})
 }
 
-// readStoreClock reads the clock of a ClockedStore unless the last reading
-// is younger than aheadClockInterval. A reading that fails is not used.
-func (a *ahead) readStoreClock(ctx context.Context, now time.Time) {
+// readStoreClock reads the clock of a ClockedStore; zero for another store,
+// or when the reading fails.
+func (a *ahead) readStoreClock(ctx context.Context) storeReading {
 	cs, ok := a.store.(ClockedStore)
-	if !ok || !a.clock.bus.IsZero() && now.Sub(a.clock.bus) < aheadClockInterval && !now.Before(a.clock.bus) {
-		return
+	if !ok {
+		return storeReading{}
 	}
 	storeNow, err := cs.StoreNow(ctx)
 	if err != nil {
-		a.clock = storeReading{}
-		return
+		return storeReading{}
 	}
-	a.clock = storeReading{store: storeNow, bus: a.d.clock.Now()}
+	return storeReading{store: storeNow, bus: a.d.clock.Now()}
 }
 
 // idleWait is how long to wait after a claim that found nothing: until the
