@@ -38,29 +38,15 @@ func TestClaimOfABatchProbesThePrimaryKeyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
+	// A named prepared statement, run with EXECUTE, gets the generic plan
+	// that "force_generic_plan" asks for.
 	explainGeneric := func(sql string, args string) string {
 		t.Helper()
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
+		if _, err := conn.Exec(ctx, "PREPARE claim_plan AS "+sql, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatalf("PREPARE: %v", err)
 		}
-		defer func() { _ = tx.Rollback(ctx) }()
-		for _, q := range []string{"SET LOCAL plan_cache_mode = force_generic_plan", "PREPARE claim_plan AS " + sql} {
-			if _, err := tx.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
-		defer func() { _, _ = conn.Exec(ctx, "DEALLOCATE claim_plan") }()
-		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE claim_plan("+args+")",
-			pgx.QueryExecModeSimpleProtocol)
-		if err != nil {
-			t.Fatalf("EXPLAIN: %v", err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatalf("EXPLAIN: %v", err)
-		}
-		return strings.Join(lines, "\n")
+		defer func() { _, _ = conn.Exec(ctx, "DEALLOCATE claim_plan", pgx.QueryExecModeSimpleProtocol) }()
+		return explain(t, conn, "force_generic_plan", "EXECUTE claim_plan("+args+")", pgx.QueryExecModeSimpleProtocol)
 	}
 	lease := time.Minute.Microseconds()
 	plans := map[string]string{
