@@ -126,6 +126,7 @@ type phaseResult struct {
 	serverCPU *float64      // milliseconds, while the batch fell due
 	cpu       time.Duration // this process and its workers, while the batch fell due
 	scans     *int64        // index and table scans of the run's tables, where known
+	sessions  *float64      // milliseconds of the run's own database sessions, where known
 }
 
 // fill puts a phase's figures into r: duration from t0 (the first due time)
@@ -142,12 +143,28 @@ func (p *phaseResult) fill(r *Result) {
 	if p.scans != nil && t.Received > 0 {
 		r.StoreScansPer1k = ptr(round(float64(*p.scans)*1000/float64(t.Received), 0))
 	}
+	if p.sessions != nil {
+		r.SessionCPUMS = ptr(round(*p.sessions, 0))
+	}
 	if p.serverCPU != nil {
 		r.ServerCPUMS = ptr(round(*p.serverCPU, 0))
 		if t.Received > 0 {
 			r.ServerCPUMSPer1k = ptr(round(*p.serverCPU*1000/float64(t.Received), 1))
 		}
 	}
+}
+
+// sessionSnapshot samples the CPU of the server processes serving the
+// run's own database sessions; nil when the store cannot name them.
+func (s *stage) sessionSnapshot(ctx context.Context) (cpuSnapshot, error) {
+	if s.pd.sessionPIDs == nil {
+		return nil, nil
+	}
+	pids, err := s.pd.sessionPIDs(ctx, s.o)
+	if err != nil {
+		return nil, err
+	}
+	return pidSnapshot(pids), nil
 }
 
 // phase schedules n Ticks numbered base.. due at due(t0, i), where t0 is the
@@ -173,6 +190,10 @@ func (s *stage) phase(ctx context.Context, b *bus.Bus, base int64, n int, due fu
 			return nil, err
 		}
 	}
+	sessions0, err := s.sessionSnapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
 	cpu0 := serverSnapshot(procs)
 	self0 := selfCPU() + s.workerCPU()
 	last := due(p.t0, max(n-1, 0))
@@ -181,6 +202,13 @@ func (s *stage) phase(ctx context.Context, b *bus.Bus, base int64, n int, due fu
 	}
 	cpu1 := serverSnapshot(procs)
 	p.cpu = selfCPU() + s.workerCPU() - self0
+	sessions1, err := s.sessionSnapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if sessions0 != nil {
+		p.sessions = ptr(float64(sessions1.since(sessions0)) / 1e6)
+	}
 	// Keep listening a little longer (worker processes flush their receipts
 	// every few milliseconds), so a duplicate right after the last message
 	// still counts.

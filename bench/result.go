@@ -59,6 +59,12 @@ type Result struct {
 	// (PostgreSQL) while the messages fell due, per 1,000 received: the
 	// store's work, untouched by other databases' traffic on the server.
 	StoreScansPer1k *float64 `json:"store_scans_per_1k,omitempty"`
+	// SessionCPUMS is the CPU time of the server processes serving the
+	// run's own connections (PostgreSQL backends, found by the run's
+	// application_name) while the messages fell due: the store's work for
+	// this run alone, without other clients or the server's background
+	// processes.
+	SessionCPUMS *float64 `json:"server_session_cpu_ms,omitempty"`
 	// Throughput on PostgreSQL: whether the handler ran in the outbox, the
 	// Ticked events received, the time from the handler's end (its commit)
 	// to each event's receipt, and the business rows written.
@@ -193,6 +199,9 @@ func (r *Result) notes() string {
 	}
 	if r.ServerCPUMSPer1k != nil {
 		n = append(n, fmt.Sprintf("server CPU %.0f ms/1k msgs", *r.ServerCPUMSPer1k))
+	}
+	if r.SessionCPUMS != nil {
+		n = append(n, fmt.Sprintf("run's sessions %.0f ms CPU", *r.SessionCPUMS))
 	}
 	if r.StoreScansPer1k != nil {
 		n = append(n, fmt.Sprintf("%.0f store scans/1k msgs", *r.StoreScansPer1k))
