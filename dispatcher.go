@@ -18,6 +18,8 @@ import (
 // row stored by this process (or, through DueNotifier, another one) that is
 // due sooner. A row is deleted only after the transport accepted it, so a
 // crash in between sends it again after the lease: at least once, same ID.
+// With a look-ahead window on a store that can claim ahead, the loop is
+// runAhead's instead (dispatch_ahead.go).
 type dispatcher struct {
 	b         *Bus
 	store     ScheduledStore
@@ -86,6 +88,10 @@ func (d *dispatcher) run(ctx context.Context) {
 				sleepCtx(ctx, d.clock, inboxPurgeInterval)
 			}
 		})
+	}
+	if st, ok := d.store.(AheadClaimer); ok && d.cfg.LookAhead > 0 {
+		d.runAhead(ctx, st)
+		return
 	}
 	for ctx.Err() == nil {
 		d.plan.Store(0)

@@ -13,6 +13,7 @@ var (
 	_ Persistence    = (*MemoryPersistence)(nil)
 	_ ScheduledStore = (*MemoryPersistence)(nil)
 	_ DueNotifier    = (*MemoryPersistence)(nil)
+	_ AheadClaimer   = (*MemoryPersistence)(nil)
 )
 
 // MemoryPersistence keeps scheduled messages in process memory: the default
@@ -117,26 +118,37 @@ func (p *MemoryPersistence) StoreOutgoing(ctx context.Context, msgs []OutgoingMe
 // ClaimDueOutgoing leases up to limit rows of transport claimable at now,
 // earliest first, under a new token.
 func (p *MemoryPersistence) ClaimDueOutgoing(ctx context.Context, transport string, now time.Time, limit int, lease time.Duration) ([]OutgoingMessage, error) {
+	c, err := p.ClaimOutgoingAhead(ctx, transport, now, 0, limit, lease)
+	return c.Rows, err
+}
+
+// ClaimOutgoingAhead leases up to limit rows of transport claimable by
+// now+ahead, earliest first, until now+ahead+lease, under a new token. The
+// store has no clock: the claim's Now is the argument.
+func (p *MemoryPersistence) ClaimOutgoingAhead(ctx context.Context, transport string, now time.Time, ahead time.Duration, limit int, lease time.Duration) (AheadClaim, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return AheadClaim{}, err
 	}
-	n := now.UnixNano()
-	until := now.Add(lease).UnixNano()
+	by := now.Add(max(ahead, 0)).UnixNano()
+	until := now.Add(max(ahead, 0) + lease).UnixNano()
 	var out []OutgoingMessage
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.now = max(p.now, n)
+	p.now = max(p.now, now.UnixNano())
 	p.claims++
 	token := strconv.FormatUint(p.claims, 36)
 	for _, h := range p.heapsFor(transport) {
-		for len(out) < limit && len(*h) > 0 && (*h)[0].available <= n {
+		for len(out) < limit && len(*h) > 0 && (*h)[0].available <= by {
 			r := (*h)[0]
+			was := r.available
 			r.available, r.lease, r.token = until, until, token
 			heap.Fix(h, 0)
-			out = append(out, r.outgoing())
+			m := r.outgoing()
+			m.AvailableAt = time.Unix(0, was)
+			out = append(out, m)
 		}
 	}
-	return out, nil
+	return AheadClaim{Rows: out, Now: now}, nil
 }
 
 // DeleteOutgoing removes the rows their tokens still hold.

@@ -81,6 +81,40 @@ type ScheduledStore interface {
 	CancelOutgoing(ctx context.Context, id string) (bool, error)
 }
 
+// AheadClaimer is implemented by scheduled stores that can claim rows a
+// little before they fall due, for Config.Dispatcher.LookAhead: one claim
+// then serves every row due within the window, and the dispatcher holds the
+// rows and hands each over at its time. bustest.ScheduledMessageTests
+// covers it.
+//
+// A type that wraps a store and changes ClaimDueOutgoing (to count or log
+// claims, or to inject faults) must wrap ClaimOutgoingAhead as well, or not
+// expose it: the dispatcher calls it instead of ClaimDueOutgoing.
+type AheadClaimer interface {
+	ScheduledStore
+	// ClaimOutgoingAhead is ClaimDueOutgoing with a window: it returns up
+	// to limit rows of transport claimable by now+ahead, earliest first,
+	// with AvailableAt set, makes each unclaimable until now+ahead+lease,
+	// and gives each a new lease token. A store with a clock of its own
+	// reads now on it (see ClockedStore) and ignores the argument. It also
+	// returns the now it used, so that the caller can tell how far ahead
+	// of its own clock each row falls due.
+	ClaimOutgoingAhead(ctx context.Context, transport string, now time.Time, ahead time.Duration, limit int, lease time.Duration) (AheadClaim, error)
+}
+
+// AheadClaim is the result of a look-ahead claim.
+type AheadClaim struct {
+	// Rows are the claimed rows, earliest first, each with AvailableAt,
+	// LeaseUntil and Token set.
+	Rows []OutgoingMessage
+	// Now is the time the claim compared with: the store's own, read
+	// during the call (never later than its return, or rows would be
+	// handed over early), or the now argument for a store without a clock.
+	// A row falls due AvailableAt−Now after it. It may be zero when no row
+	// was claimed.
+	Now time.Time
+}
+
 // DueNotifier is implemented by stores that can tell other processes that a
 // row was stored (PostgreSQL LISTEN/NOTIFY), so their dispatchers wake before
 // their next poll.
@@ -110,6 +144,12 @@ type OutgoingMessage struct {
 	Token      string    // the lease token, set by a claim
 	Failures   int       // dispatch failures so far
 	LastError  string    // the last dispatch failure
+	// AvailableAt is when the row became claimable, before the claim that
+	// returned it leased it: the due time, or the retry time after a
+	// failure; on the store's clock for a ClockedStore. A look-ahead claim
+	// (AheadClaimer) sets it, and the dispatcher hands the row over no
+	// sooner; ClaimDueOutgoing may.
+	AvailableAt time.Time
 }
 
 // Claim names a claimed row and the lease token it was claimed with.

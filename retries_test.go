@@ -196,6 +196,13 @@ func (f *failingStore) ClaimDueOutgoing(ctx context.Context, transport string, n
 	return f.MemoryPersistence.ClaimDueOutgoing(ctx, transport, now, limit, lease)
 }
 
+func (f *failingStore) ClaimOutgoingAhead(ctx context.Context, transport string, now time.Time, ahead time.Duration, limit int, lease time.Duration) (bus.AheadClaim, error) {
+	if f.down.Load() {
+		return bus.AheadClaim{}, errStoreDown
+	}
+	return f.MemoryPersistence.ClaimOutgoingAhead(ctx, transport, now, ahead, limit, lease)
+}
+
 func TestCircuitBreakersCallOnCriticalErrorAndRecover(t *testing.T) {
 	t.Parallel()
 	store := &failingStore{MemoryPersistence: bus.NewMemoryPersistence()}

@@ -26,10 +26,8 @@ const clockTick = 10 * time.Millisecond
 // pidCPU returns the user+system CPU time used so far by the given processes.
 func pidCPU(pids []int) time.Duration {
 	var total time.Duration
-	for _, pid := range pids {
-		if cpu, _, ok := statCPU("/proc/" + strconv.Itoa(pid) + "/stat"); ok {
-			total += cpu
-		}
+	for _, cpu := range pidSnapshot(pids) {
+		total += cpu
 	}
 	return total
 }
@@ -83,6 +81,17 @@ func serverSnapshot(names []string) cpuSnapshot {
 	}
 	if len(snap) == 0 {
 		return nil
+	}
+	return snap
+}
+
+// pidSnapshot samples the given processes; those gone are left out.
+func pidSnapshot(pids []int) cpuSnapshot {
+	snap := cpuSnapshot{}
+	for _, pid := range pids {
+		if cpu, _, ok := statCPU("/proc/" + strconv.Itoa(pid) + "/stat"); ok {
+			snap[pid] = cpu
+		}
 	}
 	return snap
 }

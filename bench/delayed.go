@@ -12,6 +12,11 @@ import (
 // receipt, for duplicates.
 const duplicateGrace = 250 * time.Millisecond
 
+// statsDelay is how long a run waits before it reads the server's table
+// statistics at the end of a phase: a busy backend publishes them about
+// once a second, so the figure read is close, not exact.
+const statsDelay = 1500 * time.Millisecond
+
 // runSchedule measures how fast Send stores messages due in an hour, and
 // for the memory store how much heap each one takes.
 func runSchedule(ctx context.Context, s *stage, r *Result) error {
@@ -120,6 +125,8 @@ type phaseResult struct {
 	tally     tally
 	serverCPU *float64      // milliseconds, while the batch fell due
 	cpu       time.Duration // this process and its workers, while the batch fell due
+	scans     *int64        // index and table scans of the run's tables, where known
+	sessions  *float64      // milliseconds of the run's own database sessions, where known
 }
 
 // fill puts a phase's figures into r: duration from t0 (the first due time)
@@ -133,12 +140,31 @@ func (p *phaseResult) fill(r *Result) {
 	r.Lateness = percentiles(t.Lateness)
 	r.CPUPerMsgUS = cpuPerMsg(p.cpu, t.Received)
 	r.applyTally(t)
+	if p.scans != nil && t.Received > 0 {
+		r.StoreScansPer1k = ptr(round(float64(*p.scans)*1000/float64(t.Received), 0))
+	}
+	if p.sessions != nil {
+		r.SessionCPUMS = ptr(round(*p.sessions, 0))
+	}
 	if p.serverCPU != nil {
 		r.ServerCPUMS = ptr(round(*p.serverCPU, 0))
 		if t.Received > 0 {
 			r.ServerCPUMSPer1k = ptr(round(*p.serverCPU*1000/float64(t.Received), 1))
 		}
 	}
+}
+
+// sessionSnapshot samples the CPU of the server processes serving the
+// run's own database sessions; nil when the store cannot name them.
+func (s *stage) sessionSnapshot(ctx context.Context) (cpuSnapshot, error) {
+	if s.pd.sessionPIDs == nil {
+		return nil, nil
+	}
+	pids, err := s.pd.sessionPIDs(ctx, s.o)
+	if err != nil {
+		return nil, err
+	}
+	return pidSnapshot(pids), nil
 }
 
 // phase schedules n Ticks numbered base.. due at due(t0, i), where t0 is the
@@ -158,6 +184,16 @@ func (s *stage) phase(ctx context.Context, b *bus.Bus, base int64, n int, due fu
 	if err := checkLead(time.Now(), p.t0, p.took); err != nil {
 		return nil, err
 	}
+	var scans0 int64
+	if s.pd.idleQueries != nil {
+		if scans0, err = s.pd.idleQueries(ctx, s.o); err != nil {
+			return nil, err
+		}
+	}
+	sessions0, err := s.sessionSnapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
 	cpu0 := serverSnapshot(procs)
 	self0 := selfCPU() + s.workerCPU()
 	last := due(p.t0, max(n-1, 0))
@@ -166,6 +202,13 @@ func (s *stage) phase(ctx context.Context, b *bus.Bus, base int64, n int, due fu
 	}
 	cpu1 := serverSnapshot(procs)
 	p.cpu = selfCPU() + s.workerCPU() - self0
+	sessions1, err := s.sessionSnapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if sessions0 != nil {
+		p.sessions = ptr(float64(sessions1.since(sessions0)) / 1e6)
+	}
 	// Keep listening a little longer (worker processes flush their receipts
 	// every few milliseconds), so a duplicate right after the last message
 	// still counts.
@@ -173,6 +216,14 @@ func (s *stage) phase(ctx context.Context, b *bus.Bus, base int64, n int, due fu
 	p.tally = tr.tally()
 	if cpu0 != nil {
 		p.serverCPU = ptr(float64(cpu1.since(cpu0)) / 1e6)
+	}
+	if s.pd.idleQueries != nil {
+		time.Sleep(statsDelay)
+		scans1, err := s.pd.idleQueries(ctx, s.o)
+		if err != nil {
+			return nil, err
+		}
+		p.scans = ptr(scans1 - scans0)
 	}
 	return p, nil
 }

@@ -63,6 +63,9 @@ func TestPostgres(t *testing.T) {
 		if r.Failed() || r.Instances != 2 {
 			t.Fatalf("run failed: %+v", r)
 		}
+		if r.StoreScansPer1k == nil {
+			t.Errorf("no store scan count: %+v", r)
+		}
 	})
 	t.Run("backlog", func(t *testing.T) {
 		t.Parallel()

@@ -19,7 +19,7 @@ func postgresDriver() persistenceDriver {
 		storeCost:   200 * time.Microsecond,
 		serverProcs: []string{"postgres"},
 		open: func(ctx context.Context, o *options, run string, owner bool) (bus.Persistence, func(), error) {
-			pool, err := openPool(ctx, o)
+			pool, err := openPool(ctx, o, run)
 			if err != nil {
 				return nil, nil, fmt.Errorf("connect: %w", err)
 			}
@@ -48,6 +48,7 @@ func postgresDriver() persistenceDriver {
 			}
 			return p, cleanup, nil
 		},
+		sessionPIDs: postgresSessionPIDs,
 		idleQueries: func(ctx context.Context, o *options) (int64, error) {
 			// Scans of the run's own table: every claim and next-due query
 			// reads it, and other databases' traffic does not count.
@@ -66,15 +67,33 @@ func postgresDriver() persistenceDriver {
 
 func postgresSchema(run string) string { return "bench_" + run }
 
-// openPool connects to o.postgresURL. The throughput workload's handlers
+// postgresSessionPIDs returns the server processes of the run's sessions,
+// in every process of the run.
+func postgresSessionPIDs(ctx context.Context, o *options) ([]int, error) {
+	conn, err := pgx.Connect(ctx, o.postgresURL)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, postgresSchema(o.run))
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int])
+}
+
+// openPool connects to o.postgresURL, naming its sessions after the run
+// (application_name), so that their server processes can be told apart
+// from other clients' (sessionPIDs). The throughput workload's handlers
 // each hold a connection for their handling (the outbox transaction, or the
 // business INSERT), so its pool is sized above -concurrency, with room for
 // the dispatcher and sends, whether or not -outbox is on.
-func openPool(ctx context.Context, o *options) (*pgxpool.Pool, error) {
+func openPool(ctx context.Context, o *options, run string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(o.postgresURL)
 	if err != nil {
 		return nil, err
 	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = postgresSchema(run)
 	if o.workload == "throughput" {
 		cfg.MaxConns = max(cfg.MaxConns, int32(o.concurrency)+4)
 	}

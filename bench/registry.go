@@ -24,6 +24,9 @@ type persistenceDriver struct {
 	// idleQueries, when set, counts the statements the server has run, to
 	// report queries/s with nothing due.
 	idleQueries func(ctx context.Context, o *options) (int64, error)
+	// sessionPIDs, when set, lists the local server processes that serve
+	// this run's connections (all of its processes), for the CPU they use.
+	sessionPIDs func(ctx context.Context, o *options) ([]int, error)
 }
 
 // transportDriver opens one kind of transport for a run.

@@ -56,6 +56,16 @@ type Result struct {
 	ServerCPUMSPer1k    *float64     `json:"server_cpu_ms_per_1k,omitempty"`
 	ServerIdleCPUPct    *float64     `json:"server_idle_cpu_percent,omitempty"`
 	ServerIdleQueriesPS *float64     `json:"server_idle_queries_per_s,omitempty"`
+	// StoreScansPer1k is the index and table scans of the run's own tables
+	// (PostgreSQL) while the messages fell due, per 1,000 received: the
+	// store's work, untouched by other databases' traffic on the server.
+	StoreScansPer1k *float64 `json:"store_scans_per_1k,omitempty"`
+	// SessionCPUMS is the CPU time of the server processes serving the
+	// run's own connections (PostgreSQL backends, found by the run's
+	// application_name) while the messages fell due: the store's work for
+	// this run alone, without other clients or the server's background
+	// processes.
+	SessionCPUMS *float64 `json:"server_session_cpu_ms,omitempty"`
 	// Throughput on PostgreSQL: whether the handler ran in the outbox, the
 	// Ticked events received, the time from the handler's end (its commit)
 	// to each event's receipt, and the business rows written.
@@ -190,6 +200,12 @@ func (r *Result) notes() string {
 	}
 	if r.ServerCPUMSPer1k != nil {
 		n = append(n, fmt.Sprintf("server CPU %.0f ms/1k msgs", *r.ServerCPUMSPer1k))
+	}
+	if r.SessionCPUMS != nil {
+		n = append(n, fmt.Sprintf("run's sessions %.0f ms CPU", *r.SessionCPUMS))
+	}
+	if r.StoreScansPer1k != nil {
+		n = append(n, fmt.Sprintf("%.0f store scans/1k msgs", *r.StoreScansPer1k))
 	}
 	if r.ServerIdleCPUPct != nil {
 		n = append(n, fmt.Sprintf("server idle CPU %.2f%%", *r.ServerIdleCPUPct))

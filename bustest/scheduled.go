@@ -19,7 +19,8 @@ type StoreFactory func(t *testing.T) bus.ScheduledStore
 // with a clock of their own compare on it. Waits for leases to lapse poll
 // with generous deadlines, so a loaded machine slows the suite down but
 // does not fail it. The cases of the lease-ownership contract are in
-// scheduled_lease.go.
+// scheduled_lease.go, those of look-ahead claims (bus.AheadClaimer) in
+// scheduled_ahead.go.
 func ScheduledMessageTests(t *testing.T, newStore StoreFactory) {
 	cases := []storeCase[bus.ScheduledStore]{
 		{"RoundTripKeepsEveryField", testRoundTrip},
@@ -41,6 +42,10 @@ func ScheduledMessageTests(t *testing.T, newStore StoreFactory) {
 		{"RelativeDelayOnStoreClock", testRelativeDelay},
 		{"RelativeRetryOnStoreClock", testRelativeRetry},
 		{"BulkStoreOf10000Rows", testBulkStore},
+		{"LookAheadClaimTakesTheWindow", testAheadWindow},
+		{"LookAheadRowsOfADeadClaimerReturnAfterLease", testAheadLeaseOfDeadClaimer},
+		{"LookAheadRowIsNeverHandedOverEarly", testAheadHandOverNotEarly},
+		{"LookAheadDispatcherDeliversOnTime", testAheadDispatcher},
 	}
 	runStoreCases(t, newStore, cases, func(t *testing.T, s bus.ScheduledStore) { assertEmpty(t, s) })
 }

@@ -41,37 +41,55 @@ const (
 // document cancelled and stored again meanwhile is returned as stored again,
 // or not at all.
 func (p *Persistence) ClaimDueOutgoing(ctx context.Context, transport string, _ time.Time, limit int, lease time.Duration) ([]bus.OutgoingMessage, error) {
+	c, err := p.claimAhead(ctx, "ClaimDueOutgoing", transport, 0, limit, lease)
+	return c.Rows, err
+}
+
+// ClaimOutgoingAhead is ClaimDueOutgoing for the messages claimable by
+// server time + ahead, leased until server time + ahead + lease
+// (bus.AheadClaimer). It returns the server time it read with the
+// messages, and each message's AvailableAt.
+func (p *Persistence) ClaimOutgoingAhead(ctx context.Context, transport string, _ time.Time, ahead time.Duration, limit int, lease time.Duration) (bus.AheadClaim, error) {
+	return p.claimAhead(ctx, "ClaimOutgoingAhead", transport, max(ahead, 0), limit, lease)
+}
+
+func (p *Persistence) claimAhead(ctx context.Context, method, transport string, ahead time.Duration, limit int, lease time.Duration) (bus.AheadClaim, error) {
 	if lease <= 0 {
-		return nil, &ArgumentError{Method: "ClaimDueOutgoing", Argument: "lease", Reason: "must be positive"}
+		return bus.AheadClaim{}, &ArgumentError{Method: method, Argument: "lease", Reason: "must be positive"}
 	}
 	if limit <= 0 {
-		return nil, nil
+		return bus.AheadClaim{}, nil
 	}
 	now, err := p.serverTime(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("mongodb: claim: %w", err)
+		return bus.AheadClaim{}, fmt.Errorf("mongodb: claim: %w", err)
 	}
-	until := ceilMillis(now.Add(lease))
+	w := claimWindow{now: now, by: now.Add(ahead), until: ceilMillis(now.Add(ahead + lease))}
 	held := map[string]bool{} // candidates other claimers hold: skipped
 	var out []bus.OutgoingMessage
 	for round := 0; round < maxClaimRounds && len(out) < limit; round++ {
-		got, more, err := p.claimRound(ctx, transport, now, until, limit-len(out), held)
+		got, more, err := p.claimRound(ctx, transport, w, limit-len(out), held)
 		out = append(out, got...)
 		if err != nil {
 			if len(out) == 0 {
-				return nil, fmt.Errorf("mongodb: claim: %w", err)
+				return bus.AheadClaim{}, fmt.Errorf("mongodb: claim: %w", err)
 			}
 			// The leased messages are ours until the lease lapses: hand them
 			// over rather than strand them; the next claim reports the error.
 			p.log.WarnContext(ctx, claimLogMessage, "error", err, "claimed", len(out))
-			return out, nil
+			return bus.AheadClaim{Rows: out, Now: now}, nil
 		}
 		if !more {
 			break
 		}
 	}
-	return out, nil
+	return bus.AheadClaim{Rows: out, Now: now}, nil
 }
+
+// claimWindow is the times of one claim, on the server's clock: now, the
+// latest availability it takes (now, or now + the look-ahead), and the end
+// of the lease it gives.
+type claimWindow struct{ now, by, until time.Time }
 
 // candidate is a document found claimable, with the token it had then
 // ("" before its first claim) and when it became claimable.
@@ -88,8 +106,8 @@ type candidate struct {
 // some ends the claim even with fewer than n: claimers racing for the same
 // messages each take a share, and their next claims go on from there
 // (measured with six claimers on 2,000 messages: 100 finds instead of 145).
-func (p *Persistence) claimRound(ctx context.Context, transport string, now, until time.Time, n int, held map[string]bool) ([]bus.OutgoingMessage, bool, error) {
-	cands, err := p.findClaimable(ctx, transport, now, window(n), held)
+func (p *Persistence) claimRound(ctx context.Context, transport string, cw claimWindow, n int, held map[string]bool) ([]bus.OutgoingMessage, bool, error) {
+	cands, err := p.findClaimable(ctx, transport, cw.by, window(n), held)
 	if err != nil || len(cands) == 0 {
 		return nil, false, err
 	}
@@ -103,7 +121,7 @@ func (p *Persistence) claimRound(ctx context.Context, transport string, now, unt
 	for batch := 0; batch < maxTicketBatches && len(won) < n && tried < len(cands); batch++ {
 		next := cands[tried:min(len(cands), tried+n-len(won))]
 		tried += len(next)
-		w, d, others, err := p.takeTickets(ctx, next, now, until)
+		w, d, others, err := p.takeTickets(ctx, next, cw.now, cw.until)
 		drop = append(drop, d...)
 		if err != nil {
 			return nil, false, err
@@ -114,7 +132,7 @@ func (p *Persistence) claimRound(ctx context.Context, transport string, now, unt
 		}
 	}
 	token := newToken()
-	leased, err := p.lease(ctx, won, now, until, token)
+	leased, err := p.lease(ctx, won, cw.by, cw.until, token)
 	if err != nil || leased == 0 {
 		return nil, true, err
 	}
@@ -134,8 +152,8 @@ func window(n int) int {
 	return n + extra
 }
 
-func (p *Persistence) findClaimable(ctx context.Context, transport string, now time.Time, n int, skip map[string]bool) ([]candidate, error) {
-	filter := bson.D{{Key: fieldAvailableAt, Value: bson.D{{Key: "$lte", Value: now}}}, ofTransport(transport)}
+func (p *Persistence) findClaimable(ctx context.Context, transport string, by time.Time, n int, skip map[string]bool) ([]candidate, error) {
+	filter := bson.D{{Key: fieldAvailableAt, Value: bson.D{{Key: "$lte", Value: by}}}, ofTransport(transport)}
 	if len(skip) > 0 {
 		ids := make([]string, 0, len(skip))
 		for id := range skip {
@@ -161,7 +179,8 @@ func (p *Persistence) findClaimable(ctx context.Context, transport string, now t
 // until, with one UpdateMany per token the candidates were found with
 // (usually one). The filter is the compare-and-swap: a document matches
 // only while it still has that token (no claim took it meanwhile) and is
-// claimable. It returns how many documents it leased.
+// claimable by by (now, or the end of a look-ahead window). It returns how
+// many documents it leased.
 //
 // The filter also bounds available_at by the latest candidate's, and the
 // bound comes first: FerretDB evaluates filters in its own process, key by
@@ -169,7 +188,7 @@ func (p *Persistence) findClaimable(ctx context.Context, transport string, now t
 // 1,000 IDs over 10,000 documents) from running over every due document. A
 // document whose availability moved past the bound meanwhile is claimed by a
 // later round.
-func (p *Persistence) lease(ctx context.Context, won []candidate, now, until time.Time, token string) (int64, error) {
+func (p *Persistence) lease(ctx context.Context, won []candidate, by, until time.Time, token string) (int64, error) {
 	byOld := map[string][]string{}
 	var order []string
 	var bound time.Time
@@ -182,8 +201,8 @@ func (p *Persistence) lease(ctx context.Context, won []candidate, now, until tim
 			bound = c.AvailableAt
 		}
 	}
-	if now.Before(bound) {
-		bound = now
+	if by.Before(bound) {
+		bound = by
 	}
 	update := bson.D{{Key: "$set", Value: bson.D{
 		{Key: fieldToken, Value: token}, {Key: fieldLeaseUntil, Value: until}, {Key: fieldAvailableAt, Value: until},
@@ -219,6 +238,13 @@ func (p *Persistence) readLeased(ctx context.Context, token string, cands []cand
 	out := make([]bus.OutgoingMessage, len(docs))
 	for i := range docs {
 		out[i] = docs[i].outgoing()
+		// When it became claimable: as found; a document stored again
+		// since it was found (never claimed, so available at its due
+		// time) by its own due time.
+		out[i].AvailableAt = cands[pos[docs[i].ID]].AvailableAt
+		if out[i].DueAt.After(out[i].AvailableAt) {
+			out[i].AvailableAt = out[i].DueAt
+		}
 	}
 	return out, nil
 }

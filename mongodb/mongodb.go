@@ -17,6 +17,7 @@ var (
 	_ bus.Persistence    = (*Persistence)(nil)
 	_ bus.ScheduledStore = (*Persistence)(nil)
 	_ bus.ClockedStore   = (*Persistence)(nil)
+	_ bus.AheadClaimer   = (*Persistence)(nil)
 	_ bus.SagaStore      = (*Persistence)(nil)
 )
 

@@ -4,6 +4,7 @@ import "github.com/postbus/bus"
 
 // ClaimSQL and NextDueSQL expose the statements to the EXPLAIN test.
 func ClaimSQL(p *Persistence) string   { return p.sql.claim }
+func AheadSQL(p *Persistence) string   { return p.sql.ahead }
 func NextDueSQL(p *Persistence) string { return p.sql.nextDue }
 
 // InsertSQL is the plain INSERT of a Persistence on table, for the

@@ -14,6 +14,7 @@ var (
 	_ bus.ScheduledStore = (*Persistence)(nil)
 	_ bus.DueNotifier    = (*Persistence)(nil)
 	_ bus.ClockedStore   = (*Persistence)(nil)
+	_ bus.AheadClaimer   = (*Persistence)(nil)
 	_ bus.OutboxStore    = (*Persistence)(nil)
 	_ bus.SagaStore      = (*Persistence)(nil)
 )

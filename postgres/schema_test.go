@@ -110,17 +110,36 @@ func TestQueriesUseTheIndex(t *testing.T) {
 	// table; with stale statistics behind a large backlog it then prefers a
 	// hash join to a nested loop, which "enable_nestloop = off" reproduces
 	// on this small table.
+	//
+	// The look-ahead claim is the same statement with a window (1 ms here,
+	// so it takes the same rows).
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan", "force_generic_plan, enable_nestloop = off"} {
 		claimPlan := explain(t, pool, mode, postgres.ClaimSQL(p), testTransport, 100, time.Minute.Microseconds(), "token")
+		aheadPlan := explain(t, pool, mode, postgres.AheadSQL(p), testTransport, 100, time.Minute.Microseconds(), "token", int64(1000))
 		nextPlan := explain(t, pool, mode, postgres.NextDueSQL(p), testTransport)
-		t.Logf("%s claim plan:\n%s\nnext-due plan:\n%s", mode, claimPlan, nextPlan)
-		for name, plan := range map[string]string{"claim": claimPlan, "next due": nextPlan} {
+		t.Logf("%s claim plan:\n%s\nlook-ahead claim plan:\n%s\nnext-due plan:\n%s", mode, claimPlan, aheadPlan, nextPlan)
+		for name, plan := range map[string]string{"claim": claimPlan, "look-ahead claim": aheadPlan, "next due": nextPlan} {
 			if !strings.Contains(plan, "outgoing_messages_claim_idx") || strings.Contains(plan, "Seq Scan") {
 				t.Errorf("%s: %s query does not use the (transport, available_at, id) index:\n%s", mode, name, plan)
 			}
 		}
-		if !strings.Contains(claimPlan, "rows=100 ") {
-			t.Errorf("%s: claim did not lease 100 rows:\n%s", mode, claimPlan)
+		for name, plan := range map[string]string{"claim": claimPlan, "look-ahead claim": aheadPlan} {
+			if !strings.Contains(plan, "rows=100 ") {
+				t.Errorf("%s: %s did not lease 100 rows:\n%s", mode, name, plan)
+			}
+			checkPrimaryKeyOnce(t, mode, name, plan)
+		}
+	}
+}
+
+// checkPrimaryKeyOnce fails when a claim reaches the rows it leases
+// through the primary key more than once: a nested loop that repeats the
+// "id = ANY(...)" probe for every row costs the square of the batch.
+func checkPrimaryKeyOnce(t *testing.T, mode, name, plan string) {
+	t.Helper()
+	for line := range strings.Lines(plan) {
+		if strings.Contains(line, "outgoing_messages_pkey") && !strings.Contains(line, "loops=1)") {
+			t.Errorf("%s: %s probes the primary key once per row:\n%s", mode, name, plan)
 		}
 	}
 }

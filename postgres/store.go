@@ -117,43 +117,59 @@ func micros(d time.Duration) int64 {
 // now(), so a skewed client clock cannot make a message early, and the
 // lease runs until the server's now() + lease.
 func (p *Persistence) ClaimDueOutgoing(ctx context.Context, transport string, _ time.Time, limit int, lease time.Duration) ([]bus.OutgoingMessage, error) {
+	c, err := p.claim(ctx, p.sql.claim, transport, limit, lease)
+	return c.Rows, err
+}
+
+// ClaimOutgoingAhead is ClaimDueOutgoing for the rows claimable by the
+// server's now() + ahead, leased until now() + ahead + lease, in the same
+// one statement (bus.AheadClaimer). It returns each row's AvailableAt, and
+// as the claim's Now the server's clock_timestamp() as the last row left:
+// later than now(), the statement's start, so the caller's estimate of when
+// each row falls due is not late by the time the leasing took.
+func (p *Persistence) ClaimOutgoingAhead(ctx context.Context, transport string, _ time.Time, ahead time.Duration, limit int, lease time.Duration) (bus.AheadClaim, error) {
+	return p.claim(ctx, p.sql.ahead, transport, limit, lease, micros(ahead))
+}
+
+// claim runs a claim statement (p.sql.claim, or p.sql.ahead with its
+// window as the extra argument).
+func (p *Persistence) claim(ctx context.Context, sql, transport string, limit int, lease time.Duration, extra ...any) (bus.AheadClaim, error) {
 	if limit <= 0 {
-		return nil, ctx.Err()
+		return bus.AheadClaim{}, ctx.Err()
 	}
 	token := newToken()
-	rows, err := p.pool.Query(ctx, p.sql.claim, cleanText(transport), limit, micros(lease), token)
+	rows, err := p.pool.Query(ctx, sql, append([]any{cleanText(transport), limit, micros(lease), token}, extra...)...)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: claim outgoing: %w", err)
+		return bus.AheadClaim{}, fmt.Errorf("postgres: claim outgoing: %w", err)
 	}
 	defer rows.Close()
-	type claimed struct {
-		msg bus.OutgoingMessage
-		was time.Time // available_at before the claim: the claim order
-	}
-	out := make([]claimed, 0, min(limit, 1024))
+	var now, rowNow time.Time
+	out := make([]bus.OutgoingMessage, 0, min(limit, 1024))
 	for rows.Next() {
-		var c claimed
+		var m bus.OutgoingMessage
 		var kind int16
 		var failures int32
-		m := &c.msg
-		if err := rows.Scan(&m.ID, &kind, &m.Envelope, &m.DueAt, &m.LeaseUntil, &failures, &m.LastError, &m.Transport, &m.Type, &c.was); err != nil {
-			return nil, fmt.Errorf("postgres: claim outgoing: %w", err)
+		dest := []any{&m.ID, &kind, &m.Envelope, &m.DueAt, &m.LeaseUntil, &failures, &m.LastError, &m.Transport, &m.Type, &m.AvailableAt}
+		if len(extra) > 0 {
+			dest = append(dest, &rowNow)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return bus.AheadClaim{}, fmt.Errorf("postgres: claim outgoing: %w", err)
+		}
+		if rowNow.After(now) {
+			now = rowNow
 		}
 		m.Kind, m.Failures, m.Token = bus.Kind(kind), int(failures), token
-		out = append(out, c)
+		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: claim outgoing: %w", err)
+		return bus.AheadClaim{}, fmt.Errorf("postgres: claim outgoing: %w", err)
 	}
 	// RETURNING has no order; restore the claim order.
-	slices.SortFunc(out, func(a, b claimed) int {
-		return cmp.Or(a.was.Compare(b.was), strings.Compare(a.msg.ID, b.msg.ID))
+	slices.SortFunc(out, func(a, b bus.OutgoingMessage) int {
+		return cmp.Or(a.AvailableAt.Compare(b.AvailableAt), strings.Compare(a.ID, b.ID))
 	})
-	msgs := make([]bus.OutgoingMessage, len(out))
-	for i := range out {
-		msgs[i] = out[i].msg
-	}
-	return msgs, nil
+	return bus.AheadClaim{Rows: out, Now: now}, nil
 }
 
 // newToken returns a random 128-bit lease token in hex.

@@ -118,26 +118,36 @@ func dueAt(m *bus.OutgoingMessage, now time.Time) time.Time {
 // admits one writer per file at a time, across processes too, so no row is
 // handed to two claimers.
 func (p *Persistence) ClaimDueOutgoing(ctx context.Context, transport string, _ time.Time, limit int, lease time.Duration) ([]bus.OutgoingMessage, error) {
+	c, err := p.ClaimOutgoingAhead(ctx, transport, time.Time{}, 0, limit, lease)
+	return c.Rows, err
+}
+
+// ClaimOutgoingAhead is ClaimDueOutgoing for the rows claimable by the
+// store's now + ahead, leased until now + ahead + lease, in the same one
+// write transaction (bus.AheadClaimer). It returns the store's now with the
+// rows, and each row's AvailableAt.
+func (p *Persistence) ClaimOutgoingAhead(ctx context.Context, transport string, _ time.Time, ahead time.Duration, limit int, lease time.Duration) (bus.AheadClaim, error) {
 	p.noteTransport(transport)
 	if limit <= 0 {
-		return nil, ctx.Err()
+		return bus.AheadClaim{}, ctx.Err()
 	}
+	ahead = max(ahead, 0)
 	tx, err := p.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: claim: %w", err)
+		return bus.AheadClaim{}, fmt.Errorf("sqlite: claim: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	// Read the clock once the write lock is held, so a claim that waited
 	// for another process's lock does not lease from a stale now.
 	now := p.now()
-	out, err := p.selectDue(ctx, tx, transport, nanos(now), limit)
+	out, err := p.selectDue(ctx, tx, transport, nanos(now.Add(ahead)), limit)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: claim: %w", err)
+		return bus.AheadClaim{}, fmt.Errorf("sqlite: claim: %w", err)
 	}
 	if len(out) == 0 {
-		return nil, nil // the rollback ends the transaction; nothing changed
+		return bus.AheadClaim{Now: now}, nil // the rollback ends the transaction; nothing changed
 	}
-	until := nanos(now.Add(lease))
+	until := nanos(now.Add(ahead + lease))
 	token := newToken()
 	ids := make([]string, len(out))
 	for i := range out {
@@ -145,19 +155,19 @@ func (p *Persistence) ClaimDueOutgoing(ctx context.Context, transport string, _ 
 	}
 	res, err := tx.ExecContext(ctx, p.q.lease, until, token, idList(ids))
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: claim: %w", err)
+		return bus.AheadClaim{}, fmt.Errorf("sqlite: claim: %w", err)
 	}
 	if got, err := res.RowsAffected(); err != nil || got != int64(len(out)) {
-		return nil, fmt.Errorf("sqlite: claim: leased %d rows of %d selected: %v", got, len(out), err)
+		return bus.AheadClaim{}, fmt.Errorf("sqlite: claim: leased %d rows of %d selected: %v", got, len(out), err)
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("sqlite: claim: %w", err)
+		return bus.AheadClaim{}, fmt.Errorf("sqlite: claim: %w", err)
 	}
 	leaseUntil := fromNanos(until)
 	for i := range out {
 		out[i].LeaseUntil, out[i].Token = leaseUntil, token
 	}
-	return out, nil
+	return bus.AheadClaim{Rows: out, Now: now}, nil
 }
 
 func (p *Persistence) selectDue(ctx context.Context, tx *sql.Tx, transport string, now int64, limit int) ([]bus.OutgoingMessage, error) {
@@ -175,7 +185,7 @@ func (p *Persistence) selectDue(ctx context.Context, tx *sql.Tx, transport strin
 		if err := rows.Scan(&m.ID, &kind, &m.Envelope, &due, &m.Failures, &m.LastError, &m.Transport, &m.Type, &available); err != nil {
 			return nil, err
 		}
-		m.Kind, m.DueAt = bus.Kind(kind), fromNanos(due)
+		m.Kind, m.DueAt, m.AvailableAt = bus.Kind(kind), fromNanos(due), fromNanos(available)
 		out = append(out, m)
 	}
 	return out, rows.Err()

@@ -1,0 +1,326 @@
+package bus
+
+import (
+	"container/heap"
+	"context"
+	"time"
+)
+
+// The look-ahead dispatcher (Config.Dispatcher.LookAhead), for stores that
+// are AheadClaimers.
+//
+// One claim takes every row claimable within the window, leased for the
+// window plus the lease, and the dispatcher holds the rows in a heap ordered
+// by the time each may be handed over. A row is handed over no sooner than
+// the store says it falls due, whatever the skew between the clocks: the
+// claim returns the store's now with the rows, and a row AvailableAt−Now
+// after it is due at most that long after the claim returned. For a store
+// with a clock (ClockedStore) that bound is late by the claim's commit, so
+// after a claim the dispatcher also reads the store's clock on its own, a
+// read-only round trip: a reading S taken before bus time t bounds the
+// row's time by t+(AvailableAt−S), and the earlier of the two bounds wins.
+// Both assume that the clocks run at the same rate while the row is held;
+// the reading's bound gets an allowance for them drifting apart.
+//
+// The next claim comes when half the window is gone, so rows are claimed
+// at least half a window before they fall due, and the rows delivered are
+// deleted together every aheadSettleDelay or aheadSettleRows, in the
+// background. A row stored due before the window's end (or before the next
+// planned claim) pokes the dispatcher, which claims at once.
+//
+// A row never leaves after its lease could have lapsed: its lease end is
+// taken at the earliest the store can have meant, and the hand-over of a
+// group stops two thirds into the lease as in dispatchBatch. On stop, the
+// rows held but not handed over are released.
+
+const (
+	// aheadSettleDelay is the longest a delivered row of a look-ahead
+	// dispatcher waits for others to be deleted with; aheadSettleRows
+	// delivered rows are deleted at once.
+	aheadSettleDelay = 20 * time.Millisecond
+	aheadSettleRows  = 256
+	// aheadDrift is the rate at which a look-ahead dispatcher assumes the
+	// bus's clock and a store's may drift apart while it holds a row: one
+	// part in aheadDrift (1,000 ppm, twice the most ntpd slews a clock).
+	aheadDrift = 1000
+	// aheadHeldBatches bounds the rows a look-ahead dispatcher holds, in
+	// batches of Dispatcher.BatchSize: a window with more rows due is
+	// claimed as the rows held go out. Only a poke (a row stored due soon)
+	// claims beyond it.
+	aheadHeldBatches = 2
+)
+
+// heldRow is a row claimed ahead, waiting for its time.
+type heldRow struct {
+	row      OutgoingMessage
+	at       time.Time // hand over no sooner (bus clock)
+	leaseEnd time.Time // the lease ends no sooner (bus clock)
+	seq      uint64    // claim order, for rows due at the same time
+}
+
+// heldHeap orders held rows by hand-over time, then by claim order.
+type heldHeap []*heldRow
+
+func (h heldHeap) Len() int { return len(h) }
+func (h heldHeap) Less(i, j int) bool {
+	if !h[i].at.Equal(h[j].at) {
+		return h[i].at.Before(h[j].at)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h heldHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *heldHeap) Push(x any)   { *h = append(*h, x.(*heldRow)) }
+func (h *heldHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return r
+}
+
+// ahead is the state of a look-ahead dispatcher; only its loop touches it.
+type ahead struct {
+	d         *dispatcher
+	store     AheadClaimer
+	held      heldHeap
+	seq       uint64
+	horizon   time.Time // rows due by then (bus clock) were claimed, unless stored since
+	nextClaim time.Time
+	claimNow  bool // a poke asked for a claim
+	settling  settleBatch
+}
+
+// storeReading is a reading of a ClockedStore's clock: the store showed
+// store no later than bus on the bus's clock.
+type storeReading struct{ store, bus time.Time }
+
+// runAhead is the dispatcher's loop with a look-ahead window.
+func (d *dispatcher) runAhead(ctx context.Context, store AheadClaimer) {
+	a := &ahead{d: d, store: store, claimNow: true}
+	defer a.stop(ctx)
+	for ctx.Err() == nil {
+		if failed := a.handOverDue(ctx); failed && d.dispatch.wait() > 0 {
+			// The transport is failing: probe, don't hold rows meanwhile.
+			a.releaseHeld(ctx)
+			d.sleep(ctx, d.dispatch.wait())
+			a.claimNow = true
+			continue
+		}
+		a.settling.maybeFlush(ctx, d, a.nextHandOver())
+		if a.claimNow || !d.clock.Now().Before(a.nextClaim) {
+			// A claim never overtakes the settling of rows handed over:
+			// a row whose delete is in flight must not come back.
+			a.settling.wait()
+			a.claim(ctx)
+		}
+		a.sleep(ctx)
+	}
+}
+
+// claim takes the rows due within the window into the heap and plans the
+// next claim.
+func (a *ahead) claim(ctx context.Context) {
+	d := a.d
+	poked := a.claimNow
+	a.claimNow = false
+	if len(a.held) >= aheadHeldBatches*d.cfg.BatchSize && !poked {
+		a.nextClaim = a.held[0].at // once hand-overs make room
+		a.setPlan()
+		return
+	}
+	d.plan.Store(0) // a row stored from now on may be missed by the claim: wake for it
+	sent := d.clock.Now()
+	c, err := a.store.ClaimOutgoingAhead(ctx, d.transport, sent, d.cfg.LookAhead, d.cfg.BatchSize, d.cfg.Lease)
+	recv := d.clock.Now()
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		d.fetch.failure(err)
+		d.logError("fetch", "cannot claim due messages; retrying", err)
+		a.nextClaim = recv.Add(d.fetch.wait())
+		a.setPlan()
+		return
+	}
+	d.fetch.success()
+	a.horizon = recv.Add(d.cfg.LookAhead)
+	if len(c.Rows) > 0 {
+		d.b.emit(ctx, ObserverEvent{Kind: EventClaim, Count: len(c.Rows), Start: sent})
+		reading := a.readStoreClock(ctx)
+		for i := range c.Rows {
+			a.hold(&c.Rows[i], c.Now, sent, recv, reading)
+		}
+	}
+	switch {
+	case len(c.Rows) >= d.cfg.BatchSize:
+		a.nextClaim = recv // the window may hold more
+	case len(c.Rows) > 0:
+		d.misses = 0
+		a.nextClaim = recv.Add(d.cfg.LookAhead / 2)
+	default:
+		a.nextClaim = recv.Add(a.idleWait(ctx))
+	}
+	a.setPlan()
+}
+
+// hold puts a claimed row in the heap. The store read storeNow at some
+// instant between sent and recv (bus clock): a time storeNow+x on its clock
+// is at most recv+x on ours, and at least sent+x. A reading of the store's
+// clock, when there is one, gives another upper bound.
+func (a *ahead) hold(m *OutgoingMessage, storeNow, sent, recv time.Time, r storeReading) {
+	avail := m.AvailableAt
+	if avail.IsZero() {
+		avail = m.DueAt
+	}
+	leaseEnd := sent.Add(a.d.cfg.Lease)
+	if !m.LeaseUntil.IsZero() {
+		leaseEnd = sent.Add(m.LeaseUntil.Sub(storeNow))
+	}
+	at := recv.Add(avail.Sub(storeNow))
+	if !r.bus.IsZero() {
+		t := r.bus.Add(avail.Sub(r.store))
+		if drift := t.Sub(r.bus) / aheadDrift; drift > 0 {
+			t = t.Add(drift)
+		}
+		if t.Before(at) {
+			at = t
+		}
+	}
+	a.seq++
+	heap.Push(&a.held, &heldRow{row: *m, at: at, leaseEnd: leaseEnd, seq: a.seq})
+}
+
+// readStoreClock reads the clock of a ClockedStore; zero for another store,
+// or when the reading fails.
+func (a *ahead) readStoreClock(ctx context.Context) storeReading {
+	cs, ok := a.store.(ClockedStore)
+	if !ok {
+		return storeReading{}
+	}
+	storeNow, err := cs.StoreNow(ctx)
+	if err != nil {
+		return storeReading{}
+	}
+	return storeReading{store: storeNow, bus: a.d.clock.Now()}
+}
+
+// idleWait is how long to wait after a claim that found nothing: until the
+// next row is half a window away, at most the poll interval.
+func (a *ahead) idleWait(ctx context.Context) time.Duration {
+	d := a.d
+	next, ok, err := d.store.NextDueOutgoing(ctx, d.transport)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.logError("next-due", "cannot read the next due time", err)
+		}
+		return d.cfg.PollInterval
+	}
+	if !ok {
+		return d.cfg.PollInterval
+	}
+	if wait := next.Sub(d.clock.Now().Add(d.storeSkew(ctx))) - d.cfg.LookAhead/2; wait > 0 {
+		d.misses = 0
+		return min(wait, d.cfg.PollInterval)
+	}
+	// Due within the window, yet not claimed: another process holds it,
+	// or the store's clock is a little behind ours.
+	d.misses++
+	return min(dueRetryDelay<<min(d.misses-1, 16), d.cfg.PollInterval)
+}
+
+// setPlan tells poke which rows the dispatcher would miss: those due
+// before the window claimed ends, or before the next claim can take them.
+func (a *ahead) setPlan() {
+	plan := a.nextClaim.Add(a.d.cfg.LookAhead / 2)
+	if a.horizon.After(plan) {
+		plan = a.horizon
+	}
+	a.d.plan.Store(plan.UnixNano())
+}
+
+// handOverDue hands over the held rows whose time has come, in groups of
+// at most BatchSize, and queues their results for settling. After a failed
+// hand-over it settles at once, so that the dispatch breaker knows, and
+// reports true.
+func (a *ahead) handOverDue(ctx context.Context) bool {
+	d := a.d
+	for len(a.held) > 0 && ctx.Err() == nil {
+		now := d.clock.Now()
+		if a.held[0].at.After(now) {
+			return false
+		}
+		var rows []OutgoingMessage
+		var stopBy, settleBy time.Time
+		for len(a.held) > 0 && len(rows) < d.cfg.BatchSize && !a.held[0].at.After(now) {
+			h := heap.Pop(&a.held).(*heldRow)
+			rows = append(rows, h.row)
+			stop, by := h.leaseEnd.Add(-d.cfg.Lease/3), h.leaseEnd.Add(-d.cfg.Lease/10)
+			if stopBy.IsZero() || stop.Before(stopBy) {
+				stopBy, settleBy = stop, by
+			}
+		}
+		results := d.handOverAll(ctx, rows, stopBy)
+		a.settling.add(rows, results, settleBy, now)
+		for _, err := range results {
+			if err != nil {
+				a.settling.flush(ctx, d, true)
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// nextHandOver is when the earliest held row falls due; zero when none.
+func (a *ahead) nextHandOver() time.Time {
+	if len(a.held) == 0 {
+		return time.Time{}
+	}
+	return a.held[0].at
+}
+
+// sleep waits for the next held row, the next claim or the next settling,
+// or for a poke, which asks for a claim.
+func (a *ahead) sleep(ctx context.Context) {
+	d := a.d
+	wake := a.nextClaim
+	if next := a.nextHandOver(); !next.IsZero() && next.Before(wake) {
+		wake = next
+	}
+	if f := a.settling.due(); !f.IsZero() && f.Before(wake) {
+		wake = f
+	}
+	wait := wake.Sub(d.clock.Now())
+	if wait <= 0 {
+		return
+	}
+	t := d.clock.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-d.wake:
+		a.claimNow = true
+	case <-ctx.Done():
+	}
+}
+
+// releaseHeld releases every row held, and settles what was handed over.
+func (a *ahead) releaseHeld(ctx context.Context) {
+	if len(a.held) > 0 {
+		rows := make([]OutgoingMessage, len(a.held))
+		results := make([]error, len(a.held))
+		var settleBy time.Time
+		for i, h := range a.held {
+			rows[i], results[i] = h.row, errNotAttempted
+			if by := h.leaseEnd.Add(-a.d.cfg.Lease / 10); settleBy.IsZero() || by.Before(settleBy) {
+				settleBy = by
+			}
+		}
+		a.held = a.held[:0]
+		a.settling.add(rows, results, settleBy, a.d.clock.Now())
+	}
+	a.settling.flush(ctx, a.d, true)
+}
+
+// stop releases the rows held and waits for the settling of the others.
+func (a *ahead) stop(ctx context.Context) { a.releaseHeld(ctx) }
