@@ -184,7 +184,9 @@ func TestPipelinedHandOverProbesAFailingTransport(t *testing.T) {
 	tr, store := newBatchTransport(), bus.NewMemoryPersistence()
 	tr.down.Store(true)
 	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store, Clock: clock,
-		Dispatcher: bus.DispatcherConfig{Concurrency: 4, RetryBackoff: time.Hour}}, nil)
+		// Claims without look-ahead: one claim per batch, so the calls
+		// the probe is counted in are the dispatcher's batches.
+		Dispatcher: bus.DispatcherConfig{Concurrency: 4, RetryBackoff: time.Hour, LookAhead: -1}}, nil)
 	send := func(n int) {
 		for range n {
 			if err := b.Send(ctxT(t), PlaceOrder{ID: "x"}, bus.To("billing"), bus.DeliverAfter(time.Second)); err != nil {
