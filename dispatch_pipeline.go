@@ -111,9 +111,7 @@ func (d *dispatcher) sendBatch(ctx context.Context, bt BatchTransport, rows []Ou
 	if o != nil {
 		spans = make([]context.Context, len(batch))
 		for j, out := range batch {
-			row := &rows[at[j]]
-			spans[j] = o.StartDispatch(ctx, DispatchStart{Endpoint: d.b.cfg.Endpoint, Envelope: out.Envelope, DueAt: row.DueAt,
-				Failures: row.Failures, Time: d.clock.Now()})
+			spans[j] = o.StartDispatch(ctx, d.dispatchStart(&rows[at[j]], out.Envelope))
 		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)

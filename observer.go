@@ -315,11 +315,15 @@ func (b *Bus) observeSend(ctx context.Context, env *Envelope, kind SendKind) (co
 // EndDispatch.
 func (d *dispatcher) observeHandOver(ctx context.Context, row *OutgoingMessage, env *Envelope) error {
 	o := d.b.cfg.Observer
-	ctx = o.StartDispatch(ctx, DispatchStart{Endpoint: d.b.cfg.Endpoint, Envelope: env, DueAt: row.DueAt,
-		Failures: row.Failures, Time: d.clock.Now()})
+	ctx = o.StartDispatch(ctx, d.dispatchStart(row, env))
 	err := d.b.transmit(ctx, env)
 	o.EndDispatch(ctx, DispatchEnd{Envelope: env, Err: err, Time: d.clock.Now()})
 	return err
+}
+
+// dispatchStart describes the hand-over of row, decoded as env, starting now.
+func (d *dispatcher) dispatchStart(row *OutgoingMessage, env *Envelope) DispatchStart {
+	return DispatchStart{Endpoint: d.b.cfg.Endpoint, Envelope: env, DueAt: row.DueAt, Failures: row.Failures, Time: d.clock.Now()}
 }
 
 // observeBreaker reports a breaker's state changes as EventBreaker.

@@ -19,32 +19,27 @@ import (
 func BenchmarkSendToHandler(b *testing.B) {
 	b.Run("bare", func(b *testing.B) { benchSendToHandler(b, nil) })
 	b.Run("otel", func(b *testing.B) {
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-		defer func() {
-			_ = tp.Shutdown(context.Background())
-			_ = mp.Shutdown(context.Background())
-		}()
-		obs, err := otelbus.New(otelbus.Options{TracerProvider: tp, MeterProvider: mp})
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchSendToHandler(b, obs)
+		benchObserved(b, sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter())))
 	})
 	// Metrics and trace propagation only: no span is sampled.
 	b.Run("otel-unsampled", func(b *testing.B) {
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-		defer func() {
-			_ = tp.Shutdown(context.Background())
-			_ = mp.Shutdown(context.Background())
-		}()
-		obs, err := otelbus.New(otelbus.Options{TracerProvider: tp, MeterProvider: mp})
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchSendToHandler(b, obs)
+		benchObserved(b, sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample())))
 	})
+}
+
+// benchObserved runs benchSendToHandler with otelbus on tp and a meter
+// provider whose metrics are recorded but never collected.
+func benchObserved(b *testing.B, tp *sdktrace.TracerProvider) {
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	defer func() {
+		_ = tp.Shutdown(context.Background())
+		_ = mp.Shutdown(context.Background())
+	}()
+	obs, err := otelbus.New(otelbus.Options{TracerProvider: tp, MeterProvider: mp})
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchSendToHandler(b, obs)
 }
 
 func benchSendToHandler(b *testing.B, obs bus.Observer) {
