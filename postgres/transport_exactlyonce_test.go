@@ -79,7 +79,7 @@ func (w exactlyOnceWorld) orders(t testing.TB, block bool, calls *atomic.Int64) 
 	}
 	b, err := bus.New(bus.Config{Endpoint: w.endpoint, Transport: transport, Persistence: store,
 		Outbox: bus.OutboxConfig{Enabled: true}, Retries: bus.RetryConfig{Immediate: -1, Delayed: -1},
-		Dispatcher: bus.DispatcherConfig{PollInterval: 100 * time.Millisecond}})
+		Dispatcher: bus.DispatcherConfig{PollInterval: 100 * time.Millisecond, Lease: time.Second}})
 	if err != nil {
 		return nil, err
 	}
