@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"flag"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,7 +58,10 @@ func TestBrowserConsole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := newConsoleClient(t, h) // the server; the browser is the client
+	// Answers to form submissions come late, as on a loaded machine: a
+	// wait that the page the form is on can satisfy, or a screenshot taken
+	// while the next page loads, then fails instead of passing by luck.
+	cc := newConsoleClient(t, slowSubmissions(h, 2*time.Second)) // the server; the browser is the client
 	base := cc.srv.URL
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
@@ -70,17 +75,43 @@ func TestBrowserConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Every wait below is for a condition; the deadline only ends a wait
+	// that will never be met, so it is generous: on a loaded 2-core
+	// machine one screenshot took more than 30 s.
+	const deadline = 3 * time.Minute
 	step := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		sctx, cancel := context.WithTimeout(ctx, deadline)
 		defer cancel()
 		if err := chromedp.Do(sctx, steps...); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
+	// submit clicks a button that submits a form and waits until the page
+	// the submission leads to (after the redirect of a POST) has loaded.
+	// Waiting for an element instead would race with the navigation: the
+	// page the form is on may have the element too (the unfiltered list has
+	// the searched message's link), or the old page is gone and the new one
+	// not yet drawn when a screenshot is taken.
+	submit := func(what string, button chromedp.CSS, wantPath, wantQuery string) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, deadline)
+		defer cancel()
+		resp, err := chromedp.RunResponse(sctx, chromedp.Click(button))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		u, err := url.Parse(resp.URL)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if resp.Status != http.StatusOK || u.Path != wantPath || !strings.Contains(u.RawQuery, wantQuery) {
+			t.Fatalf("%s: landed on %d %s, want 200 %s?…%s…", what, resp.Status, resp.URL, wantPath, wantQuery)
+		}
+	}
 	text := func(sel chromedp.CSS) string {
 		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		sctx, cancel := context.WithTimeout(ctx, deadline)
 		defer cancel()
 		s, err := chromedp.Run(sctx, chromedp.Text(sel))
 		if err != nil {
@@ -90,7 +121,7 @@ func TestBrowserConsole(t *testing.T) {
 	}
 	shot := func(name string) {
 		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		sctx, cancel := context.WithTimeout(ctx, deadline)
 		defer cancel()
 		buf, err := chromedp.Run(sctx, chromedp.FullScreenshot(90))
 		if err != nil {
@@ -106,20 +137,23 @@ func TestBrowserConsole(t *testing.T) {
 	backlog := text("#backlog")
 	shot("console-overview.jpg")
 
-	step("search", chromedp.Navigate(base+"/scheduled"), chromedp.WaitVisible(chromedp.ID("search-id")),
-		chromedp.SendKeys(chromedp.ID("search-id"), target), chromedp.Click(chromedp.ID("search")),
-		chromedp.WaitVisible(chromedp.CSS(`a[href="/scheduled/`+target+`"]`)))
+	step("scheduled", chromedp.Navigate(base+"/scheduled"), chromedp.WaitVisible(chromedp.ID("search-id")),
+		chromedp.SendKeys(chromedp.ID("search-id"), target))
+	submit("search", "#search", "/scheduled", "id="+target)
+	step("search result", chromedp.WaitVisible(chromedp.CSS(`a[href="/scheduled/`+target+`"]`)))
 	searched := text("#scheduled")
 	shot("console-scheduled-search.jpg")
 
 	step("message", chromedp.Navigate(base+"/scheduled/"+target), chromedp.WaitVisible(chromedp.ID("body")))
 	shot("console-message.jpg")
-	step("cancel", chromedp.Click(chromedp.CSS(`form[action$="/cancel"] button`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	submit("cancel", `form[action$="/cancel"] button`, "/scheduled", "msg=")
+	step("cancelled", chromedp.WaitVisible(chromedp.CSS(".flash")))
 	flash := text(".flash")
 
 	step("failed", chromedp.Navigate(base+"/failed"), chromedp.WaitVisible(chromedp.ID("groups")))
 	shot("console-failed.jpg")
-	step("retry group", chromedp.Click(chromedp.CSS(`#groups button.primary`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	submit("retry group", "#groups button.primary", "/failed", "msg=")
+	step("retried", chromedp.WaitVisible(chromedp.CSS(".flash")), chromedp.WaitVisible(chromedp.ID("count")))
 	failedCount := text("#count")
 	shot("console-failed-retried.jpg")
 
@@ -138,4 +172,19 @@ func TestBrowserConsole(t *testing.T) {
 	if failedCount != "12" { // 25 + 8 + 4 failures; the group of 25 was retried
 		t.Errorf("failed after the retry: %q, want 12", failedCount)
 	}
+}
+
+// slowSubmissions delays the answer to every form submission (a POST, or a
+// GET with a query string) by d.
+func slowSubmissions(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost || r.URL.RawQuery != "" {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
