@@ -109,7 +109,7 @@ func TestSharedTableSendsRowsThroughTheirOwnTransport(t *testing.T) {
 			for n := range each / 2 {
 				cmdID, evtID := fmt.Sprintf("%s-cmd-%02d", s.name, n), fmt.Sprintf("%s-evt-%02d", s.name, n)
 				sentBy[i] = append(sentBy[i], cmdID, evtID)
-				if err := buses[i].Send(ctx, scopedCommand{From: s.name, N: n}, bus.DeliverAfter(time.Until(due)), bus.WithMessageID(cmdID)); err != nil {
+				if err := buses[i].Send(ctx, scopedCommand{From: s.name, N: n}, bus.DeliverAfter(max(time.Until(due), 0)), bus.WithMessageID(cmdID)); err != nil {
 					t.Error(err)
 					return
 				}
