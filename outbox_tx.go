@@ -17,7 +17,9 @@ import (
 //
 //   - Send, Publish, Reply, SendBatch and RequestTimeout queue their
 //     messages in the handling's scope; they are stored in the transaction
-//     just before it commits (HandlingTx.StoreOutgoing).
+//     just before it commits (HandlingTx.StoreOutgoing). Another bus on the
+//     same persistence, called with the handling's ctx, stores what it
+//     would store (delayed messages, batches) in the transaction at once.
 //   - Saga state is loaded and saved in it (SagaStore reads the
 //     transaction from ctx); CompleteSaga cancels the instance's timeouts
 //     in it when the store is a TxCanceler, and after the commit otherwise.
@@ -44,7 +46,7 @@ type TxCanceler interface {
 // otherwise.
 func (b *Bus) handlingTxScope(ctx context.Context) *scope {
 	s := scopeFrom(ctx)
-	if s == nil || !s.inTx || !samePersistence(s.bus.cfg.Persistence, b.cfg.Persistence) {
+	if s == nil || s.tx == nil || !samePersistence(s.bus.cfg.Persistence, b.cfg.Persistence) {
 		return nil
 	}
 	return s
@@ -77,6 +79,32 @@ func (b *Bus) cancelOutgoing(ctx context.Context, id string) (bool, error) {
 		return false, b.cannotJoin("cancel")
 	}
 	return b.store.CancelOutgoing(ctx, id)
+}
+
+// storeInHandlingTx stores messages that this bus would store (delayed
+// ones, a batch) with the ctx of an outbox handling of another bus on the
+// same persistence: in that handling's transaction, as rows of this bus
+// (immediate ones of a batch due at once), released when it commits. It
+// reports false when ctx carries no such handling.
+func (b *Bus) storeInHandlingTx(ctx context.Context, ps ...pending) (bool, error) {
+	s := b.handlingTxScope(ctx)
+	if s == nil {
+		return false, nil
+	}
+	if s.settled() {
+		return false, ErrHandlerDone
+	}
+	now := b.clock.Now()
+	if err := s.tx.StoreOutgoing(ctx, b.outboxRows(ps, now)); err != nil {
+		return false, fmt.Errorf("bus: store %d message(s) in the handling's transaction: %w", len(ps), err)
+	}
+	b.metrics.scheduled.Add(uint64(len(ps)))
+	s.afterSuccess(func(context.Context) {
+		if d := b.dispatcher.Load(); d != nil {
+			d.poke(now)
+		}
+	})
+	return true, nil
 }
 
 // checkNotInHandlingTx refuses a call that would read the store outside

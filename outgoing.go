@@ -187,6 +187,9 @@ func (b *Bus) deliverOutgoing(ctx context.Context, env *Envelope) error {
 		return err
 	}
 	if !env.DueAt.IsZero() && env.DueAt.After(b.clock.Now()) {
+		if stored, err := b.storeInHandlingTx(ctx, p); stored || err != nil {
+			return err
+		}
 		return b.schedule(ctx, []pending{p})
 	}
 	return b.transmit(ctx, env)

@@ -13,8 +13,8 @@ import (
 type scope struct {
 	bus      *Bus
 	incoming *Envelope
-	attempt  int  // immediate attempt, from 1
-	inTx     bool // the attempt runs in an outbox transaction (HandlingTx)
+	attempt  int        // immediate attempt, from 1
+	tx       HandlingTx // the attempt's outbox transaction, if any
 	mu       sync.Mutex
 	outbox   []pending
 	sends    int  // messages given IDs so far: the position of the next send
