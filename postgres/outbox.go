@@ -33,7 +33,8 @@ func Tx(ctx context.Context) (pgx.Tx, bool) {
 // that ctx store the message in tx instead of sending it: it is dispatched
 // after the caller commits tx, and never if tx rolls back. A transaction on
 // another database is refused at send with an *OtherDatabaseError, and
-// nothing is stored.
+// nothing is stored. bus.CancelScheduled with that ctx cancels in tx (with
+// the outbox on or off): the message stays scheduled if tx rolls back.
 func WithTx(ctx context.Context, tx pgx.Tx) context.Context {
 	return context.WithValue(ctx, callerKey{}, tx)
 }

@@ -37,6 +37,8 @@ func Tx(ctx context.Context) (*sql.Tx, bool) {
 // bus.Publish and their delayed forms with that ctx store the message in
 // tx as an outbox row: it is dispatched after tx commits, and never if tx
 // rolls back. The bus must have bus.Config.Outbox.Enabled.
+// bus.CancelScheduled with that ctx cancels in tx (with the outbox on or
+// off): the message stays scheduled if tx rolls back.
 //
 // The store's pool holds a single connection, and tx holds it until it
 // commits or rolls back: meanwhile the store's dispatcher and handlings
