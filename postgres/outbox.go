@@ -186,15 +186,22 @@ func txFrom(ctx context.Context) (pgx.Tx, bool) {
 // CancelOutgoingInTx is CancelOutgoing run in the transaction ctx carries,
 // the outbox handling's (Tx) or the caller's (WithTx), so the cancel
 // commits or rolls back with it; joined reports whether ctx carried one.
-// Without one it does nothing. A transaction on another database than the
-// store's pool is an *OtherDatabaseError. Until the transaction ends, the
-// row stays locked: dispatchers skip it.
+// Without one it does nothing, and so it does with the handling of a store
+// on another database (a bus on another store called with its handler's
+// ctx). A caller's transaction on another database than the store's pool
+// is an *OtherDatabaseError. Until the transaction ends, the row stays
+// locked: dispatchers skip it.
 func (p *Persistence) CancelOutgoingInTx(ctx context.Context, id string) (cancelled, joined bool, err error) {
+	_, handling := Tx(ctx)
 	tx, ok := txFrom(ctx)
 	if !ok {
 		return false, false, nil
 	}
 	if err := p.checkSameDatabase(ctx, tx); err != nil {
+		var other *OtherDatabaseError
+		if handling && errors.As(err, &other) {
+			return false, false, nil
+		}
 		return false, true, err
 	}
 	tag, err := tx.Exec(ctx, p.sql.cancel, cleanText(id))
