@@ -146,6 +146,9 @@ func (b *Bus) releaseBatch(ctx context.Context, s *scope, ps []pending) error {
 	case s != nil:
 		return s.add(ps...)
 	}
+	if stored, err := b.storeInHandlingTx(ctx, ps...); stored || err != nil {
+		return err
+	}
 	if stored, err := b.storeInCallerTx(ctx, ps...); stored || err != nil {
 		return err
 	}

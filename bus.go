@@ -88,6 +88,12 @@ func (b *Bus) Endpoint() string { return b.cfg.Endpoint }
 // Start sets up the persistence (Setup) and the transport (Provision) unless
 // Config.SkipSetup is set, then starts receiving and dispatching. Send-only
 // buses only set up. Start returns once the bus is running.
+//
+// First, when the persistence reports its pool (PoolReporter), Start checks
+// that it can serve the bus: with the outbox on, Concurrency handlings
+// holding a connection each, plus the dispatcher's and a transport's that
+// shares the pool. A pool too small is a *ConfigError naming the numbers;
+// a pool whose callers take turns (SQLite) gets one warning instead.
 func (b *Bus) Start(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -96,6 +102,9 @@ func (b *Bus) Start(ctx context.Context) error {
 		return ErrAlreadyStarted
 	case stateClosed:
 		return ErrClosed
+	}
+	if err := b.checkPool(); err != nil {
+		return err
 	}
 	if !b.cfg.SkipSetup {
 		if s, ok := b.cfg.Persistence.(interface{ Setup(context.Context) error }); ok {

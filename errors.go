@@ -49,6 +49,13 @@ var (
 	// message of a SendBatch call on after that call went ahead without
 	// it (from a goroutine of its own): the message was not sent.
 	ErrBatchReleased = errors.New("bus: batch already released")
+	// ErrCannotJoinTx is returned by a bus call made with a ctx that
+	// carries a database transaction (an outbox handling's, or a caller's
+	// such as postgres.WithTx) when the persistence cannot run the call in
+	// that transaction. The bus refuses instead of taking a second
+	// connection, which could wait for ever on the one the transaction
+	// holds, and whose effects would not follow the transaction's end.
+	ErrCannotJoinTx = errors.New("bus: the persistence cannot run this call in the transaction ctx carries")
 )
 
 // ConfigError reports an invalid Config field.

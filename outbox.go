@@ -93,7 +93,7 @@ func (b *Bus) attemptInOutbox(ctx context.Context, env *Envelope, attempt int) e
 			b.log.Warn("outbox: rollback failed", slog.String(logKeyMessageID, env.ID), slog.Any(logKeyError, rerr))
 		}
 	}
-	s := &scope{bus: b, incoming: env, attempt: attempt}
+	s := &scope{bus: b, incoming: env, attempt: attempt, tx: tx}
 	if err := b.runIncoming(tx.Context(withScope(ctx, s)), env); err != nil {
 		s.finish()
 		rollback()

@@ -187,6 +187,9 @@ func (b *Bus) deliverOutgoing(ctx context.Context, env *Envelope) error {
 		return err
 	}
 	if !env.DueAt.IsZero() && env.DueAt.After(b.clock.Now()) {
+		if stored, err := b.storeInHandlingTx(ctx, p); stored || err != nil {
+			return err
+		}
 		return b.schedule(ctx, []pending{p})
 	}
 	return b.transmit(ctx, env)
@@ -275,6 +278,14 @@ func (b *Bus) rows(msgs []pending, now time.Time) []OutgoingMessage {
 // yet, and reports whether it did. It returns false for a message already
 // handed to the transport or never scheduled, and for one a dispatcher is
 // delivering right now (its row is leased): that delivery goes ahead.
+//
+// With a ctx that carries a database transaction, the cancel runs in it
+// and follows its end: inside a handler of a bus with the outbox on, the
+// handling's transaction (a handler that fails keeps the message
+// scheduled); outside handlers, a caller's transaction (postgres.WithTx,
+// sqlite.WithTx). A persistence that cannot do so (it does not implement
+// TxCanceler) makes the call inside an outbox handling fail with
+// ErrCannotJoinTx; after the handling was settled, ErrHandlerDone.
 func (b *Bus) CancelScheduled(ctx context.Context, id string) (bool, error) {
 	if err := b.checkOpen(); err != nil {
 		return false, err
@@ -282,7 +293,7 @@ func (b *Bus) CancelScheduled(ctx context.Context, id string) (bool, error) {
 	if b.store == nil {
 		return false, &DelayedDeliveryNotSupportedError{Persistence: fmt.Sprintf("%T", b.cfg.Persistence)}
 	}
-	ok, err := b.store.CancelOutgoing(ctx, id)
+	ok, err := b.cancelOutgoing(ctx, id)
 	if err != nil {
 		return false, fmt.Errorf("bus: cancel scheduled %s: %w", id, err)
 	}

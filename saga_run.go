@@ -100,6 +100,17 @@ func runSaga[S any](ctx context.Context, info *sagaInfo, role sagaRole, corr str
 			}
 		}
 		pending := slices.Clone(call.timeouts)
+		if _, ok := b.store.(TxCanceler); ok && b.handlingTxScope(ctx) != nil {
+			// In the handling's transaction: a failed handling keeps them.
+			for _, id := range pending {
+				if _, err := b.cancelOutgoing(ctx, id); err != nil {
+					return fmt.Errorf("bus: saga %s %q: complete: cancel timeout %s: %w", info.name, corr, id, err)
+				}
+			}
+			return nil
+		}
+		// After the commit, when the handling's connection is back in the
+		// pool, or after the handler's success without the outbox.
 		sc.afterSuccess(func(ctx context.Context) { b.cancelTimeouts(ctx, info.name, corr, pending) })
 		return nil
 	}

@@ -13,7 +13,8 @@ import (
 type scope struct {
 	bus      *Bus
 	incoming *Envelope
-	attempt  int // immediate attempt, from 1
+	attempt  int        // immediate attempt, from 1
+	tx       HandlingTx // the attempt's outbox transaction, if any
 	mu       sync.Mutex
 	outbox   []pending
 	sends    int  // messages given IDs so far: the position of the next send
@@ -74,6 +75,13 @@ func (s *scope) add(ps ...pending) error {
 	}
 	s.outbox = append(s.outbox, ps...)
 	return nil
+}
+
+// settled reports whether the attempt is settled.
+func (s *scope) settled() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done
 }
 
 // finish marks the attempt settled and returns what it sent.

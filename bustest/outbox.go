@@ -60,6 +60,9 @@ func OutboxTests(t *testing.T, newHarness OutboxFactory) {
 		{"ConcurrentDeliveriesOfOneIDAreHandledOnce", testOutboxConcurrent},
 		{"CallerTransactionSendsOnlyOnCommit", testOutboxCallerTx},
 		{"CrashAfterCommitLosesNothing", testOutboxCrash},
+		{"CancelScheduledInAFailedHandlingIsRolledBack", testOutboxCancelRolledBack},
+		{"CancelScheduledInASucceededHandlingCommits", testOutboxCancelCommitted},
+		{"CancelScheduledInACallerTxFollowsItsEnd", testOutboxCancelInCallerTx},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

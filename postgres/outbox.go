@@ -33,7 +33,8 @@ func Tx(ctx context.Context) (pgx.Tx, bool) {
 // that ctx store the message in tx instead of sending it: it is dispatched
 // after the caller commits tx, and never if tx rolls back. A transaction on
 // another database is refused at send with an *OtherDatabaseError, and
-// nothing is stored.
+// nothing is stored. bus.CancelScheduled with that ctx cancels in tx (with
+// the outbox on or off): the message stays scheduled if tx rolls back.
 func WithTx(ctx context.Context, tx pgx.Tx) context.Context {
 	return context.WithValue(ctx, callerKey{}, tx)
 }
@@ -170,6 +171,63 @@ func (p *Persistence) StoreOutgoingInCallerTx(ctx context.Context, msgs []bus.Ou
 		return false, fmt.Errorf("postgres: store outgoing in the caller's transaction: %w", err)
 	}
 	return true, nil
+}
+
+// txFrom returns the transaction ctx carries: the outbox handling's (Tx),
+// or else the caller's (WithTx).
+func txFrom(ctx context.Context) (pgx.Tx, bool) {
+	if tx, ok := Tx(ctx); ok {
+		return tx, true
+	}
+	tx, ok := ctx.Value(callerKey{}).(pgx.Tx)
+	return tx, ok && tx != nil
+}
+
+// CancelOutgoingInTx is CancelOutgoing run in the transaction ctx carries,
+// the outbox handling's (Tx) or the caller's (WithTx), so the cancel
+// commits or rolls back with it; joined reports whether ctx carried one.
+// Without one it does nothing, and so it does with the handling of a store
+// on another database (a bus on another store called with its handler's
+// ctx). A caller's transaction on another database than the store's pool
+// is an *OtherDatabaseError. Until the transaction ends, the row stays
+// locked: dispatchers skip it.
+func (p *Persistence) CancelOutgoingInTx(ctx context.Context, id string) (cancelled, joined bool, err error) {
+	_, handling := Tx(ctx)
+	tx, ok := txFrom(ctx)
+	if !ok {
+		return false, false, nil
+	}
+	if err := p.checkSameDatabase(ctx, tx); err != nil {
+		var other *OtherDatabaseError
+		if handling && errors.As(err, &other) {
+			return false, false, nil
+		}
+		return false, true, err
+	}
+	tag, err := tx.Exec(ctx, p.sql.cancel, cleanText(id))
+	if err != nil {
+		return false, true, fmt.Errorf("postgres: cancel outgoing in the transaction: %w", err)
+	}
+	return tag.RowsAffected() > 0, true, nil
+}
+
+// ConnectionPool describes the store's pool for bus.Start's check: its
+// MaxConns, the LISTEN connection WatchDue holds unless notifications are
+// off, and a Transport on the same pool, which holds a LISTEN connection
+// of its own (unless its notifications are off) and needs one more for
+// its claims, acknowledgements and sends.
+func (p *Persistence) ConnectionPool(t bus.Transport) bus.ConnectionPool {
+	cp := bus.ConnectionPool{MaxConns: int(p.pool.Config().MaxConns)}
+	if !p.opts.DisableNotify {
+		cp.WatchConns = 1
+	}
+	if tr, ok := t.(*Transport); ok && tr.pool == p.pool {
+		cp.TransportShares = true
+		if !tr.opts.DisableNotify {
+			cp.TransportConns = 1
+		}
+	}
+	return cp
 }
 
 // PurgeInbox deletes up to limit inbox rows handled more than olderThan

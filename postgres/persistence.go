@@ -17,6 +17,8 @@ var (
 	_ bus.AheadClaimer   = (*Persistence)(nil)
 	_ bus.OutboxStore    = (*Persistence)(nil)
 	_ bus.SagaStore      = (*Persistence)(nil)
+	_ bus.TxCanceler     = (*Persistence)(nil)
+	_ bus.PoolReporter   = (*Persistence)(nil)
 )
 
 // Persistence is the durable PostgreSQL scheduled-message store. It is safe

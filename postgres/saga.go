@@ -20,10 +20,7 @@ type querier interface {
 // on returns the transaction ctx carries, the outbox handling's (Tx) or the
 // caller's (WithTx), and otherwise the pool.
 func (p *Persistence) on(ctx context.Context) querier {
-	if tx, ok := Tx(ctx); ok {
-		return tx
-	}
-	if tx, ok := ctx.Value(callerKey{}).(pgx.Tx); ok && tx != nil {
+	if tx, ok := txFrom(ctx); ok {
 		return tx
 	}
 	return p.pool

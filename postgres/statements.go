@@ -43,7 +43,7 @@ func newStatements(n names, notify bool) statements {
 		failures: failuresSQL(t),
 		// A leased row is being delivered; it is removed only once its
 		// lease has lapsed on the server's clock.
-		cancel: fmt.Sprintf(`DELETE FROM %s WHERE id = $1 AND (lease_token IS NULL OR lease_until <= now())`, t),
+		cancel: fmt.Sprintf(`DELETE FROM %s WHERE id = $1 AND (lease_token IS NULL OR lease_until <= statement_timestamp())`, t),
 		// One index probe per transport value; least ignores NULLs.
 		nextDue: fmt.Sprintf(`SELECT least((SELECT min(available_at) FROM %[1]s WHERE transport = $1),
 	(SELECT min(available_at) FROM %[1]s WHERE transport = ''))`, t),

@@ -77,7 +77,9 @@ func (w exactlyOnceWorld) orders(t testing.TB, block bool, calls *atomic.Int64) 
 	if block && w.stall == "acked" {
 		transport = stallingTransport{tr}
 	}
-	b, err := bus.New(bus.Config{Endpoint: w.endpoint, Transport: transport, Persistence: store,
+	// Concurrency 2 fits the child's pool of 8 beside the dispatcher and
+	// the transport on any machine (Start checks it).
+	b, err := bus.New(bus.Config{Endpoint: w.endpoint, Transport: transport, Persistence: store, Concurrency: 2,
 		Outbox: bus.OutboxConfig{Enabled: true}, Retries: bus.RetryConfig{Immediate: -1, Delayed: -1},
 		Dispatcher: bus.DispatcherConfig{PollInterval: 100 * time.Millisecond, Lease: time.Second}})
 	if err != nil {

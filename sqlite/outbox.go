@@ -37,6 +37,8 @@ func Tx(ctx context.Context) (*sql.Tx, bool) {
 // bus.Publish and their delayed forms with that ctx store the message in
 // tx as an outbox row: it is dispatched after tx commits, and never if tx
 // rolls back. The bus must have bus.Config.Outbox.Enabled.
+// bus.CancelScheduled with that ctx cancels in tx (with the outbox on or
+// off): the message stays scheduled if tx rolls back.
 //
 // The store's pool holds a single connection, and tx holds it until it
 // commits or rolls back: meanwhile the store's dispatcher and handlings
@@ -153,18 +155,59 @@ func (p *Persistence) StoreOutgoingInCallerTx(ctx context.Context, msgs []bus.Ou
 	if !ok {
 		return false, nil
 	}
-	var file string
-	if err := tx.QueryRowContext(ctx, queryFile).Scan(&file); err != nil {
-		return false, &TxError{Reason: "a query through it failed", Err: err}
-	}
-	if file != p.file {
-		return false, &TxError{Reason: fmt.Sprintf("it is on database %q, the store on %q; begin it with the store's DB()", file, p.file)}
+	if err := p.checkTx(ctx, tx); err != nil {
+		return false, err
 	}
 	if err := p.insertRows(ctx, tx, msgs, p.now()); err != nil {
 		return false, fmt.Errorf("sqlite: store in the caller's transaction: %w", err)
 	}
 	p.stored.Store(true)
 	return true, nil
+}
+
+// checkTx queries through tx which file it is on: a finished transaction
+// or one on another database is a *TxError.
+func (p *Persistence) checkTx(ctx context.Context, tx *sql.Tx) error {
+	var file string
+	if err := tx.QueryRowContext(ctx, queryFile).Scan(&file); err != nil {
+		return &TxError{Reason: "a query through it failed", Err: err}
+	}
+	if file != p.file {
+		return &TxError{Reason: fmt.Sprintf("it is on database %q, the store on %q; begin it with the store's DB()", file, p.file)}
+	}
+	return nil
+}
+
+// CancelOutgoingInTx is CancelOutgoing run in the transaction ctx carries
+// (Tx: the outbox handling's, or the caller's from WithTx), so the cancel
+// commits or rolls back with it; joined reports whether ctx carried one.
+// Without one it does nothing. The transaction holds the store's only
+// connection: CancelOutgoing would wait for it to end. A finished
+// transaction or one on another database is a *TxError.
+func (p *Persistence) CancelOutgoingInTx(ctx context.Context, id string) (cancelled, joined bool, err error) {
+	tx, ok := Tx(ctx)
+	if !ok {
+		return false, false, nil
+	}
+	if err := p.checkTx(ctx, tx); err != nil {
+		return false, true, err
+	}
+	res, err := tx.ExecContext(ctx, p.q.cancelOne, id, nanos(p.now()))
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	if err != nil {
+		return false, true, fmt.Errorf("sqlite: cancel in the transaction: %w", err)
+	}
+	return n > 0, true, nil
+}
+
+// ConnectionPool describes the store's pool for bus.Start's check: one
+// connection, which every caller of the process takes in turn (an outbox
+// handling holds it until it commits).
+func (p *Persistence) ConnectionPool(bus.Transport) bus.ConnectionPool {
+	return bus.ConnectionPool{MaxConns: p.db.Stats().MaxOpenConnections, Serialized: true}
 }
 
 // PurgeInbox deletes up to limit inbox rows written more than olderThan

@@ -28,6 +28,8 @@ var (
 	_ bus.AheadClaimer   = (*Persistence)(nil)
 	_ bus.OutboxStore    = (*Persistence)(nil)
 	_ bus.SagaStore      = (*Persistence)(nil)
+	_ bus.TxCanceler     = (*Persistence)(nil)
+	_ bus.PoolReporter   = (*Persistence)(nil)
 )
 
 // Defaults for the zero values of Options.

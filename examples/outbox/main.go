@@ -81,8 +81,11 @@ func run(out io.Writer, url, schema string, reset bool) error {
 	if err := bus.Handle(billing, func(_ context.Context, e OrderPlaced) error { received <- e; return nil }); err != nil {
 		return err
 	}
+	// Each outbox handling holds a pooled connection until it commits, and
+	// the dispatcher needs 2 (its queries, its LISTEN): pgxpool's default
+	// of at least 4 connections serves 2 handlings at once.
 	orders, err := bus.New(bus.Config{Endpoint: "orders", Transport: tr, Persistence: store,
-		Outbox: bus.OutboxConfig{Enabled: true}})
+		Outbox: bus.OutboxConfig{Enabled: true}, Concurrency: 2})
 	if err != nil {
 		return err
 	}

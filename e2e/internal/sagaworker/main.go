@@ -78,7 +78,14 @@ func run() error {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	pool, err := pgxpool.New(ctx, cmp.Or(os.Getenv("POSTBUS_TEST_POSTGRES_URL"), "postgres://root@127.0.0.1:5432/test?sslmode=disable"))
+	cfg, err := pgxpool.ParseConfig(cmp.Or(os.Getenv("POSTBUS_TEST_POSTGRES_URL"), "postgres://root@127.0.0.1:5432/test?sslmode=disable"))
+	if err != nil {
+		return err
+	}
+	// 8 outbox handlings hold a connection each; the dispatcher and its
+	// LISTEN connection need 2 more.
+	cfg.MaxConns = 10
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}
