@@ -96,7 +96,7 @@ func (e *Envelope) SetHeader(key, value string) {
 // Headers the bus sets itself.
 const (
 	// HeaderReplyTo is the queue replies go to, when it is not the sender's
-	// endpoint (Envelope.Source). Set it with WithHeader to redirect replies.
+	// endpoint (Envelope.Source). Set it with the ReplyTo send option.
 	HeaderReplyTo = "postbus.reply-to"
 	// HeaderFailureReason is the error text of a message moved to the error queue.
 	HeaderFailureReason = "postbus.failure.reason"

@@ -105,6 +105,9 @@ func (b *Bus) newEnvelope(ctx context.Context, kind Kind, msg any, o *sendOption
 		Headers: o.headers, Attributes: o.attributes, Source: b.cfg.Endpoint,
 		SentAt: now.UTC(), DueAt: due, OrderingKey: o.orderingKey,
 	}
+	if o.replyTo != "" {
+		env.SetHeader(HeaderReplyTo, o.replyTo)
+	}
 	if env.ID == "" {
 		if s := scopeFrom(ctx); s != nil {
 			env.ID = s.nextID(b.cfg.Endpoint) // stable across retries of the handler
