@@ -106,7 +106,8 @@ const (
 	HeaderFailureQueue = "postbus.failure.queue"
 	// HeaderFailureTime is when the message was moved (RFC 3339, UTC).
 	HeaderFailureTime = "postbus.failure.time"
-	// HeaderFailureAttempts is how many times handling was attempted.
+	// HeaderFailureAttempts is how many times handling was attempted, across
+	// every immediate and delayed retry.
 	HeaderFailureAttempts = "postbus.failure.attempts"
 	// HeaderFailureKind classifies the failure: "handler", "poison", "dispatch".
 	HeaderFailureKind = "postbus.failure.kind"

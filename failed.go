@@ -97,7 +97,8 @@ func FailedFromEnvelope(env *Envelope, now time.Time) FailedMessage {
 }
 
 // isFailureHeader reports the headers a retry removes: those the error
-// queue added, and the delayed-retry count of the failed handling.
+// queue added, and the delayed-retry and attempt counts of the failed
+// handling.
 func isFailureHeader(k string) bool {
-	return strings.HasPrefix(k, "postbus.failure.") || k == HeaderDelayedRetries
+	return strings.HasPrefix(k, "postbus.failure.") || k == HeaderDelayedRetries || k == headerPriorAttempts
 }

@@ -3,7 +3,6 @@ package bus
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 )
@@ -125,7 +124,7 @@ func (b *Bus) replayOne(ctx context.Context, env *Envelope) error {
 	out := env.Clone()
 	target := out.Header(HeaderFailureQueue)
 	for k := range out.Headers {
-		if strings.HasPrefix(k, "postbus.failure.") || k == HeaderDelayedRetries {
+		if isFailureHeader(k) {
 			delete(out.Headers, k)
 		}
 	}
