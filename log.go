@@ -33,7 +33,10 @@ type Metrics struct {
 	SagaConflicts uint64 // saga handler runs repeated because the instance changed concurrently
 	SagaNotFound  uint64 // saga messages acknowledged without an instance to handle them
 	// LatenessP50 and LatenessP99 summarise how late the last 1,024
-	// delayed messages were handled: handling start minus due time.
+	// delayed messages were handled: handling start minus due time. Only
+	// scheduled deliveries and delayed retries count, each from its own due
+	// time; a message retried from the error queue (Replay) or the failed
+	// store (RetryFailed) is an immediate send and does not.
 	LatenessP50, LatenessP99 time.Duration
 }
 
