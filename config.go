@@ -284,6 +284,13 @@ func (c Config) validate() error {
 	return nil
 }
 
+// CheckQueueName checks name as New checks Config.Endpoint, ErrorQueue and
+// DeadLetterQueue (and To and ReplyTo their queues): 1 to 200 bytes of
+// letters, digits, '.', '-' and '_', and neither "." nor "..". It returns
+// nil or a *ConfigError whose Field is field. Tools that create queues for
+// a bus (provisioning ahead of time) call it so they refuse what New would.
+func CheckQueueName(field, name string) error { return validateQueueName(field, name) }
+
 func validateQueueName(field, name string) error {
 	switch {
 	case name == "":
