@@ -139,11 +139,18 @@ type DispatcherConfig struct {
 	// refused, so a transport waiting out an outage cannot hold a row past
 	// its lease.
 	SendTimeout time.Duration
-	// NumberOfRetries is how many failed hand-overs a row gets before it is
-	// moved to the error queue. Default 0: retry forever.
+	// NumberOfRetries is how many times a failed hand-over of a row is
+	// retried before the row is moved to the error queue, with the reason.
+	// Default 0: a transient failure (the broker is down) is retried for
+	// ever, and a permanent one (the transport's error matches
+	// ErrPermanent: the queue does not exist, the message is too large)
+	// goes to the error queue at once. The values of the endpoint that
+	// scheduled the row apply, whichever endpoint's dispatcher hands it
+	// over: they travel with the row (HeaderDispatchRetries).
 	NumberOfRetries int
 	// RetryBackoff is the first wait after a failed hand-over; it doubles
-	// per failure up to one minute. Default 1s.
+	// per failure up to one minute. Default 1s. Like NumberOfRetries, the
+	// scheduling endpoint's value applies (HeaderDispatchBackoff).
 	RetryBackoff time.Duration
 	// LookAhead is how far ahead of their due time the dispatcher claims
 	// rows, on a store that can (bus.AheadClaimer; every store of this

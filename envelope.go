@@ -113,6 +113,14 @@ const (
 	HeaderFailureKind = "postbus.failure.kind"
 	// HeaderDelayedRetries counts the delayed retries a message has had.
 	HeaderDelayedRetries = "postbus.retries.delayed"
+	// HeaderDispatchRetries is, on a scheduled message, the
+	// Dispatcher.NumberOfRetries of the endpoint that scheduled it: the
+	// dispatcher that hands it over applies it, not its own.
+	HeaderDispatchRetries = "postbus.dispatch.retries"
+	// HeaderDispatchBackoff is, on a scheduled message, the
+	// Dispatcher.RetryBackoff (a Go duration) of the endpoint that
+	// scheduled it, applied as HeaderDispatchRetries is.
+	HeaderDispatchBackoff = "postbus.dispatch.backoff"
 	// HeaderDecodeError is set by a transport that could not read a wire
 	// message; the core then moves the message to the error queue.
 	HeaderDecodeError = "postbus.decode-error"
