@@ -52,4 +52,3 @@ func TestDelayedSendToMissingQueueGoesToErrorQueue(t *testing.T) {
 		t.Errorf("metrics: moved to error %d, dispatched %d; want 1, 0", m.MovedToError, m.Dispatched)
 	}
 }
-
