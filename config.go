@@ -28,6 +28,13 @@ type Config struct {
 	// SkipSetup stops Start from calling Transport.Provision and the
 	// persistence's Setup, for deployments that provision ahead of time.
 	SkipSetup bool
+	// StartTimeout bounds the setup Start does (the persistence's Setup and
+	// Transport.Provision), which waits for a broker or database that is
+	// down: past it Start returns an error matching ErrStartTimeout with the
+	// transport's or persistence's own (the last connection error), even
+	// when Start's ctx never ends. A ctx that ends sooner still wins.
+	// Default 1 minute; a negative value means no bound but ctx's.
+	StartTimeout time.Duration
 	// Concurrency bounds the handlers running at once. Default: runtime.NumCPU().
 	Concurrency int
 	// ErrorQueue receives messages that failed every retry, and poison
@@ -182,6 +189,7 @@ const (
 	maxEndpointLen        = 200
 	defaultLookAhead      = 250 * time.Millisecond
 	minLookAhead          = 10 * time.Millisecond
+	defaultStartTimeout   = time.Minute
 )
 
 func (c Config) withDefaults() Config {
@@ -239,6 +247,7 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	c.Outbox.Retention = cmp.Or(c.Outbox.Retention, defaultInboxRetention)
+	c.StartTimeout = cmp.Or(c.StartTimeout, defaultStartTimeout)
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}

@@ -49,6 +49,10 @@ var (
 	// message of a SendBatch call on after that call went ahead without
 	// it (from a goroutine of its own): the message was not sent.
 	ErrBatchReleased = errors.New("bus: batch already released")
+	// ErrStartTimeout is matched by Start's error when the persistence's
+	// Setup or the transport's Provision did not succeed within
+	// Config.StartTimeout (the broker or database is down or unreachable).
+	ErrStartTimeout = errors.New("bus: start timed out")
 	// ErrPermanent is matched by a transport's error for a message it can
 	// never hand over as it is: its queue does not exist (unroutable), it
 	// is larger than the broker accepts, the broker's rules refuse it.
