@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
@@ -31,26 +30,8 @@ func TestReplyGoesToReplyToQueue(t *testing.T) {
 	if n := tr.Len("shop"); n != 0 {
 		t.Errorf("%d replies reached the sender's endpoint, want 0", n)
 	}
-	got := make(chan *bus.Envelope, 1)
-	ctx, cancel := context.WithCancel(ctxT(t))
-	defer cancel()
-	go func() {
-		_ = tr.Receive(ctx, "shop-replies", bus.ReceiveOptions{Concurrency: 1}, func(_ context.Context, env *bus.Envelope) error {
-			got <- env
-			cancel()
-			return nil
-		})
-	}()
-	select {
-	case env := <-got:
-		if env.Kind != bus.KindReply {
-			t.Errorf("message in shop-replies is a %s, want a reply", env.Kind)
-		}
-		if env.Destination != "shop-replies" {
-			t.Errorf("reply destination = %q, want shop-replies", env.Destination)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no reply received")
+	if env := receiveOne(t, tr, "shop-replies"); env.Kind != bus.KindReply || env.Destination != "shop-replies" {
+		t.Errorf("shop-replies got a %s to %q, want a reply to shop-replies", env.Kind, env.Destination)
 	}
 }
 
