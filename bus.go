@@ -107,13 +107,8 @@ func (b *Bus) Start(ctx context.Context) error {
 		return err
 	}
 	if !b.cfg.SkipSetup {
-		if s, ok := b.cfg.Persistence.(interface{ Setup(context.Context) error }); ok {
-			if err := s.Setup(ctx); err != nil {
-				return fmt.Errorf("bus: persistence setup: %w", err)
-			}
-		}
-		if err := b.transport.Provision(ctx, b.topologyLocked()); err != nil {
-			return fmt.Errorf("bus: provision transport: %w", err)
+		if err := b.setupLocked(ctx); err != nil {
+			return err
 		}
 	}
 	b.state = stateStarted
@@ -131,6 +126,33 @@ func (b *Bus) Start(ctx context.Context) error {
 		d := newDispatcher(b)
 		b.dispatcher.Store(d)
 		b.running.Go(func() { d.run(rctx) })
+	}
+	return nil
+}
+
+// setupLocked runs the persistence's Setup and the transport's Provision
+// within Config.StartTimeout, so Start with a broker or database down
+// returns a clear error instead of waiting for ever.
+func (b *Bus) setupLocked(ctx context.Context) error {
+	sctx := ctx
+	if b.cfg.StartTimeout > 0 {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithTimeout(ctx, b.cfg.StartTimeout)
+		defer cancel()
+	}
+	timedOut := func(what string, err error) error {
+		if ctx.Err() == nil && sctx.Err() != nil {
+			return fmt.Errorf("bus: start: %s did not succeed within StartTimeout (%v): %w: %w", what, b.cfg.StartTimeout, ErrStartTimeout, err)
+		}
+		return fmt.Errorf("bus: %s: %w", what, err)
+	}
+	if s, ok := b.cfg.Persistence.(interface{ Setup(context.Context) error }); ok {
+		if err := s.Setup(sctx); err != nil {
+			return timedOut("persistence setup", err)
+		}
+	}
+	if err := b.transport.Provision(sctx, b.topologyLocked()); err != nil {
+		return timedOut("provision transport", err)
 	}
 	return nil
 }

@@ -28,6 +28,13 @@ type Config struct {
 	// SkipSetup stops Start from calling Transport.Provision and the
 	// persistence's Setup, for deployments that provision ahead of time.
 	SkipSetup bool
+	// StartTimeout bounds the setup Start does (the persistence's Setup and
+	// Transport.Provision), which waits for a broker or database that is
+	// down: past it Start returns an error matching ErrStartTimeout with the
+	// transport's or persistence's own (the last connection error), even
+	// when Start's ctx never ends. A ctx that ends sooner still wins.
+	// Default 1 minute; a negative value means no bound but ctx's.
+	StartTimeout time.Duration
 	// Concurrency bounds the handlers running at once. Default: runtime.NumCPU().
 	Concurrency int
 	// ErrorQueue receives messages that failed every retry, and poison
@@ -139,11 +146,18 @@ type DispatcherConfig struct {
 	// refused, so a transport waiting out an outage cannot hold a row past
 	// its lease.
 	SendTimeout time.Duration
-	// NumberOfRetries is how many failed hand-overs a row gets before it is
-	// moved to the error queue. Default 0: retry forever.
+	// NumberOfRetries is how many times a failed hand-over of a row is
+	// retried before the row is moved to the error queue, with the reason.
+	// Default 0: a transient failure (the broker is down) is retried for
+	// ever, and a permanent one (the transport's error matches
+	// ErrPermanent: the queue does not exist, the message is too large)
+	// goes to the error queue at once. The values of the endpoint that
+	// scheduled the row apply, whichever endpoint's dispatcher hands it
+	// over: they travel with the row (HeaderDispatchRetries).
 	NumberOfRetries int
 	// RetryBackoff is the first wait after a failed hand-over; it doubles
-	// per failure up to one minute. Default 1s.
+	// per failure up to one minute. Default 1s. Like NumberOfRetries, the
+	// scheduling endpoint's value applies (HeaderDispatchBackoff).
 	RetryBackoff time.Duration
 	// LookAhead is how far ahead of their due time the dispatcher claims
 	// rows, on a store that can (bus.AheadClaimer; every store of this
@@ -175,6 +189,7 @@ const (
 	maxEndpointLen        = 200
 	defaultLookAhead      = 250 * time.Millisecond
 	minLookAhead          = 10 * time.Millisecond
+	defaultStartTimeout   = time.Minute
 )
 
 func (c Config) withDefaults() Config {
@@ -232,6 +247,7 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	c.Outbox.Retention = cmp.Or(c.Outbox.Retention, defaultInboxRetention)
+	c.StartTimeout = cmp.Or(c.StartTimeout, defaultStartTimeout)
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}
@@ -283,6 +299,13 @@ func (c Config) validate() error {
 	}
 	return nil
 }
+
+// CheckQueueName checks name as New checks Config.Endpoint, ErrorQueue and
+// DeadLetterQueue (and To and ReplyTo their queues): 1 to 200 bytes of
+// letters, digits, '.', '-' and '_', and neither "." nor "..". It returns
+// nil or a *ConfigError whose Field is field. Tools that create queues for
+// a bus (provisioning ahead of time) call it so they refuse what New would.
+func CheckQueueName(field, name string) error { return validateQueueName(field, name) }
 
 func validateQueueName(field, name string) error {
 	switch {

@@ -48,8 +48,9 @@ func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
 
 // handOverAll hands rows to the transport, each within SendTimeout, and
 // returns one result per row (nil: accepted). It starts no hand-over after
-// stopBy or once the transport has failed batchFailureLimit times: those
-// rows get errNotAttempted and are released.
+// stopBy or once the transport has failed batchFailureLimit times (not
+// counting messages it refused permanently, ErrPermanent): those rows get
+// errNotAttempted and are released.
 //
 // A BatchTransport gets the rows in one pipelined call instead (see
 // handOverPipelined).
@@ -70,8 +71,8 @@ func (d *dispatcher) handOverAll(ctx context.Context, rows []OutgoingMessage, st
 				sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)
 				results[i] = d.handOver(sctx, &rows[i])
 				cancel()
-				if results[i] != nil && ctx.Err() == nil {
-					failures.Add(1)
+				if results[i] != nil && ctx.Err() == nil && !errors.Is(results[i], ErrPermanent) {
+					failures.Add(1) // a refused message is no sign the transport is down
 				}
 			}
 		})
@@ -92,7 +93,8 @@ func (d *dispatcher) handOver(ctx context.Context, row *OutgoingMessage) error {
 	if d.b.cfg.Observer != nil {
 		return d.observeHandOver(ctx, row, env)
 	}
-	return d.b.transmit(ctx, env)
+	_, err = d.b.handToTransport(ctx, env)
+	return err
 }
 
 // settle deletes the rows the transport accepted, and records a failure on
@@ -103,36 +105,48 @@ func (d *dispatcher) handOver(ctx context.Context, row *OutgoingMessage) error {
 func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results []error, leaseEnd time.Time) {
 	var done, released []Claim
 	var failed []OutgoingFailure
+	var handed int
+	var transient error // the first failure that may heal
 	now := d.clock.Now()
-	fail := func(row *OutgoingMessage, err error) {
-		wait := d.backoff(row.Failures)
+	fail := func(row *OutgoingMessage, p dispatchPolicy, err error) {
+		wait := p.wait(row.Failures)
 		failed = append(failed, OutgoingFailure{ID: row.ID, Token: row.Token, Error: err.Error(), RetryAfter: wait, RetryAt: now.Add(wait)})
 	}
 	for i, err := range results {
 		row := &rows[i]
-		switch {
-		case err == nil:
+		if err == nil {
+			handed++
 			done = append(done, row.Claim())
-		case errors.Is(err, errNotAttempted), ctx.Err() != nil && errors.Is(err, ctx.Err()):
+			continue
+		}
+		if errors.Is(err, errNotAttempted) || ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			released = append(released, row.Claim())
-		case d.cfg.NumberOfRetries > 0 && row.Failures+1 > d.cfg.NumberOfRetries:
+			continue
+		}
+		if transient == nil && !errors.Is(err, ErrPermanent) {
+			transient = err // a refused message says nothing about the transport's health
+		}
+		// The retry budget and backoff are those of the endpoint that
+		// scheduled the row (dispatch_policy.go), not this dispatcher's.
+		switch p := d.policyOf(row); {
+		case p.exhausted(row.Failures+1, err):
 			if d.forwardToError(ctx, row, err) {
 				done = append(done, row.Claim())
 			} else {
-				fail(row, err)
+				fail(row, p, err)
 			}
 		default:
 			d.b.metrics.dispatchFails.Add(1)
 			d.logError("dispatch", "cannot hand a due message to the transport; it stays in the store", err)
-			fail(row, err)
+			fail(row, p, err)
 		}
 	}
-	d.b.metrics.dispatched.Add(uint64(len(done)))
+	d.b.metrics.dispatched.Add(uint64(handed))
 	switch {
-	case len(done) > 0:
+	case handed > 0:
 		d.dispatch.success()
-	case len(failed) > 0:
-		d.dispatch.failure(errors.New(failed[0].Error))
+	case transient != nil:
+		d.dispatch.failure(transient)
 	}
 	d.storeCall(ctx, "delete", len(done), leaseEnd, func(c context.Context) (int, error) { return d.store.DeleteOutgoing(c, done) })
 	if len(failed) > 0 && d.mayRecordFailures(now) {
@@ -183,16 +197,6 @@ func (d *dispatcher) storeCall(ctx context.Context, what string, n int, leaseEnd
 		}
 		wait = min(wait*2, time.Second)
 	}
-}
-
-// backoff is the wait after a row's failures-th failure: RetryBackoff
-// doubling per failure, at most one minute.
-func (d *dispatcher) backoff(failures int) time.Duration {
-	w := d.cfg.RetryBackoff
-	for range min(failures, 16) {
-		w *= 2
-	}
-	return min(w, time.Minute)
 }
 
 // forwardToError moves a row that failed too often to the error queue.

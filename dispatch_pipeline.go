@@ -53,7 +53,8 @@ func (d *dispatcher) handOverPipelined(ctx context.Context, bt BatchTransport, r
 }
 
 // pipeline hands rows over in one SendBatch call, then the rows that need
-// the one-at-a-time path, fills results and returns how many failed.
+// the one-at-a-time path, fills results and returns how many failed (not
+// counting messages refused permanently, ErrPermanent).
 func (d *dispatcher) pipeline(ctx context.Context, bt BatchTransport, rows []OutgoingMessage, results []error, stopBy time.Time) int {
 	if len(rows) == 0 {
 		return 0
@@ -95,7 +96,7 @@ func (d *dispatcher) pipeline(ctx context.Context, bt BatchTransport, rows []Out
 	}
 	failed := 0
 	for _, err := range results {
-		if err != nil && !errors.Is(err, errNotAttempted) && ctx.Err() == nil {
+		if err != nil && !errors.Is(err, errNotAttempted) && !errors.Is(err, ErrPermanent) && ctx.Err() == nil {
 			failed++
 		}
 	}

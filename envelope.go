@@ -96,7 +96,7 @@ func (e *Envelope) SetHeader(key, value string) {
 // Headers the bus sets itself.
 const (
 	// HeaderReplyTo is the queue replies go to, when it is not the sender's
-	// endpoint (Envelope.Source). Set it with WithHeader to redirect replies.
+	// endpoint (Envelope.Source). Set it with the ReplyTo send option.
 	HeaderReplyTo = "postbus.reply-to"
 	// HeaderFailureReason is the error text of a message moved to the error queue.
 	HeaderFailureReason = "postbus.failure.reason"
@@ -106,12 +106,21 @@ const (
 	HeaderFailureQueue = "postbus.failure.queue"
 	// HeaderFailureTime is when the message was moved (RFC 3339, UTC).
 	HeaderFailureTime = "postbus.failure.time"
-	// HeaderFailureAttempts is how many times handling was attempted.
+	// HeaderFailureAttempts is how many times handling was attempted, across
+	// every immediate and delayed retry.
 	HeaderFailureAttempts = "postbus.failure.attempts"
 	// HeaderFailureKind classifies the failure: "handler", "poison", "dispatch".
 	HeaderFailureKind = "postbus.failure.kind"
 	// HeaderDelayedRetries counts the delayed retries a message has had.
 	HeaderDelayedRetries = "postbus.retries.delayed"
+	// HeaderDispatchRetries is, on a scheduled message, the
+	// Dispatcher.NumberOfRetries of the endpoint that scheduled it: the
+	// dispatcher that hands it over applies it, not its own.
+	HeaderDispatchRetries = "postbus.dispatch.retries"
+	// HeaderDispatchBackoff is, on a scheduled message, the
+	// Dispatcher.RetryBackoff (a Go duration) of the endpoint that
+	// scheduled it, applied as HeaderDispatchRetries is.
+	HeaderDispatchBackoff = "postbus.dispatch.backoff"
 	// HeaderDecodeError is set by a transport that could not read a wire
 	// message; the core then moves the message to the error queue.
 	HeaderDecodeError = "postbus.decode-error"

@@ -56,6 +56,17 @@ var (
 	// connection, which could wait for ever on the one the transaction
 	// holds, and whose effects would not follow the transaction's end.
 	ErrCannotJoinTx = errors.New("bus: the persistence cannot run this call in the transaction ctx carries")
+	// ErrStartTimeout is matched by Start's error when the persistence's
+	// Setup or the transport's Provision did not succeed within
+	// Config.StartTimeout (the broker or database is down or unreachable).
+	ErrStartTimeout = errors.New("bus: start timed out")
+	// ErrPermanent is matched by a transport's error for a message it can
+	// never hand over as it is: its queue does not exist (unroutable), it
+	// is larger than the broker accepts, the broker's rules refuse it.
+	// Transports mark such errors with Permanent. The dispatcher stops
+	// retrying a scheduled message that fails so after the retry budget of
+	// the endpoint that scheduled it, and moves it to the error queue.
+	ErrPermanent = errors.New("bus: permanent failure")
 )
 
 // ConfigError reports an invalid Config field.
@@ -141,4 +152,33 @@ func RetryAfter(err error, d time.Duration) error {
 		return nil
 	}
 	return &RetryAfterError{Err: err, Delay: d}
+}
+
+// PermanentError marks a transport failure that retrying cannot fix (see
+// ErrPermanent). Transports return it through Permanent; errors.Is(err,
+// ErrPermanent) finds it however deeply it is wrapped, and errors.Is and
+// errors.As still find the transport's own error inside.
+type PermanentError struct {
+	Err error // the transport's error
+}
+
+// Error returns the transport's error text.
+func (e *PermanentError) Error() string { return e.Err.Error() }
+
+// Is reports whether target is ErrPermanent.
+func (e *PermanentError) Is(target error) bool { return target == ErrPermanent }
+
+// Unwrap returns the transport's error.
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent marks err, a transport's failure to hand a message over, as one
+// that retrying cannot fix: the message's queue does not exist, the message
+// is too large, the broker's rules refuse it. Failures of the connection
+// (the broker is down, a timeout) are transient: do not mark them. It
+// returns nil for nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
 }

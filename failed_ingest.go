@@ -58,7 +58,8 @@ const retryChunk = 100
 // RetryFailed sends stored failures back to be handled again: each to the
 // queue it failed in (FailedMessage.Queue), or, when it has none (an event
 // that could not be dispatched), published again; always with the failure
-// headers removed. A message is deleted from the store only after the
+// headers and the old due time removed, so the retry is not measured as a
+// late scheduled delivery. A message is deleted from the store only after the
 // transport accepted it, so a crash in between retries it twice, never
 // loses it. IDs that are not stored are skipped. It returns how many
 // messages it retried (sent and deleted), with the first error that
@@ -105,17 +106,13 @@ func RetryFailed(ctx context.Context, t Transport, store FailedStore, ids []stri
 }
 
 // resend hands a stored failure back to the transport without its failure
-// headers.
+// headers and due time (clearFailure).
 func resend(ctx context.Context, t Transport, m FailedMessage) error {
 	env, err := UnmarshalEnvelope(m.Envelope)
 	if err != nil {
 		return fmt.Errorf("bus: retry %s: %w", m.ID, err)
 	}
-	for k := range env.Headers {
-		if isFailureHeader(k) {
-			delete(env.Headers, k)
-		}
-	}
+	clearFailure(env)
 	target := m.Queue
 	if target == "" && env.Kind == KindEvent {
 		if err := t.Publish(ctx, env); err != nil {

@@ -91,9 +91,9 @@ func (b *Bus) processMessage(ctx context.Context, env *Envelope) error {
 		)
 		switch {
 		case errors.As(err, &poison):
-			return b.moveToError(ctx, env, "poison", attempt, err)
+			return b.moveToError(ctx, env, "poison", priorAttempts(env)+attempt, err)
 		case errors.As(err, &unrecoverable):
-			return b.moveToError(ctx, env, "handler", attempt, err)
+			return b.moveToError(ctx, env, "handler", priorAttempts(env)+attempt, err)
 		case errors.As(err, &retryAfter) && b.retryStore != nil:
 			return b.retryLater(ctx, env, retryAfter.Delay, attempt, err)
 		case attempt < maxAttempts:
@@ -106,7 +106,7 @@ func (b *Bus) processMessage(ctx context.Context, env *Envelope) error {
 		if n := delayedRetries(env) + 1; n <= b.cfg.Retries.Delayed && b.retryStore != nil {
 			return b.retryLater(ctx, env, b.cfg.Retries.DelayedBackoff(n), attempt, err)
 		}
-		return b.moveToError(ctx, env, "handler", attempt, err)
+		return b.moveToError(ctx, env, "handler", priorAttempts(env)+attempt, err)
 	}
 }
 

@@ -21,19 +21,31 @@ const receiveRetryDelay = time.Second
 
 // Metrics are the bus's counters since New, for dashboards and tests.
 type Metrics struct {
-	Sent          uint64 // messages handed to the transport by Send, Publish or Reply
-	Scheduled     uint64 // messages stored for later delivery
-	Dispatched    uint64 // scheduled messages handed to the transport when due
+	// Sent counts the messages this endpoint handed to the transport
+	// itself, at once: Send, Publish and Reply without a delay, and the
+	// immediate messages of its handlers. A scheduled message is never
+	// counted here, whoever dispatches it.
+	Sent uint64
+	// Scheduled counts the messages this endpoint stored for later
+	// delivery (delays, delayed retries, outbox rows).
+	Scheduled uint64
+	// Dispatched counts the due rows this endpoint's dispatcher handed to
+	// the transport: on a shared store, they may have been scheduled by any
+	// endpoint. Rows moved to the error queue are not counted.
+	Dispatched    uint64
 	Handled       uint64 // messages handled successfully
 	Retried       uint64 // handling attempts that failed and were retried
 	MovedToError  uint64 // messages moved to the error queue
-	DispatchFails uint64 // failed hand-overs of due messages
+	DispatchFails uint64 // failed hand-overs of due rows by this endpoint's dispatcher, still to be retried
 	Expired       uint64 // messages discarded by a message timer
 	Duplicates    uint64 // deliveries skipped because the inbox had handled the message (outbox)
 	SagaConflicts uint64 // saga handler runs repeated because the instance changed concurrently
 	SagaNotFound  uint64 // saga messages acknowledged without an instance to handle them
 	// LatenessP50 and LatenessP99 summarise how late the last 1,024
-	// delayed messages were handled: handling start minus due time.
+	// delayed messages were handled: handling start minus due time. Only
+	// scheduled deliveries and delayed retries count, each from its own due
+	// time; a message retried from the error queue (Replay) or the failed
+	// store (RetryFailed) is an immediate send and does not.
 	LatenessP50, LatenessP99 time.Duration
 }
 

@@ -316,7 +316,7 @@ func (b *Bus) observeSend(ctx context.Context, env *Envelope, kind SendKind) (co
 func (d *dispatcher) observeHandOver(ctx context.Context, row *OutgoingMessage, env *Envelope) error {
 	o := d.b.cfg.Observer
 	ctx = o.StartDispatch(ctx, d.dispatchStart(row, env))
-	err := d.b.transmit(ctx, env)
+	_, err := d.b.handToTransport(ctx, env)
 	o.EndDispatch(ctx, DispatchEnd{Envelope: env, Err: err, Time: d.clock.Now()})
 	return err
 }

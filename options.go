@@ -26,6 +26,7 @@ type sendOptions struct {
 	correlationID string
 	messageID     string
 	destination   string
+	replyTo       string
 	after         time.Duration
 	hasAfter      bool
 	at            time.Time
@@ -142,6 +143,19 @@ func To(endpoint string) Option {
 			return &OptionError{Option: "To", Reason: err.(*ConfigError).Reason}
 		}
 		o.destination = endpoint
+		return nil
+	}
+}
+
+// ReplyTo asks the receiving endpoint to send its replies (Reply) to queue
+// instead of to this endpoint: it sets HeaderReplyTo. The queue name is
+// checked as an endpoint name is.
+func ReplyTo(queue string) Option {
+	return func(o *sendOptions) error {
+		if err := validateQueueName("ReplyTo", queue); err != nil {
+			return &OptionError{Option: "ReplyTo", Reason: err.(*ConfigError).Reason}
+		}
+		o.replyTo = queue
 		return nil
 	}
 }

@@ -105,6 +105,9 @@ func (b *Bus) newEnvelope(ctx context.Context, kind Kind, msg any, o *sendOption
 		Headers: o.headers, Attributes: o.attributes, Source: b.cfg.Endpoint,
 		SentAt: now.UTC(), DueAt: due, OrderingKey: o.orderingKey,
 	}
+	if o.replyTo != "" {
+		env.SetHeader(HeaderReplyTo, o.replyTo)
+	}
 	if env.ID == "" {
 		if s := scopeFrom(ctx); s != nil {
 			env.ID = s.nextID(b.cfg.Endpoint) // stable across retries of the handler
@@ -202,11 +205,23 @@ type pending struct {
 	delay time.Duration
 }
 
-// transmit hands an envelope to the transport (see outboundOf), unless it
-// expired on its way.
+// transmit hands a message this endpoint sends now to the transport, and
+// counts it in Metrics.Sent once the transport accepted it.
 func (b *Bus) transmit(ctx context.Context, env *Envelope) error {
+	accepted, err := b.handToTransport(ctx, env)
+	if accepted {
+		b.metrics.sent.Add(1)
+	}
+	return err
+}
+
+// handToTransport hands an envelope to the transport (see outboundOf),
+// unless it expired on its way, and reports whether the transport accepted
+// it. The dispatcher calls it for due rows, which Metrics counts as
+// Dispatched when settled rather than as Sent.
+func (b *Bus) handToTransport(ctx context.Context, env *Envelope) (bool, error) {
 	if class, ok := expired(env, b.clock.Now(), true); ok {
-		return b.discardExpired(ctx, env, class)
+		return false, b.discardExpired(ctx, env, class)
 	}
 	var err error
 	if out := outboundOf(env); out.Publish {
@@ -214,16 +229,14 @@ func (b *Bus) transmit(ctx context.Context, env *Envelope) error {
 	} else {
 		err = b.transport.Send(ctx, out.Queue, env)
 	}
-	return b.transmitted(env, err)
+	return err == nil, b.transmitted(env, err)
 }
 
-// transmitted concludes one hand-over to the transport: it names the
-// message in a failure and counts a success.
+// transmitted names the message in a failed hand-over to the transport.
 func (b *Bus) transmitted(env *Envelope, err error) error {
 	if err != nil {
 		return fmt.Errorf("bus: %s %s %s: %w", env.Kind, env.Type, env.ID, err)
 	}
-	b.metrics.sent.Add(1)
 	return nil
 }
 
@@ -255,7 +268,8 @@ func (b *Bus) schedule(ctx context.Context, msgs []pending) error {
 }
 
 // rows turns messages into store rows carrying this bus's transport
-// identity. A message without a due time is due at now.
+// identity and dispatch retry policy (withDispatchPolicy). A message
+// without a due time is due at now.
 func (b *Bus) rows(msgs []pending, now time.Time) []OutgoingMessage {
 	rows := make([]OutgoingMessage, len(msgs))
 	for i, p := range msgs {
@@ -268,7 +282,7 @@ func (b *Bus) rows(msgs []pending, now time.Time) []OutgoingMessage {
 		if due.IsZero() {
 			due = now
 		}
-		rows[i] = OutgoingMessage{ID: id, Kind: env.Kind, Type: env.Type, Envelope: MarshalEnvelope(env), DueAt: due,
+		rows[i] = OutgoingMessage{ID: id, Kind: env.Kind, Type: env.Type, Envelope: MarshalEnvelope(b.withDispatchPolicy(env)), DueAt: due,
 			Delay: p.delay, Transport: b.identity}
 	}
 	return rows

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
+	"unsafe"
 )
 
 // handlerSet holds every handler registered for one message type.
@@ -13,6 +15,17 @@ type handlerSet struct {
 	event  bool         // subscribed as an event (published to this endpoint)
 	decode func(Serializer, []byte) (any, error)
 	funcs  []func(ctx context.Context, msg any) error
+	fnIDs  []unsafe.Pointer // funcIdentity of each registered fn
+}
+
+// funcIdentity returns the address of fn's closure record. Go cannot
+// compare func values, and reflect gives only the code pointer, which two
+// closures of one literal share although they may capture different state
+// (handlers made in a loop); the closure record is the same for every use
+// of one top-level function or one closure value, and differs otherwise.
+// Reading it needs unsafe: a func value is one pointer to that record.
+func funcIdentity[T any](fn func(context.Context, T) error) unsafe.Pointer {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&fn))
 }
 
 // Handle registers fn for messages of type T received by b. Several handlers
@@ -26,7 +39,8 @@ type handlerSet struct {
 // Handle returns an error wrapping ErrInvalidRegistration for a handler the
 // bus could never call: T an interface type (a message on the wire has a
 // concrete type), or T and *T both registered (they share one message name;
-// register one of them).
+// register one of them), or a function (or closure value) already
+// registered for T, which would run twice for each message.
 func Handle[T any](b *Bus, fn func(ctx context.Context, msg T) error) error {
 	if fn == nil {
 		return fmt.Errorf("bus: Handle: %w: nil handler", ErrInvalidMessage)
@@ -53,6 +67,11 @@ func Handle[T any](b *Bus, fn func(ctx context.Context, msg T) error) error {
 	} else if hs.goType != goType {
 		return fmt.Errorf("bus: Handle[%v]: %w: message name %q is already handled as %v; register handlers of one Go type per message", goType, ErrInvalidRegistration, name, hs.goType)
 	}
+	id := funcIdentity(fn)
+	if slices.Contains(hs.fnIDs, id) {
+		return fmt.Errorf("bus: Handle[%v]: %w: this handler function is already registered for %q; it would run twice per message", goType, ErrInvalidRegistration, name)
+	}
+	hs.fnIDs = append(hs.fnIDs, id)
 	hs.funcs = append(hs.funcs, func(ctx context.Context, msg any) error { return fn(ctx, msg.(T)) })
 	return nil
 }

@@ -3,7 +3,6 @@ package bus
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 )
@@ -23,7 +22,7 @@ type ReplayOptions struct {
 }
 
 // Replay moves messages from the error queue back to the queue they failed
-// in (HeaderFailureQueue), with the failure headers removed, so they are
+// in (HeaderFailureQueue), with the failure headers and the due time removed, so they are
 // handled again; an event that could not be dispatched is published again.
 // A message is removed from the error queue only after its queue accepted it.
 //
@@ -124,11 +123,7 @@ func failedAfter(env *Envelope, t time.Time) bool {
 func (b *Bus) replayOne(ctx context.Context, env *Envelope) error {
 	out := env.Clone()
 	target := out.Header(HeaderFailureQueue)
-	for k := range out.Headers {
-		if strings.HasPrefix(k, "postbus.failure.") || k == HeaderDelayedRetries {
-			delete(out.Headers, k)
-		}
-	}
+	clearFailure(out)
 	if target == "" && out.Kind == KindEvent {
 		return b.transport.Publish(ctx, out)
 	}

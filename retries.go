@@ -27,6 +27,7 @@ func (b *Bus) retryLater(ctx context.Context, env *Envelope, d time.Duration, at
 	n := delayedRetries(env) + 1
 	d = max(d, 0)
 	retry.SetHeader(HeaderDelayedRetries, strconv.Itoa(n))
+	retry.SetHeader(headerPriorAttempts, strconv.Itoa(priorAttempts(env)+attempt))
 	retry.SetHeader(HeaderFailureReason, cause.Error())
 	retry.Destination = b.cfg.Endpoint
 	retry.DueAt = b.clock.Now().Add(d).UTC()
@@ -56,6 +57,20 @@ func delayedRetries(env *Envelope) int {
 	}
 	n, _ := strconv.Atoi(h)
 	return n
+}
+
+// headerPriorAttempts counts the handling attempts of the deliveries before
+// a delayed retry, so the error queue's HeaderFailureAttempts counts every
+// attempt. A retry from the error queue or the failed store removes it.
+const headerPriorAttempts = "postbus.retries.attempts"
+
+func priorAttempts(env *Envelope) int {
+	h := env.Header(headerPriorAttempts)
+	if h == "" {
+		return 0
+	}
+	n, _ := strconv.Atoi(h)
+	return max(n, 0)
 }
 
 // delayedRetryStore returns the store delayed retries go through, or nil

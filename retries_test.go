@@ -331,3 +331,54 @@ func count(m *sync.Map) int {
 	m.Range(func(any, any) bool { n++; return true })
 	return n
 }
+
+// TestFailureAttemptsHeaderCountsEveryDelivery: the error queue's attempts
+// header counts the handler's runs across immediate and delayed retries,
+// not only those of the last delivery.
+func TestFailureAttemptsHeaderCountsEveryDelivery(t *testing.T) {
+	t.Parallel()
+	tr := bus.NewMemoryTransport()
+	var calls atomic.Int64
+	bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Retries: bus.RetryConfig{
+		Immediate: 1, Delayed: 1, DelayedBackoff: func(int) time.Duration { return 10 * time.Millisecond },
+	}}, func(b *bus.Bus) {
+		_ = bus.Handle(b, func(context.Context, PlaceOrder) error { calls.Add(1); return errors.New("down") })
+	})
+	sender := bustest.StartBus(t, bus.Config{Endpoint: "shop", Transport: tr, SendOnly: true}, nil)
+	if err := sender.Send(ctxT(t), PlaceOrder{}, bus.To("sales")); err != nil {
+		t.Fatal(err)
+	}
+	failed := receiveOne(t, tr, "error")
+	if calls.Load() != 4 {
+		t.Fatalf("handler ran %d times, want 4 (2 deliveries of 2 attempts)", calls.Load())
+	}
+	if got := failed.Header(bus.HeaderFailureAttempts); got != "4" {
+		t.Errorf("%s = %q, want \"4\"", bus.HeaderFailureAttempts, got)
+	}
+}
+
+// receiveOne takes one message from queue of tr, failing after 10 s.
+func receiveOne(t *testing.T, tr *bus.MemoryTransport, queue string) *bus.Envelope {
+	t.Helper()
+	got := make(chan *bus.Envelope, 1)
+	ctx, cancel := context.WithTimeout(ctxT(t), 10*time.Second)
+	defer cancel()
+	go func() {
+		_ = tr.Receive(ctx, queue, bus.ReceiveOptions{Concurrency: 1}, func(_ context.Context, env *bus.Envelope) error {
+			select {
+			case got <- env:
+				cancel()
+				return nil
+			default:
+				return errors.New("taken one already")
+			}
+		})
+	}()
+	select {
+	case env := <-got:
+		return env
+	case <-ctx.Done():
+		t.Fatalf("nothing arrived in %s", queue)
+		return nil
+	}
+}

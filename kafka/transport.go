@@ -307,9 +307,20 @@ func (t *Transport) topicExists(ctx context.Context, topic string) (bool, error)
 
 func (t *Transport) produce(ctx context.Context, r *kgo.Record) error {
 	if err := t.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-		return fmt.Errorf("kafka: produce to %s: %w", r.Topic, err)
+		err = fmt.Errorf("kafka: produce to %s: %w", r.Topic, err)
+		if tooLarge(err) {
+			return bus.Permanent(err) // sending it again cannot help
+		}
+		return err
 	}
 	return nil
+}
+
+// tooLarge reports whether err is a record refused for its size, by the
+// producer (over ProducerBatchMaxBytes) or by a broker (over the topic's
+// max.message.bytes).
+func tooLarge(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
 }
 
 // eventTypesOf returns the event topics queue's group consumes: those

@@ -7,6 +7,8 @@ import (
 
 	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/postbus/bus"
 )
 
 // Publishing. Calls run concurrently over the connection, at most
@@ -36,7 +38,7 @@ func (t *Transport) publishAll(ctx context.Context, msgs []*natsio.Msg, errs []e
 	defer cancel()
 	if len(msgs) == 1 {
 		if errs[0] == nil {
-			errs[0] = t.publishOne(ctx, msgs[0])
+			errs[0] = t.permanent(ctx, msgs[0].Subject, t.publishOne(ctx, msgs[0]), nil)
 		}
 		return
 	}
@@ -65,6 +67,43 @@ func (t *Transport) publishAll(ctx context.Context, msgs []*natsio.Msg, errs []e
 	}
 	close(written)
 	<-awaited
+	noStream := map[string]bool{} // subject -> no stream takes it; asked once per call
+	for i, err := range errs {
+		if err != nil && msgs[i] != nil {
+			errs[i] = t.permanent(ctx, msgs[i].Subject, err, noStream)
+		}
+	}
+}
+
+// permanent marks err, the outcome of publishing to subject, with
+// bus.Permanent when sending again cannot help: the message is larger than
+// the server's max_payload or the stream's maximum message size, or no
+// stream takes the subject (the stream was deleted). A publish nobody
+// answered is checked against the server's streams, once per subject when
+// noStream (the answers so far) is not nil: while JetStream is only
+// unavailable, the error stays transient.
+func (t *Transport) permanent(ctx context.Context, subject string, err error, noStream map[string]bool) error {
+	switch {
+	case err == nil, errors.Is(err, bus.ErrPermanent):
+		return err
+	case errors.Is(err, natsio.ErrMaxPayload), errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum):
+		return bus.Permanent(err)
+	case errors.Is(err, jetstream.ErrNoStreamResponse):
+		none, asked := noStream[subject]
+		if !asked {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.opts.PublishTimeout)
+			_, serr := t.js.StreamNameBySubject(cctx, subject)
+			cancel()
+			none = errors.Is(serr, jetstream.ErrStreamNotFound)
+			if noStream != nil {
+				noStream[subject] = none
+			}
+		}
+		if none {
+			return bus.Permanent(fmt.Errorf("%w (no stream takes subject %s)", err, subject))
+		}
+	}
+	return err
 }
 
 // publishOne publishes one message and waits for its acknowledgement.

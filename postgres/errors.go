@@ -3,6 +3,8 @@ package postgres
 import (
 	"errors"
 	"fmt"
+
+	"github.com/postbus/bus"
 )
 
 // Sentinel errors; the typed errors below wrap them.
@@ -105,6 +107,10 @@ func (e *OversizeError) Error() string {
 
 // Unwrap returns ErrMessageTooLarge.
 func (e *OversizeError) Unwrap() error { return ErrMessageTooLarge }
+
+// Is reports whether target is bus.ErrPermanent: sending the message again
+// cannot help, so the dispatcher does not retry a scheduled one for ever.
+func (e *OversizeError) Is(target error) bool { return target == bus.ErrPermanent }
 
 // ErrLeaseLost is the cause of a delivery context cancelled because the
 // message's lease lapsed and another consumer claimed it

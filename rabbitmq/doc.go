@@ -29,7 +29,10 @@
 // confirmed them (publisher confirms); a negative confirm is ErrNacked. Send
 // sets the mandatory flag, so a send to a queue that does not exist fails
 // with ErrUnroutable instead of vanishing; Publish does not, since an event
-// nobody subscribes to is not an error. Publishes are pipelined over
+// nobody subscribes to is not an error. ErrUnroutable and ErrTooLarge (a
+// message over the broker's max_message_size) match bus.ErrPermanent, so
+// the dispatcher moves a scheduled message that fails so to the error queue
+// instead of retrying it for ever. Publishes are pipelined over
 // Options.PublisherChannels confirm-mode channels. SendBatch
 // (bus.BatchTransport) hands many messages over in one call, written
 // without waiting and each settled by its own confirm; the dispatcher uses

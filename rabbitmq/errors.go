@@ -15,8 +15,14 @@ var (
 	// ended while the transport was waiting for a broker connection.
 	ErrNotConnected = errors.New("rabbitmq: not connected")
 	// ErrUnroutable is returned by Send when the broker could route the
-	// message to no queue: the destination queue does not exist.
+	// message to no queue: the destination queue does not exist. The error
+	// also matches bus.ErrPermanent, so the dispatcher does not retry a
+	// scheduled message to a missing queue for ever.
 	ErrUnroutable = errors.New("rabbitmq: message unroutable")
+	// ErrTooLarge is returned for a message larger than the broker's
+	// max_message_size: the broker closed the channel on it. The error
+	// also matches bus.ErrPermanent.
+	ErrTooLarge = errors.New("rabbitmq: message larger than the broker's max_message_size")
 	// ErrNacked is returned when the broker refused a message with a
 	// negative publisher confirm (an internal broker error, or a queue
 	// length limit with overflow "reject-publish").

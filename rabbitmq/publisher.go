@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"sync"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/postbus/bus"
 )
 
 // errConnectionLost marks a publish whose channel went away before the
@@ -43,6 +47,7 @@ type publisher struct {
 
 type pendingPublish struct {
 	exchange, key, id string
+	size              int // body bytes
 	returned          *amqp.Return
 	result            chan error // buffered: run never blocks
 }
@@ -110,7 +115,7 @@ func (p *publisher) write(ctx context.Context, exchange, key string, mandatory b
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	pp := &pendingPublish{exchange: exchange, key: key, id: msg.MessageId, result: make(chan error, 1)}
+	pp := &pendingPublish{exchange: exchange, key: key, id: msg.MessageId, size: len(msg.Body), result: make(chan error, 1)}
 	select {
 	case p.lock <- struct{}{}:
 	case <-p.gone:
@@ -224,19 +229,25 @@ func (p *publisher) settle(c amqp.Confirmation) {
 	case !c.Ack:
 		pp.result <- ErrNacked
 	case pp.returned != nil:
-		pp.result <- fmt.Errorf("%w: %s (%d)", ErrUnroutable, pp.returned.ReplyText, pp.returned.ReplyCode)
+		// The queue does not exist: sending again cannot help (bus.ErrPermanent).
+		pp.result <- bus.Permanent(fmt.Errorf("%w: %s (%d)", ErrUnroutable, pp.returned.ReplyText, pp.returned.ReplyCode))
 	default:
 		pp.result <- nil
 	}
 }
 
 // shutdown fails every unconfirmed publish once the channel has closed.
+// A message larger than the broker's max_message_size makes the broker
+// close the channel; every unconfirmed message on it fails, but only those
+// over the size named in the reason fail permanently.
 func (p *publisher) shutdown() {
 	var cause error = errConnectionLost
+	maxSize := 0
 	select {
 	case e, ok := <-p.closes:
 		if ok && e != nil && isChannelLevel(e) {
 			cause = fmt.Errorf("rabbitmq: channel closed by the broker: %w", e)
+			maxSize = maxMessageSize(e)
 		}
 	default:
 	}
@@ -249,9 +260,31 @@ func (p *publisher) shutdown() {
 		<-p.slots
 	}
 	for _, pp := range pending {
+		if maxSize > 0 && pp.size > maxSize {
+			pp.result <- bus.Permanent(fmt.Errorf("%w: %w", ErrTooLarge, cause))
+			continue
+		}
 		pp.result <- cause
 	}
 	close(p.gone)
+}
+
+// tooLargeReason is how RabbitMQ (3.8 and later) names a message over its
+// max_message_size when it closes the channel.
+var tooLargeReason = regexp.MustCompile(`larger than configured max size (\d+)`)
+
+// maxMessageSize returns the broker's max_message_size when e is its
+// refusal of a message over it, and 0 otherwise.
+func maxMessageSize(e *amqp.Error) int {
+	if e.Code != amqp.PreconditionFailed && e.Code != amqp.ContentTooLarge {
+		return 0
+	}
+	m := tooLargeReason.FindStringSubmatch(e.Reason)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
 }
 
 func (p *publisher) goneErr() error {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/postbus/bus"
 )
 
 // Defaults used for zero Options fields.
@@ -141,6 +143,10 @@ func (e *MessageTooLargeError) Error() string {
 
 // Unwrap returns ErrMessageTooLarge.
 func (e *MessageTooLargeError) Unwrap() error { return ErrMessageTooLarge }
+
+// Is reports whether target is bus.ErrPermanent: sending the message again
+// cannot help, so the dispatcher does not retry a scheduled one for ever.
+func (e *MessageTooLargeError) Is(target error) bool { return target == bus.ErrPermanent }
 
 func checkName(what, name string) error {
 	if name == "" {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -247,5 +248,43 @@ func TestProvisionMemory(t *testing.T) {
 	r := runApp(t, open, map[string]string{"POSTBUS_NATS_URL": "nats://unused"}, "provision", "--endpoint", "billing", "--event", "orders.OrderPlaced")
 	if r.code != exitOK || !strings.Contains(r.stdout, "provisioned") {
 		t.Fatalf("exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestProvisionRefusesNamesBusNewRefuses: provision, dry run or not, checks
+// queue names as bus.New does, before it connects to anything.
+func TestProvisionRefusesNamesBusNewRefuses(t *testing.T) {
+	t.Parallel()
+	tr := bus.NewMemoryTransport()
+	var opened atomic.Int64
+	open := func(_ context.Context, _ settings, _ need) (*backends, error) {
+		opened.Add(1)
+		return &backends{Transport: tr, TransportName: "memory"}, nil
+	}
+	env := map[string]string{"POSTBUS_RABBITMQ_URL": "amqp://guest:guest@127.0.0.1:1/"}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--endpoint", "nc3 bad!"}, "--endpoint"},
+		{[]string{"--endpoint", "a.*.b", "--dry-run"}, "--endpoint"},
+		{[]string{"--endpoint", "..", "--dry-run"}, "--endpoint"},
+		{[]string{"--endpoint", "billing", "--error-queue", "err q"}, "--error-queue"},
+		{[]string{"--endpoint", "billing", "--deadletter-queue", "dl/q", "--dry-run"}, "--deadletter-queue"},
+		{[]string{"--endpoint", "billing", "--error-queue", "billing", "--dry-run"}, "--error-queue"},
+		{[]string{"--send-only", "--error-queue", "bad!"}, "--error-queue"},
+	}
+	for _, c := range cases {
+		r := runApp(t, open, env, append([]string{"provision"}, c.args...)...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("postbus provision %q: exit %d (want %d), stderr lacks %q:\n%s%s", c.args, r.code, exitUsage, c.want, r.stdout, r.stderr)
+		}
+	}
+	if n := opened.Load(); n != 0 {
+		t.Errorf("the transport was opened %d times for invalid names, want 0", n)
+	}
+	r := runApp(t, open, env, "provision", "--send-only")
+	if r.code != exitOK || opened.Load() != 1 {
+		t.Errorf("send-only provision without an endpoint: exit %d, opened %d: %s%s", r.code, opened.Load(), r.stdout, r.stderr)
 	}
 }

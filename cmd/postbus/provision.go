@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -51,6 +52,9 @@ func (a *app) provision(ctx context.Context, args []string) error {
 	if *sendOnly && len(events) > 0 {
 		return usagef("provision: a send-only endpoint subscribes to no events")
 	}
+	if err := checkQueueNames(*endpoint, *errQ, *dlQ, *sendOnly); err != nil {
+		return err
+	}
 	top := bus.Topology{Queues: []string{*errQ, *dlQ}}
 	if !*sendOnly {
 		top.Queue, top.Events = *endpoint, events
@@ -93,6 +97,24 @@ func (a *app) provision(ctx context.Context, args []string) error {
 		}
 	}
 	printPlan(a.stdout, c.json, plan)
+	return nil
+}
+
+// checkQueueNames refuses, as a usage error, the queue names bus.New would
+// refuse for the same endpoint, before anything is planned or created.
+func checkQueueNames(endpoint, errQ, dlQ string, sendOnly bool) error {
+	for _, q := range []struct{ flag, name string }{{"--endpoint", endpoint}, {"--error-queue", errQ}, {"--deadletter-queue", dlQ}} {
+		if q.flag == "--endpoint" && sendOnly && q.name == "" {
+			continue // a send-only endpoint has no input queue
+		}
+		var ce *bus.ConfigError
+		if err := bus.CheckQueueName(q.flag, q.name); errors.As(err, &ce) {
+			return usagef("provision: %s %q: %s", q.flag, q.name, ce.Reason)
+		}
+	}
+	if endpoint == errQ && !sendOnly {
+		return usagef("provision: --error-queue %q is also the endpoint's input queue: a message that fails there would go back to it for ever", errQ)
+	}
 	return nil
 }
 

@@ -1,0 +1,67 @@
+package bus
+
+import (
+	"errors"
+	"maps"
+	"strconv"
+	"time"
+)
+
+// A scheduled row is retried by the rules of the endpoint that scheduled
+// it, not by those of whichever endpoint's dispatcher claims it: several
+// endpoints share a store, and a row must not be retried for ever because
+// a dispatcher with NumberOfRetries 0 took it. The sender's
+// Dispatcher.NumberOfRetries and RetryBackoff travel in the stored
+// envelope's headers (HeaderDispatchRetries, HeaderDispatchBackoff), so
+// no store needs a column for them. A row without them (scheduled by an
+// older version) gets the claiming dispatcher's configuration.
+
+// withDispatchPolicy returns env with this bus's dispatch retry policy in
+// its headers, for storing; env itself is not changed.
+func (b *Bus) withDispatchPolicy(env *Envelope) *Envelope {
+	c := *env
+	c.Headers = maps.Clone(env.Headers)
+	c.SetHeader(HeaderDispatchRetries, strconv.Itoa(b.cfg.Dispatcher.NumberOfRetries))
+	c.SetHeader(HeaderDispatchBackoff, b.cfg.Dispatcher.RetryBackoff.String())
+	return &c
+}
+
+// dispatchPolicy is how a row's failed hand-overs are retried.
+type dispatchPolicy struct {
+	retries int           // failed hand-overs before the error queue; 0: transient ones for ever
+	backoff time.Duration // the first wait, doubled per failure up to a minute
+}
+
+// policyOf returns the policy of the endpoint that scheduled row, or this
+// dispatcher's own for a row that does not carry one.
+func (d *dispatcher) policyOf(row *OutgoingMessage) dispatchPolicy {
+	p := dispatchPolicy{retries: d.cfg.NumberOfRetries, backoff: d.cfg.RetryBackoff}
+	env, err := UnmarshalEnvelope(row.Envelope)
+	if err != nil {
+		return p
+	}
+	if n, err := strconv.Atoi(env.Header(HeaderDispatchRetries)); err == nil && n >= 0 {
+		p.retries = n
+	}
+	if w, err := time.ParseDuration(env.Header(HeaderDispatchBackoff)); err == nil && w > 0 {
+		p.backoff = w
+	}
+	return p
+}
+
+// exhausted reports whether a row that failed failures times, the last
+// time with err, goes to the error queue: past its retries, or, for a
+// permanent failure, past them even when they are 0.
+func (p dispatchPolicy) exhausted(failures int, err error) bool {
+	return (p.retries > 0 || errors.Is(err, ErrPermanent)) && failures > p.retries
+}
+
+// wait is the backoff after a row's failures-th failure: the policy's
+// backoff doubling per failure, at most one minute.
+func (p dispatchPolicy) wait(failures int) time.Duration {
+	w := p.backoff
+	for range min(failures, 16) {
+		w *= 2
+	}
+	return min(w, time.Minute)
+}
