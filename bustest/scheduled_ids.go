@@ -62,7 +62,9 @@ func testMicrosecondApartInDueOrder(t *testing.T, s bus.ScheduledStore) {
 	msgs, want = msgs[:0], want[:0]
 	for i := range n {
 		id := fmt.Sprintf("rel-%02d", n-i)
-		m := row(id, base)
+		// As the bus stores them: DueAt for a store without a clock of
+		// its own, Delay for one with.
+		m := row(id, base.Add(time.Duration(i)*time.Microsecond))
 		m.Delay = time.Nanosecond + time.Duration(i)*time.Microsecond
 		msgs = append(msgs, m)
 		want = append(want, id)
