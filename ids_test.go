@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
@@ -56,5 +58,27 @@ func TestWithMessageIDRefusesIDsStoresCannotKey(t *testing.T) {
 		if err := b.Send(ctx, PlaceOrder{ID: "ok"}, bus.WithMessageID(id)); err != nil {
 			t.Errorf("Send with ID %q: %v, want it accepted", id, err)
 		}
+	}
+}
+
+// A foreign message whose ID no text column holds reached the failed store
+// as is: PostgreSQL cleaned "msg-\xff" and "msg-\xfe" into one stored
+// message. FailedFromEnvelope now gives each an ID of its own, derived from
+// its bytes, that every store can key.
+func TestFailedFromEnvelopeKeepsUnstorableIDsApart(t *testing.T) {
+	t.Parallel()
+	seen := map[string]string{}
+	for _, id := range []string{"msg-\xff", "msg-\xfe", "a\x00b", "ab"} {
+		m := bus.FailedFromEnvelope(&bus.Envelope{ID: id, Type: "t"}, time.Now())
+		if !utf8.ValidString(m.ID) || strings.IndexByte(m.ID, 0) >= 0 {
+			t.Errorf("FailedFromEnvelope(ID %q).ID = %q, want valid UTF-8 without NUL", id, m.ID)
+		}
+		if prev, ok := seen[m.ID]; ok {
+			t.Errorf("IDs %q and %q both became %q", prev, id, m.ID)
+		}
+		seen[m.ID] = id
+	}
+	if m := bus.FailedFromEnvelope(&bus.Envelope{ID: "ab", Type: "t"}, time.Now()); m.ID != "ab" {
+		t.Errorf("a storable ID became %q, want it kept", m.ID)
 	}
 }
