@@ -51,27 +51,38 @@ func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
 // stopBy or once the transport has failed batchFailureLimit times: those
 // rows get errNotAttempted and are released.
 //
-// A BatchTransport gets the rows in one pipelined call instead (see
+// The rows of one ordering key go one after another, in due order, and a
+// failed one holds back the later ones (see dispatch_order.go). A
+// BatchTransport gets the rows in pipelined calls instead (see
 // handOverPipelined).
 func (d *dispatcher) handOverAll(ctx context.Context, rows []OutgoingMessage, stopBy time.Time) []error {
+	dec, lanes := keyLanes(rows)
 	if bt, ok := d.b.transport.(BatchTransport); ok {
-		return d.handOverPipelined(ctx, bt, rows, stopBy)
+		return d.handOverPipelined(ctx, bt, rows, dec, lanes, stopBy)
 	}
 	results := make([]error, len(rows))
 	var next, failures atomic.Int64
 	var wg sync.WaitGroup
-	for range min(d.cfg.Concurrency, len(rows)) {
+	for range min(d.cfg.Concurrency, len(lanes)) {
 		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < len(rows); i = int(next.Add(1)) - 1 {
-				if failures.Load() >= batchFailureLimit || d.clock.Now().After(stopBy) {
-					results[i] = errNotAttempted
-					continue
-				}
-				sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)
-				results[i] = d.handOver(sctx, &rows[i])
-				cancel()
-				if results[i] != nil && ctx.Err() == nil {
-					failures.Add(1)
+			for l := int(next.Add(1)) - 1; l < len(lanes); l = int(next.Add(1)) - 1 {
+				var wait time.Duration // > 0 once a row of the lane failed
+				for k, i := range lanes[l] {
+					switch {
+					case wait > 0:
+						results[i] = &heldBackError{wait: wait + time.Duration(k)*keyStep}
+						continue
+					case failures.Load() >= batchFailureLimit || d.clock.Now().After(stopBy):
+						results[i] = errNotAttempted
+						continue
+					}
+					sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)
+					results[i] = d.handOverDecoded(sctx, &rows[i], dec[i])
+					cancel()
+					if results[i] != nil && ctx.Err() == nil {
+						failures.Add(1)
+						wait = d.holdsBack(&rows[i])
+					}
 				}
 			}
 		})
@@ -82,7 +93,14 @@ func (d *dispatcher) handOverAll(ctx context.Context, rows []OutgoingMessage, st
 
 // handOver decodes one row and gives it to the transport.
 func (d *dispatcher) handOver(ctx context.Context, row *OutgoingMessage) error {
-	env, err := UnmarshalEnvelope(row.Envelope)
+	var dec decoded
+	dec.env, dec.err = UnmarshalEnvelope(row.Envelope)
+	return d.handOverDecoded(ctx, row, dec)
+}
+
+// handOverDecoded gives one decoded row to the transport.
+func (d *dispatcher) handOverDecoded(ctx context.Context, row *OutgoingMessage, dec decoded) error {
+	env, err := dec.env, dec.err
 	if err != nil {
 		// A row that cannot be decoded will never be sent: keep its bytes in
 		// the error queue rather than retry it forever.
@@ -108,6 +126,7 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 		wait := d.backoff(row.Failures)
 		failed = append(failed, OutgoingFailure{ID: row.ID, Token: row.Token, Error: err.Error(), RetryAfter: wait, RetryAt: now.Add(wait)})
 	}
+	var held *heldBackError
 	for i, err := range results {
 		row := &rows[i]
 		switch {
@@ -115,6 +134,8 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 			done = append(done, row.Claim())
 		case errors.Is(err, errNotAttempted), ctx.Err() != nil && errors.Is(err, ctx.Err()):
 			released = append(released, row.Claim())
+		case errors.As(err, &held): // after the failed row of its key
+			failed = append(failed, OutgoingFailure{ID: row.ID, Token: row.Token, Error: err.Error(), RetryAfter: held.wait, RetryAt: now.Add(held.wait)})
 		case d.cfg.NumberOfRetries > 0 && row.Failures+1 > d.cfg.NumberOfRetries:
 			if d.forwardToError(ctx, row, err) {
 				done = append(done, row.Claim())

@@ -268,6 +268,7 @@ func (b *Bus) rows(msgs []pending, now time.Time) []OutgoingMessage {
 		rows[i] = OutgoingMessage{ID: id, Kind: env.Kind, Type: env.Type, Envelope: MarshalEnvelope(env), DueAt: due,
 			Delay: p.delay, Transport: b.identity}
 	}
+	orderKeyed(rows, msgs, now)
 	return rows
 }
 
