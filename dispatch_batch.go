@@ -39,7 +39,7 @@ func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	d.b.emit(ctx, ObserverEvent{Kind: EventClaim, Count: len(rows), Start: claimedAt})
-	results := d.handOverAll(ctx, rows, claimedAt.Add(d.cfg.Lease*2/3))
+	results := d.held.handOver(ctx, d, rows, claimedAt.Add(d.cfg.Lease*2/3))
 	// Settling must be over before the lease lapses; keep a margin for the
 	// store's clock and the call itself.
 	d.settle(ctx, rows, results, claimedAt.Add(d.cfg.Lease*9/10))

@@ -2,6 +2,8 @@ package bus
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"slices"
 	"time"
 )
@@ -24,6 +26,10 @@ import (
 //     failed row's backoff and keyStep more per row (heldBackError), so it
 //     comes back after the failed row, in order. It counts a failure of its
 //     own. A failed row that goes to the error queue holds nothing back.
+//     In later batches too, the dispatcher holds back the rows of that key
+//     (heldKeys) until the failed row comes back to it, or until its retry
+//     time and a lease have passed. A row of the key whose lease lapsed
+//     (its dispatcher died) may come back out of order.
 
 // keyStep is how far apart the rows of one ordering key stored together
 // fall due: a microsecond, the resolution of PostgreSQL's timestamps.
@@ -120,4 +126,86 @@ func (d *dispatcher) holdsBack(row *OutgoingMessage) time.Duration {
 		return 0
 	}
 	return d.backoff(row.Failures)
+}
+
+// heldKeys are the ordering keys whose rows a dispatcher holds back in
+// later batches, because a row of the key failed: until that row comes
+// back to it, or until the row's retry plus a lease has passed (another
+// dispatcher then took it). Only the dispatcher's loop uses it.
+type heldKeys map[string]*heldKey
+
+type heldKey struct {
+	leader string        // the ID of the row that failed
+	wait   time.Duration // its backoff
+	n      int           // rows held back behind it so far
+	until  time.Time     // bus clock
+}
+
+// handOver hands rows over (handOverAll), except the rows of held keys,
+// which are held back, then holds the keys of the rows that failed.
+func (hk *heldKeys) handOver(ctx context.Context, d *dispatcher, rows []OutgoingMessage, stopBy time.Time) []error {
+	now := d.clock.Now()
+	results := make([]error, len(rows))
+	var ready []int
+	for i := range rows {
+		if results[i] = hk.heldBack(&rows[i], now, nil); results[i] == nil {
+			ready = append(ready, i)
+		}
+	}
+	if len(ready) == len(rows) {
+		results = d.handOverAll(ctx, rows, stopBy)
+	} else if len(ready) > 0 {
+		sub := make([]OutgoingMessage, len(ready))
+		for j, i := range ready {
+			sub[j] = rows[i]
+		}
+		for j, err := range d.handOverAll(ctx, sub, stopBy) {
+			results[ready[j]] = err
+		}
+	}
+	var held *heldBackError
+	for i, err := range results {
+		if err == nil || errors.Is(err, errNotAttempted) || errors.As(err, &held) || ctx.Err() != nil {
+			continue
+		}
+		wait := d.holdsBack(&rows[i])
+		if key := orderingKeyOf(&rows[i]); key != "" && wait > 0 {
+			if *hk == nil {
+				*hk = heldKeys{}
+			}
+			// The rows it held back in this batch are fewer than the batch.
+			(*hk)[key] = &heldKey{leader: rows[i].ID, wait: wait, n: len(rows), until: now.Add(wait + d.cfg.Lease)}
+		}
+	}
+	return results
+}
+
+// heldBack returns the result of a row whose key is held (a heldBackError
+// behind the rows held back before it), or otherwise. The failed row
+// itself, back for its retry, releases its key.
+func (hk heldKeys) heldBack(row *OutgoingMessage, now time.Time, otherwise error) error {
+	if len(hk) == 0 {
+		return otherwise
+	}
+	key := orderingKeyOf(row)
+	k := hk[key]
+	switch {
+	case k == nil:
+		return otherwise
+	case row.ID == k.leader || now.After(k.until):
+		delete(hk, key)
+		return otherwise
+	}
+	k.n++
+	return &heldBackError{wait: k.wait + time.Duration(k.n)*keyStep}
+}
+
+// orderingKeyOf returns the ordering key of a row's envelope; "" when it
+// has none or does not decode.
+func orderingKeyOf(row *OutgoingMessage) string {
+	env, err := UnmarshalEnvelope(row.Envelope)
+	if err != nil {
+		return ""
+	}
+	return env.OrderingKey
 }
