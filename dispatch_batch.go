@@ -127,6 +127,7 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 		failed = append(failed, OutgoingFailure{ID: row.ID, Token: row.Token, Error: err.Error(), RetryAfter: wait, RetryAt: now.Add(wait)})
 	}
 	var held *heldBackError
+	var heldBack []OutgoingFailure
 	for i, err := range results {
 		row := &rows[i]
 		switch {
@@ -135,7 +136,7 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 		case errors.Is(err, errNotAttempted), ctx.Err() != nil && errors.Is(err, ctx.Err()):
 			released = append(released, row.Claim())
 		case errors.As(err, &held): // after the failed row of its key
-			failed = append(failed, OutgoingFailure{ID: row.ID, Token: row.Token, Error: err.Error(), RetryAfter: held.wait, RetryAt: now.Add(held.wait)})
+			heldBack = append(heldBack, OutgoingFailure{ID: row.ID, Token: row.Token, Error: err.Error(), RetryAfter: held.wait, RetryAt: now.Add(held.wait)})
 		case d.cfg.NumberOfRetries > 0 && row.Failures+1 > d.cfg.NumberOfRetries:
 			if d.forwardToError(ctx, row, err) {
 				done = append(done, row.Claim())
@@ -156,9 +157,14 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 		d.dispatch.failure(errors.New(failed[0].Error))
 	}
 	d.storeCall(ctx, "delete", len(done), leaseEnd, func(c context.Context) (int, error) { return d.store.DeleteOutgoing(c, done) })
+	// Rows held back behind a failed row of their key are recorded even
+	// over MaximumRecoveryFailuresPerSecond: they are no failures of the
+	// transport, and left leased they would come back in claim order.
+	record := heldBack
 	if len(failed) > 0 && d.mayRecordFailures(now) {
-		d.storeCall(ctx, "record-failure", len(failed), leaseEnd, func(c context.Context) (int, error) { return d.store.RecordOutgoingFailures(c, failed) })
+		record = append(failed, heldBack...)
 	}
+	d.storeCall(ctx, "record-failure", len(record), leaseEnd, func(c context.Context) (int, error) { return d.store.RecordOutgoingFailures(c, record) })
 	d.storeCall(ctx, "release", len(released), leaseEnd, func(c context.Context) (int, error) { return d.store.ReleaseOutgoing(c, released) })
 	d.b.emit(ctx, ObserverEvent{Kind: EventSettle, Count: len(done), Failed: len(failed), Released: len(released), Start: now})
 }

@@ -148,3 +148,34 @@ func TestFailedKeyedRowIsNotOvertaken(t *testing.T) {
 		})
 	}
 }
+
+// A failed keyed row also holds back the rows of its key that the
+// dispatcher claims in later batches: they fall due while it waits for its
+// retry, and arrive after it, with and without look-ahead.
+func TestFailedKeyedRowIsNotOvertakenByLaterBatches(t *testing.T) {
+	t.Parallel()
+	for _, lookAhead := range []time.Duration{0, -1} {
+		t.Run(fmt.Sprintf("lookAhead=%v", lookAhead), func(t *testing.T) {
+			t.Parallel()
+			log := &sendLog{MemoryTransport: bus.NewMemoryTransport(), fail: map[int]int{3: 2}}
+			b := bustest.StartBus(t, bus.Config{Endpoint: "steps", Transport: log, Persistence: bus.NewMemoryPersistence(), Logger: quiet(),
+				Dispatcher: bus.DispatcherConfig{RetryBackoff: 500 * time.Millisecond, PollInterval: 10 * time.Millisecond,
+					MaximumRecoveryFailuresPerSecond: 1000, LookAhead: lookAhead}}, nil)
+			const n = 10
+			var batch bus.Batch
+			for i := range n {
+				opts := []bus.Option{bus.To("sink"), bus.WithOrderingKey("k")}
+				if i >= 5 { // due while 3 waits for its retry
+					opts = append(opts, bus.DeliverAfter(300*time.Millisecond))
+				}
+				batch.Send(Step{N: i}, opts...)
+			}
+			if err := b.SendBatch(ctxT(t), &batch); err != nil {
+				t.Fatal(err)
+			}
+			if got := log.waitFor(t, n); !slices.Equal(got, inOrder(n)) {
+				t.Errorf("arrived %v, want the sending order despite the failures of 3", got)
+			}
+		})
+	}
+}
