@@ -120,13 +120,13 @@ func WithCorrelationID(id string) Option {
 // characters; any other is an *OptionError, and nothing is sent or stored.
 // Stores compare IDs byte for byte.
 //
-// Re-sending with the same ID lets receivers and stores de-duplicate: the
-// scheduled-message store keeps one row per ID, so a message stored under
-// an ID already stored (delayed, in a batch, or through the outbox) is
-// dropped and the first one is kept, even when its body differs; an
-// endpoint with the outbox on handles one message per ID. An immediate send
-// without the outbox goes straight to the transport, which does not
-// de-duplicate.
+// Re-sending with the same ID lets receivers and stores de-duplicate. The
+// scheduled-message store keeps one row per ID: a message stored (delayed,
+// in a batch, or through the outbox) under the ID of a row still stored
+// keeps the first message, even when the bodies differ, and the second is
+// dropped without an error. An endpoint with the outbox on handles one
+// message per ID within Outbox.Retention. An immediate send without the
+// outbox goes straight to the transport, which does not de-duplicate.
 func WithMessageID(id string) Option {
 	return func(o *sendOptions) error {
 		if reason := messageIDProblem(id); reason != "" {
@@ -159,6 +159,15 @@ func messageIDProblem(id string) string {
 // Transports that order by key (Kafka partitions, SQS FIFO message groups)
 // keep the order; others carry the key and deliver as usual. The key must
 // be 1 to 200 bytes.
+//
+// On their way through the scheduled-message store (the outbox, SendBatch)
+// messages with one key reach the transport in the order they were sent,
+// as immediate sends do: the messages of one handling or one batch fall
+// due a microsecond apart, and the dispatcher hands the messages of one
+// key over one after another. When one of them fails to reach the
+// transport, the later ones of its key wait and are retried after it
+// (each counts a failure of its own). A message whose dispatcher died
+// while holding it comes back after its lease, possibly out of order.
 func WithOrderingKey(key string) Option {
 	return func(o *sendOptions) error {
 		if key == "" || len(key) > 200 {
