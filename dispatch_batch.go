@@ -91,13 +91,6 @@ func (d *dispatcher) handOverAll(ctx context.Context, rows []OutgoingMessage, st
 	return results
 }
 
-// handOver decodes one row and gives it to the transport.
-func (d *dispatcher) handOver(ctx context.Context, row *OutgoingMessage) error {
-	var dec decoded
-	dec.env, dec.err = UnmarshalEnvelope(row.Envelope)
-	return d.handOverDecoded(ctx, row, dec)
-}
-
 // handOverDecoded gives one decoded row to the transport.
 func (d *dispatcher) handOverDecoded(ctx context.Context, row *OutgoingMessage, dec decoded) error {
 	env, err := dec.env, dec.err

@@ -10,10 +10,11 @@ import (
 // dispatcher does not hand rows over one at a time per goroutine (one
 // broker round trip per row and goroutine) but gives the transport the
 // whole claimed batch in one SendBatch call, which keeps many messages in
-// flight and settles each by its own confirm:
+// flight and settles each by its own confirm (rows with one ordering key
+// take one call per row, in rounds: see pipeline):
 //
-//   - each row is prepared as handOver would: decoded, checked for expiry,
-//     and, with an Observer, its StartDispatch called;
+//   - each row is prepared as handOverDecoded would: decoded, checked for
+//     expiry, and, with an Observer, its StartDispatch called;
 //   - rows that cannot be decoded or that expired take the one-at-a-time
 //     path (error queue, dead-letter queue) after the batch, each within
 //     SendTimeout;
@@ -26,8 +27,8 @@ import (
 // transport that is down. A pipelined batch spends at most one SendTimeout
 // whatever its size, so while the transport works the whole batch goes in
 // one call. When the last settled batch failed (the dispatch breaker counts
-// a failure), the first Concurrency rows (at least batchFailureLimit) go
-// alone as a probe; if batchFailureLimit of them fail, the rest are
+// a failure), the rows of the first Concurrency lanes (at least
+// batchFailureLimit) go alone as a probe; if batchFailureLimit of them fail, the rest are
 // released untried, as the one-at-a-time path does. No call starts after
 // stopBy.
 
