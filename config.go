@@ -177,7 +177,8 @@ type DispatcherConfig struct {
 	// MaximumRecoveryFailuresPerSecond bounds how often failed hand-overs are
 	// recorded in the store (one batch per recording). Failures over the
 	// limit are not recorded: their rows stay leased and come back when the
-	// lease lapses. Default 1.
+	// lease lapses. Rows held back behind a failed row of their ordering key
+	// (WithOrderingKey) are recorded regardless. Default 1.
 	MaximumRecoveryFailuresPerSecond int
 }
 

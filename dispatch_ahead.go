@@ -88,6 +88,7 @@ type ahead struct {
 	nextClaim time.Time
 	claimNow  bool // a poke asked for a claim
 	settling  settleBatch
+	blocked   heldKeys // ordering keys whose held rows wait behind a failed row
 }
 
 // storeReading is a reading of a ClockedStore's clock: the store showed
@@ -259,7 +260,7 @@ func (a *ahead) handOverDue(ctx context.Context) bool {
 				stopBy, settleBy = stop, by
 			}
 		}
-		results := d.handOverAll(ctx, rows, stopBy)
+		results := a.blocked.handOver(ctx, d, rows, stopBy)
 		a.settling.add(rows, results, settleBy, now)
 		for _, err := range results {
 			if err != nil {
@@ -311,7 +312,7 @@ func (a *ahead) releaseHeld(ctx context.Context) {
 		results := make([]error, len(a.held))
 		var settleBy time.Time
 		for i, h := range a.held {
-			rows[i], results[i] = h.row, errNotAttempted
+			rows[i], results[i] = h.row, a.blocked.heldBack(&h.row, a.d.clock.Now(), errNotAttempted)
 			if by := h.leaseEnd.Add(-a.d.cfg.Lease / 10); settleBy.IsZero() || by.Before(settleBy) {
 				settleBy = by
 			}

@@ -39,7 +39,7 @@ func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	d.b.emit(ctx, ObserverEvent{Kind: EventClaim, Count: len(rows), Start: claimedAt})
-	results := d.handOverAll(ctx, rows, claimedAt.Add(d.cfg.Lease*2/3))
+	results := d.held.handOver(ctx, d, rows, claimedAt.Add(d.cfg.Lease*2/3))
 	// Settling must be over before the lease lapses; keep a margin for the
 	// store's clock and the call itself.
 	d.settle(ctx, rows, results, claimedAt.Add(d.cfg.Lease*9/10))
@@ -52,27 +52,40 @@ func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
 // counting messages it refused permanently, ErrPermanent): those rows get
 // errNotAttempted and are released.
 //
-// A BatchTransport gets the rows in one pipelined call instead (see
+// The rows of one ordering key go one after another, in due order, and a
+// failed one holds back the later ones (see dispatch_order.go). A
+// BatchTransport gets the rows in pipelined calls instead (see
 // handOverPipelined).
 func (d *dispatcher) handOverAll(ctx context.Context, rows []OutgoingMessage, stopBy time.Time) []error {
+	dec, lanes := keyLanes(rows)
 	if bt, ok := d.b.transport.(BatchTransport); ok {
-		return d.handOverPipelined(ctx, bt, rows, stopBy)
+		return d.handOverPipelined(ctx, bt, rows, dec, lanes, stopBy)
 	}
 	results := make([]error, len(rows))
 	var next, failures atomic.Int64
 	var wg sync.WaitGroup
-	for range min(d.cfg.Concurrency, len(rows)) {
+	for range min(d.cfg.Concurrency, len(lanes)) {
 		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < len(rows); i = int(next.Add(1)) - 1 {
-				if failures.Load() >= batchFailureLimit || d.clock.Now().After(stopBy) {
-					results[i] = errNotAttempted
-					continue
-				}
-				sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)
-				results[i] = d.handOver(sctx, &rows[i])
-				cancel()
-				if results[i] != nil && ctx.Err() == nil && !errors.Is(results[i], ErrPermanent) {
-					failures.Add(1) // a refused message is no sign the transport is down
+			for l := int(next.Add(1)) - 1; l < len(lanes); l = int(next.Add(1)) - 1 {
+				var wait time.Duration // > 0 once a row of the lane failed
+				for k, i := range lanes[l] {
+					switch {
+					case wait > 0:
+						results[i] = &heldBackError{wait: wait + time.Duration(k)*keyStep}
+						continue
+					case failures.Load() >= batchFailureLimit || d.clock.Now().After(stopBy):
+						results[i] = errNotAttempted
+						continue
+					}
+					sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)
+					results[i] = d.handOverDecoded(sctx, &rows[i], dec[i])
+					cancel()
+					if results[i] != nil && ctx.Err() == nil {
+						if !errors.Is(results[i], ErrPermanent) {
+							failures.Add(1) // a refused message is no sign the transport is down
+						}
+						wait = d.holdsBack(&rows[i], results[i])
+					}
 				}
 			}
 		})
@@ -81,9 +94,9 @@ func (d *dispatcher) handOverAll(ctx context.Context, rows []OutgoingMessage, st
 	return results
 }
 
-// handOver decodes one row and gives it to the transport.
-func (d *dispatcher) handOver(ctx context.Context, row *OutgoingMessage) error {
-	env, err := UnmarshalEnvelope(row.Envelope)
+// handOverDecoded gives one decoded row to the transport.
+func (d *dispatcher) handOverDecoded(ctx context.Context, row *OutgoingMessage, dec decoded) error {
+	env, err := dec.env, dec.err
 	if err != nil {
 		// A row that cannot be decoded will never be sent: keep its bytes in
 		// the error queue rather than retry it forever.
@@ -112,6 +125,8 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 		wait := p.wait(row.Failures)
 		failed = append(failed, OutgoingFailure{ID: row.ID, Token: row.Token, Error: err.Error(), RetryAfter: wait, RetryAt: now.Add(wait)})
 	}
+	var held *heldBackError
+	var heldBack []OutgoingFailure
 	for i, err := range results {
 		row := &rows[i]
 		if err == nil {
@@ -121,6 +136,10 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 		}
 		if errors.Is(err, errNotAttempted) || ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			released = append(released, row.Claim())
+			continue
+		}
+		if errors.As(err, &held) { // after the failed row of its key
+			heldBack = append(heldBack, OutgoingFailure{ID: row.ID, Token: row.Token, Error: err.Error(), RetryAfter: held.wait, RetryAt: now.Add(held.wait)})
 			continue
 		}
 		if transient == nil && !errors.Is(err, ErrPermanent) {
@@ -149,9 +168,14 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 		d.dispatch.failure(transient)
 	}
 	d.storeCall(ctx, "delete", len(done), leaseEnd, func(c context.Context) (int, error) { return d.store.DeleteOutgoing(c, done) })
+	// Rows held back behind a failed row of their key are recorded even
+	// over MaximumRecoveryFailuresPerSecond: they are no failures of the
+	// transport, and left leased they would come back in claim order.
+	record := heldBack
 	if len(failed) > 0 && d.mayRecordFailures(now) {
-		d.storeCall(ctx, "record-failure", len(failed), leaseEnd, func(c context.Context) (int, error) { return d.store.RecordOutgoingFailures(c, failed) })
+		record = append(failed, heldBack...)
 	}
+	d.storeCall(ctx, "record-failure", len(record), leaseEnd, func(c context.Context) (int, error) { return d.store.RecordOutgoingFailures(c, record) })
 	d.storeCall(ctx, "release", len(released), leaseEnd, func(c context.Context) (int, error) { return d.store.ReleaseOutgoing(c, released) })
 	d.b.emit(ctx, ObserverEvent{Kind: EventSettle, Count: len(done), Failed: len(failed), Released: len(released), Start: now})
 }

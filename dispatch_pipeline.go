@@ -10,10 +10,11 @@ import (
 // dispatcher does not hand rows over one at a time per goroutine (one
 // broker round trip per row and goroutine) but gives the transport the
 // whole claimed batch in one SendBatch call, which keeps many messages in
-// flight and settles each by its own confirm:
+// flight and settles each by its own confirm (rows with one ordering key
+// take one call per row, in rounds: see pipeline):
 //
-//   - each row is prepared as handOver would: decoded, checked for expiry,
-//     and, with an Observer, its StartDispatch called;
+//   - each row is prepared as handOverDecoded would: decoded, checked for
+//     expiry, and, with an Observer, its StartDispatch called;
 //   - rows that cannot be decoded or that expired take the one-at-a-time
 //     path (error queue, dead-letter queue) after the batch, each within
 //     SendTimeout;
@@ -26,8 +27,8 @@ import (
 // transport that is down. A pipelined batch spends at most one SendTimeout
 // whatever its size, so while the transport works the whole batch goes in
 // one call. When the last settled batch failed (the dispatch breaker counts
-// a failure), the first Concurrency rows (at least batchFailureLimit) go
-// alone as a probe; if batchFailureLimit of them fail, the rest are
+// a failure), the rows of the first Concurrency lanes (at least
+// batchFailureLimit) go alone as a probe; if batchFailureLimit of them fail, the rest are
 // released untried, as the one-at-a-time path does. No call starts after
 // stopBy.
 
@@ -35,55 +36,83 @@ import (
 // returned no result for: not confirmed, so its row is kept.
 var errBatchResultMissing = errors.New("bus: the transport returned no result for this message")
 
-// handOverPipelined hands rows to bt and returns one result per row.
-func (d *dispatcher) handOverPipelined(ctx context.Context, bt BatchTransport, rows []OutgoingMessage, stopBy time.Time) []error {
+// handOverPipelined hands rows to bt and returns one result per row. dec
+// and lanes are keyLanes' for rows: the rows of one ordering key go in
+// rounds, one per SendBatch call, and a failed one holds back the later
+// ones (see dispatch_order.go).
+func (d *dispatcher) handOverPipelined(ctx context.Context, bt BatchTransport, rows []OutgoingMessage, dec []decoded, lanes [][]int, stopBy time.Time) []error {
 	results := make([]error, len(rows))
 	start := 0
 	if d.dispatch.wait() > 0 {
-		start = min(max(d.cfg.Concurrency, batchFailureLimit), len(rows))
-		if d.pipeline(ctx, bt, rows[:start], results[:start], stopBy) >= batchFailureLimit {
-			for i := start; i < len(rows); i++ {
-				results[i] = errNotAttempted
+		start = min(max(d.cfg.Concurrency, batchFailureLimit), len(lanes))
+		if d.pipeline(ctx, bt, rows, dec, lanes[:start], results, stopBy) >= batchFailureLimit {
+			for _, lane := range lanes[start:] {
+				for _, i := range lane {
+					results[i] = errNotAttempted
+				}
 			}
 			return results
 		}
 	}
-	d.pipeline(ctx, bt, rows[start:], results[start:], stopBy)
+	d.pipeline(ctx, bt, rows, dec, lanes[start:], results, stopBy)
 	return results
 }
 
-// pipeline hands rows over in one SendBatch call, then the rows that need
-// the one-at-a-time path, fills results and returns how many failed (not
-// counting messages refused permanently, ErrPermanent).
-func (d *dispatcher) pipeline(ctx context.Context, bt BatchTransport, rows []OutgoingMessage, results []error, stopBy time.Time) int {
-	if len(rows) == 0 {
+// pipeline hands the rows of lanes over in SendBatch calls, one per round
+// (round r takes the r-th row of every lane: all of a batch without
+// ordering keys goes in one call), then the rows that need the
+// one-at-a-time path; it fills results and returns how many failed (not counting
+// messages refused permanently, ErrPermanent).
+func (d *dispatcher) pipeline(ctx context.Context, bt BatchTransport, rows []OutgoingMessage, dec []decoded, lanes [][]int, results []error, stopBy time.Time) int {
+	if len(lanes) == 0 {
 		return 0
 	}
-	if d.clock.Now().After(stopBy) {
-		for i := range results {
-			results[i] = errNotAttempted
-		}
-		return 0
-	}
-	batch := make([]Outbound, 0, len(rows))
-	at := make([]int, 0, len(rows)) // the row of each batch entry
-	var single []int                // rows for the one-at-a-time path
+	wait := make([]time.Duration, len(lanes)) // > 0 once a row of the lane failed
+	failedAt := make([]int, len(lanes))       // the round it failed in
+	var single []int                          // rows for the one-at-a-time path
 	now := d.clock.Now()
-	for i := range rows {
-		env, err := UnmarshalEnvelope(rows[i].Envelope)
-		if err != nil {
-			single = append(single, i)
+	for round := 0; ; round++ {
+		var batch []Outbound
+		var at, atLane []int // the row and lane of each batch entry
+		more := false
+		for l, lane := range lanes {
+			if round >= len(lane) {
+				continue
+			}
+			more = true
+			i := lane[round]
+			switch {
+			case wait[l] > 0:
+				results[i] = &heldBackError{wait: wait[l] + time.Duration(round-failedAt[l])*keyStep}
+			case dec[i].err != nil:
+				single = append(single, i)
+			default:
+				if _, ok := expired(dec[i].env, now, true); ok {
+					single = append(single, i)
+					continue
+				}
+				batch = append(batch, outboundOf(dec[i].env))
+				at, atLane = append(at, i), append(atLane, l)
+			}
+		}
+		if !more {
+			break
+		}
+		if len(batch) == 0 {
 			continue
 		}
-		if _, ok := expired(env, now, true); ok {
-			single = append(single, i)
+		if d.clock.Now().After(stopBy) {
+			for _, i := range at {
+				results[i] = errNotAttempted
+			}
 			continue
 		}
-		batch = append(batch, outboundOf(env))
-		at = append(at, i)
-	}
-	if len(batch) > 0 {
 		d.sendBatch(ctx, bt, rows, batch, at, results)
+		for j, i := range at {
+			if results[i] != nil && ctx.Err() == nil {
+				wait[atLane[j]], failedAt[atLane[j]] = d.holdsBack(&rows[i], results[i]), round
+			}
+		}
 	}
 	for _, i := range single {
 		if d.clock.Now().After(stopBy) {
@@ -91,13 +120,16 @@ func (d *dispatcher) pipeline(ctx context.Context, bt BatchTransport, rows []Out
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)
-		results[i] = d.handOver(sctx, &rows[i])
+		results[i] = d.handOverDecoded(sctx, &rows[i], dec[i])
 		cancel()
 	}
 	failed := 0
-	for _, err := range results {
-		if err != nil && !errors.Is(err, errNotAttempted) && !errors.Is(err, ErrPermanent) && ctx.Err() == nil {
-			failed++
+	var held *heldBackError
+	for _, lane := range lanes {
+		for _, i := range lane {
+			if err := results[i]; err != nil && !errors.Is(err, errNotAttempted) && !errors.Is(err, ErrPermanent) && !errors.As(err, &held) && ctx.Err() == nil {
+				failed++
+			}
 		}
 	}
 	return failed

@@ -36,6 +36,7 @@ type dispatcher struct {
 	misses    int          // consecutive looks that found due rows but claimed none
 	skewNanos atomic.Int64 // store clock minus bus clock, for a ClockedStore
 	skewAt    time.Time    // when the skew was last measured (bus clock)
+	held      heldKeys     // ordering keys held back behind a failed row (dispatch_order.go)
 }
 
 const (

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // maxReasonLen bounds a normalised reason: an error text can be a whole
@@ -71,7 +72,10 @@ func FailureGroup(typ, endpoint, reason string) string {
 // HeaderFailureQueue, HeaderFailureTime, HeaderFailureAttempts). The failure
 // time is now when the header is missing or malformed. A message whose ID
 // is empty (a wire message that could not be decoded) gets an ID derived
-// from its body, so redeliveries of it are one stored message.
+// from its body, so redeliveries of it are one stored message; one whose ID
+// is not valid UTF-8 text without NUL bytes (a foreign producer's, which no
+// text column holds) gets an ID derived from those bytes, "invalid-id-"
+// and a hash, so that two such IDs never share a stored message.
 func FailedFromEnvelope(env *Envelope, now time.Time) FailedMessage {
 	at, err := time.Parse(time.RFC3339Nano, env.Header(HeaderFailureTime))
 	if err != nil {
@@ -80,9 +84,13 @@ func FailedFromEnvelope(env *Envelope, now time.Time) FailedMessage {
 	at = at.UTC()
 	attempts, _ := strconv.Atoi(env.Header(HeaderFailureAttempts))
 	id := env.ID
-	if id == "" {
+	switch {
+	case id == "":
 		sum := sha256.Sum256(env.Body)
 		id = "undecodable-" + hex.EncodeToString(sum[:12])
+	case !utf8.ValidString(id) || strings.IndexByte(id, 0) >= 0:
+		sum := sha256.Sum256([]byte(id))
+		id = "invalid-id-" + hex.EncodeToString(sum[:12])
 	}
 	reason := env.Header(HeaderFailureReason)
 	if reason == "" {

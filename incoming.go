@@ -57,6 +57,11 @@ func (b *Bus) processMessage(ctx context.Context, env *Envelope) error {
 	if b.handlerSet(env.Type) == nil {
 		return b.moveToError(ctx, env, "poison", 0, fmt.Errorf("%w %q at endpoint %s", ErrUnknownMessageType, env.Type, b.cfg.Endpoint))
 	}
+	if reason := messageIDProblem(env.ID); reason != "" && b.outbox != nil {
+		// A foreign producer's ID the inbox cannot key: handling it would
+		// loop on the inbox row, or share one with another ID.
+		return b.moveToError(ctx, env, "poison", 0, fmt.Errorf("%w: %s: the outbox's inbox cannot record its handling", ErrInvalidMessage, reason))
+	}
 	if delayedRetries(env) == 0 { // a delayed retry reached the queue before
 		b.acknowledge(ctx, env, AckPositive, AckReachedQueue)
 	}

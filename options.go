@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // reservedHeaderPrefix starts every header the bus itself reads.
@@ -13,6 +15,11 @@ const reservedHeaderPrefix = "postbus."
 // years. A longer delay is almost certainly a unit mistake (nanoseconds for
 // seconds), and is rejected with an *OptionError.
 const MaxDelay = 5 * 365 * 24 * time.Hour
+
+// MaxMessageIDLength is the longest message ID, in bytes, that the bus
+// creates or accepts from WithMessageID. Every store and transport of
+// Postbus holds IDs of this length (a RabbitMQ message-id holds 255 bytes).
+const MaxMessageIDLength = 200
 
 // Option changes one outgoing message. Options are checked before anything
 // is sent or stored; a bad one returns an error wrapping ErrInvalidOption
@@ -109,16 +116,43 @@ func WithCorrelationID(id string) Option {
 	}
 }
 
-// WithMessageID sets the message ID instead of a generated UUIDv7. Re-sending
-// with the same ID lets receivers and stores de-duplicate.
+// WithMessageID sets the message ID instead of a generated UUIDv7. The ID
+// must be 1 to MaxMessageIDLength bytes of valid UTF-8 without control
+// characters; any other is an *OptionError, and nothing is sent or stored.
+// Stores compare IDs byte for byte.
+//
+// Re-sending with the same ID lets receivers and stores de-duplicate. The
+// scheduled-message store keeps one row per ID: a message stored (delayed,
+// in a batch, or through the outbox) under the ID of a row still stored
+// keeps the first message, even when the bodies differ, and the second is
+// dropped without an error. An endpoint with the outbox on handles one
+// message per ID within Outbox.Retention. An immediate send without the
+// outbox goes straight to the transport, which does not de-duplicate.
 func WithMessageID(id string) Option {
 	return func(o *sendOptions) error {
-		if id == "" || len(id) > 200 {
-			return &OptionError{Option: "WithMessageID", Reason: "must be 1 to 200 bytes"}
+		if reason := messageIDProblem(id); reason != "" {
+			return &OptionError{Option: "WithMessageID", Reason: reason}
 		}
 		o.messageID = id
 		return nil
 	}
+}
+
+// messageIDProblem says what makes id unfit as a message ID, or "" when it
+// is fit: IDs are non-empty valid UTF-8 without control characters, at most
+// MaxMessageIDLength bytes.
+func messageIDProblem(id string) string {
+	switch {
+	case id == "":
+		return "empty message ID"
+	case len(id) > MaxMessageIDLength:
+		return fmt.Sprintf("message ID is %d bytes, over MaxMessageIDLength (%d)", len(id), MaxMessageIDLength)
+	case !utf8.ValidString(id):
+		return fmt.Sprintf("message ID %q is not valid UTF-8", id)
+	case strings.IndexFunc(id, unicode.IsControl) >= 0:
+		return fmt.Sprintf("message ID %q contains a control character", id)
+	}
+	return ""
 }
 
 // WithOrderingKey asks for the message to be handled after every earlier
@@ -126,6 +160,15 @@ func WithMessageID(id string) Option {
 // Transports that order by key (Kafka partitions, SQS FIFO message groups)
 // keep the order; others carry the key and deliver as usual. The key must
 // be 1 to 200 bytes.
+//
+// On their way through the scheduled-message store (the outbox, SendBatch)
+// messages with one key reach the transport in the order they were sent,
+// as immediate sends do: the messages of one handling or one batch fall
+// due a microsecond apart, and the dispatcher hands the messages of one
+// key over one after another. When one of them fails to reach the
+// transport, the later ones of its key wait and are retried after it
+// (each counts a failure of its own). A message whose dispatcher died
+// while holding it comes back after its lease, possibly out of order.
 func WithOrderingKey(key string) Option {
 	return func(o *sendOptions) error {
 		if key == "" || len(key) > 200 {

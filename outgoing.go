@@ -285,6 +285,7 @@ func (b *Bus) rows(msgs []pending, now time.Time) []OutgoingMessage {
 		rows[i] = OutgoingMessage{ID: id, Kind: env.Kind, Type: env.Type, Envelope: MarshalEnvelope(b.withDispatchPolicy(env)), DueAt: due,
 			Delay: p.delay, Transport: b.identity}
 	}
+	orderKeyed(rows, msgs, now)
 	return rows
 }
 

@@ -23,6 +23,11 @@ const (
 // only once the store has the retry. The delay is relative, so a store with
 // a clock of its own computes the due time on it.
 func (b *Bus) retryLater(ctx context.Context, env *Envelope, d time.Duration, attempt int, cause error) error {
+	if reason := messageIDProblem(env.ID); reason != "" {
+		// A foreign producer's ID the store cannot key a row by: no delayed
+		// retry, or the message would bounce in the input queue forever.
+		return b.moveToError(ctx, env, "handler", attempt, fmt.Errorf("%w (no delayed retry: %s)", cause, reason))
+	}
 	retry := env.Clone()
 	n := delayedRetries(env) + 1
 	d = max(d, 0)

@@ -28,6 +28,8 @@ func ScheduledMessageTests(t *testing.T, newStore StoreFactory) {
 		{"LeasedRowIsNotClaimedUntilLeaseLapses", testLease},
 		{"ConcurrentClaimersClaimEachRowOnce", testConcurrentClaims},
 		{"StoreIsIdempotentByID", testIdempotentStore},
+		{"IDsAreKeptByteForByte", testIDsByteForByte},
+		{"RowsAMicrosecondApartAreClaimedInDueOrder", testMicrosecondApartInDueOrder},
 		{"Cancel", testCancel},
 		{"FailureCounting", testFailures},
 		{"Release", testRelease},

@@ -106,7 +106,10 @@ func listScheduledSQL(table string, q bus.ScheduledQuery) (string, []any) {
 
 // GetScheduled returns the row with the ID, by primary key.
 func (p *Persistence) GetScheduled(ctx context.Context, id string) (bus.OutgoingMessage, bool, error) {
-	m, err := scanBrowsed(p.pool.QueryRow(ctx, "SELECT "+browseColumns+" FROM "+p.names.table+" WHERE id = $1", cleanText(id)))
+	if !storableID(id) {
+		return bus.OutgoingMessage{}, false, nil // no stored row has it
+	}
+	m, err := scanBrowsed(p.pool.QueryRow(ctx, "SELECT "+browseColumns+" FROM "+p.names.table+" WHERE id = $1", id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return bus.OutgoingMessage{}, false, nil
 	}
@@ -332,7 +335,10 @@ func (p *Persistence) SendNow(ctx context.Context, id string) (bool, error) {
 	update := fmt.Sprintf(`UPDATE %s SET due_at = now(), available_at = now(), lease_until = NULL, lease_token = NULL
 WHERE id = $1 AND (lease_token IS NULL OR lease_until <= now()) RETURNING due_at`, p.names.table)
 	sql := `WITH u AS (` + update + `) SELECT count(*) FROM u`
-	args := []any{cleanText(id)}
+	if !storableID(id) {
+		return false, nil // no stored row has it
+	}
+	args := []any{id}
 	if !p.opts.DisableNotify {
 		sql = `WITH u AS (` + update + `),
 n AS (SELECT pg_notify($2, (extract(epoch FROM min(due_at)) * 1000000)::bigint::text) FROM u HAVING count(*) > 0)

@@ -49,7 +49,8 @@ func (e *OptionsError) Error() string {
 // Unwrap returns ErrInvalidOptions.
 func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
 
-// InvalidRowError reports a row StoreOutgoing cannot store. It is returned
+// InvalidRowError reports a row StoreOutgoing or StoreFailed cannot store,
+// or a message ID BeginHandling cannot key an inbox row by. It is returned
 // before anything is sent to the database.
 type InvalidRowError struct {
 	ID     string

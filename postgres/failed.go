@@ -59,8 +59,11 @@ func (p *Persistence) StoreFailed(ctx context.Context, msgs []bus.FailedMessage)
 		return ctx.Err()
 	}
 	for _, m := range msgs {
-		if m.ID == "" {
+		switch {
+		case m.ID == "":
 			return &InvalidRowError{Reason: "empty failed-message ID"}
+		case !storableID(m.ID):
+			return &InvalidRowError{ID: m.ID, Reason: "failed-message ID is not valid UTF-8 text without NUL bytes"}
 		}
 	}
 	rounds := distinctRounds(msgs)
@@ -109,7 +112,7 @@ func failedArgs(msgs []bus.FailedMessage) []any {
 	first, last := make([]time.Time, n), make([]time.Time, n)
 	envs := make([][]byte, n)
 	for i, m := range msgs {
-		ids[i], types[i], endpoints[i], queues[i] = cleanText(m.ID), cleanText(m.Type), cleanText(m.Endpoint), cleanText(m.Queue)
+		ids[i], types[i], endpoints[i], queues[i] = m.ID, cleanText(m.Type), cleanText(m.Endpoint), cleanText(m.Queue)
 		kinds[i], reasons[i], groups[i] = cleanText(m.Kind), cleanText(m.Reason), cleanText(m.Group)
 		attempts[i], failures[i] = int32(m.Attempts), int32(max(m.Failures, 1))
 		last[i] = m.LastFailed
@@ -189,7 +192,10 @@ func (p *Persistence) CountFailed(ctx context.Context, q bus.FailedQuery) (int64
 
 // GetFailed returns the message with the ID, by primary key.
 func (p *Persistence) GetFailed(ctx context.Context, id string) (bus.FailedMessage, bool, error) {
-	m, err := scanFailed(p.pool.QueryRow(ctx, "SELECT "+failedColumns+" FROM "+p.names.failed+" WHERE id = $1", cleanText(id)))
+	if !storableID(id) {
+		return bus.FailedMessage{}, false, nil // no stored message has it
+	}
+	m, err := scanFailed(p.pool.QueryRow(ctx, "SELECT "+failedColumns+" FROM "+p.names.failed+" WHERE id = $1", id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return bus.FailedMessage{}, false, nil
 	}
@@ -242,11 +248,13 @@ func (p *Persistence) DeleteFailed(ctx context.Context, ids []string) (int, erro
 	if len(ids) == 0 {
 		return 0, ctx.Err()
 	}
-	clean := make([]string, len(ids))
-	for i, id := range ids {
-		clean[i] = cleanText(id)
+	keys := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if storableID(id) { // any other matches no message
+			keys = append(keys, id)
+		}
 	}
-	tag, err := p.pool.Exec(ctx, "DELETE FROM "+p.names.failed+" WHERE id = ANY($1::text[])", clean)
+	tag, err := p.pool.Exec(ctx, "DELETE FROM "+p.names.failed+" WHERE id = ANY($1::text[])", keys)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: delete failed: %w", err)
 	}

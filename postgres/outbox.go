@@ -51,11 +51,14 @@ func WithTx(ctx context.Context, tx pgx.Tx) context.Context {
 // pool above Concurrency plus what the dispatcher and the handlers' other
 // queries need.
 func (p *Persistence) BeginHandling(ctx context.Context, endpoint, messageID string) (bus.HandlingTx, bool, error) {
+	if !storableID(messageID) {
+		return nil, false, fmt.Errorf("postgres: begin handling: %w", &InvalidRowError{ID: messageID, Reason: "message ID is not valid UTF-8 text without NUL bytes: the inbox cannot key it"})
+	}
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
 		return nil, false, fmt.Errorf("postgres: begin handling: %w", err)
 	}
-	tag, err := tx.Exec(ctx, p.sql.inbox, cleanText(endpoint), cleanText(messageID))
+	tag, err := tx.Exec(ctx, p.sql.inbox, cleanText(endpoint), messageID)
 	if err != nil || tag.RowsAffected() == 0 {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		rerr := tx.Rollback(rctx)

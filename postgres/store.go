@@ -53,7 +53,7 @@ func checkRow(m *bus.OutgoingMessage) error {
 	switch {
 	case m.ID == "":
 		return &InvalidRowError{Reason: "empty ID"}
-	case !utf8.ValidString(m.ID) || strings.IndexByte(m.ID, 0) >= 0:
+	case !storableID(m.ID):
 		return &InvalidRowError{ID: m.ID, Reason: "ID is not valid UTF-8 text without NUL bytes"}
 	case m.Envelope == nil:
 		return &InvalidRowError{ID: m.ID, Reason: "no envelope"}
@@ -205,10 +205,12 @@ func (p *Persistence) settle(ctx context.Context, sql string, claims []bus.Claim
 	if len(claims) == 0 {
 		return 0, ctx.Err()
 	}
-	ids := make([]string, len(claims))
-	tokens := make([]string, len(claims))
-	for i, c := range claims {
-		ids[i], tokens[i] = cleanText(c.ID), cleanText(c.Token)
+	ids := make([]string, 0, len(claims))
+	tokens := make([]string, 0, len(claims))
+	for _, c := range claims {
+		if storableID(c.ID) && storableID(c.Token) { // any other matches no row
+			ids, tokens = append(ids, c.ID), append(tokens, c.Token)
+		}
 	}
 	tag, err := p.pool.Exec(ctx, sql, ids, tokens)
 	if err != nil {
@@ -227,14 +229,17 @@ func (p *Persistence) RecordOutgoingFailures(ctx context.Context, failures []bus
 	if len(failures) == 0 {
 		return 0, ctx.Err()
 	}
-	ids := make([]string, len(failures))
-	tokens := make([]string, len(failures))
-	errs := make([]string, len(failures))
-	after := make([]int64, len(failures))
-	retry := make([]time.Time, len(failures))
-	for i, f := range failures {
-		ids[i], tokens[i], errs[i] = cleanText(f.ID), cleanText(f.Token), cleanText(f.Error)
-		after[i], retry[i] = micros(f.RetryAfter), f.RetryAt
+	ids := make([]string, 0, len(failures))
+	tokens := make([]string, 0, len(failures))
+	errs := make([]string, 0, len(failures))
+	after := make([]int64, 0, len(failures))
+	retry := make([]time.Time, 0, len(failures))
+	for _, f := range failures {
+		if !storableID(f.ID) || !storableID(f.Token) {
+			continue // matches no row
+		}
+		ids, tokens, errs = append(ids, f.ID), append(tokens, f.Token), append(errs, cleanText(f.Error))
+		after, retry = append(after, micros(f.RetryAfter)), append(retry, f.RetryAt)
 	}
 	tag, err := p.pool.Exec(ctx, p.sql.failures, ids, tokens, errs, after, retry)
 	if err != nil {
@@ -247,7 +252,10 @@ func (p *Persistence) RecordOutgoingFailures(ctx context.Context, failures []bus
 // did. A row whose lease is running on the server's clock is being
 // delivered: it stays, and the result is false.
 func (p *Persistence) CancelOutgoing(ctx context.Context, id string) (bool, error) {
-	tag, err := p.pool.Exec(ctx, p.sql.cancel, cleanText(id))
+	if !storableID(id) {
+		return false, nil // no stored row has it
+	}
+	tag, err := p.pool.Exec(ctx, p.sql.cancel, id)
 	if err != nil {
 		return false, fmt.Errorf("postgres: cancel outgoing: %w", err)
 	}
@@ -278,6 +286,17 @@ func (p *Persistence) StoreNow(ctx context.Context) (time.Time, error) {
 	return now, nil
 }
 
+// storableID reports whether id can key a row: PostgreSQL text holds
+// valid UTF-8 without NUL bytes. IDs are compared byte for byte and never
+// cleaned (cleaning would make "msg-\xff" and "msg-\xfe" one row): an ID
+// that is not storable is refused where it would be stored, and matches no
+// row where it is looked up.
+func storableID(id string) bool {
+	return utf8.ValidString(id) && strings.IndexByte(id, 0) < 0
+}
+
+// cleanText makes text that is not a key (an error text, a type name)
+// storable in a text column.
 func cleanText(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	return strings.ReplaceAll(s, "\x00", "")

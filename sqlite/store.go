@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/postbus/bus"
 )
@@ -18,8 +20,9 @@ import (
 // stored keeps its row (INSERT OR IGNORE), so a retried send cannot
 // schedule twice. A row with a Delay is due Delay after the store's now
 // (see StoreNow); otherwise at its DueAt. Each row keeps its Transport. A
-// row with an empty ID or no envelope fails the call (bus.ErrInvalidMessage)
-// before anything is stored.
+// row with an empty ID, an ID that is not valid UTF-8 text without NUL
+// bytes, or no envelope fails the call (bus.ErrInvalidMessage) before
+// anything is stored. IDs compare byte for byte.
 func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMessage) error {
 	if len(msgs) == 0 {
 		return ctx.Err()
@@ -92,11 +95,19 @@ func (p *Persistence) insertRows(ctx context.Context, tx *sql.Tx, msgs []bus.Out
 	return nil
 }
 
-// checkRows refuses rows that cannot be stored.
+// checkRows refuses rows that cannot be stored: an empty ID, no envelope,
+// or an ID that is not valid UTF-8 text without NUL bytes. Claims and
+// settles name their rows in a JSON list of IDs (idList), which carries
+// such text byte for byte and nothing else: a row with another ID could
+// never be leased, and would fail every claim.
 func checkRows(msgs []bus.OutgoingMessage) error {
 	for i := range msgs {
-		if msgs[i].ID == "" || msgs[i].Envelope == nil {
-			return fmt.Errorf("sqlite: store: row %d (%q): %w: empty ID or no envelope", i, msgs[i].ID, bus.ErrInvalidMessage)
+		id := msgs[i].ID
+		switch {
+		case id == "" || msgs[i].Envelope == nil:
+			return fmt.Errorf("sqlite: store: row %d (%q): %w: empty ID or no envelope", i, id, bus.ErrInvalidMessage)
+		case !utf8.ValidString(id) || strings.IndexByte(id, 0) >= 0:
+			return fmt.Errorf("sqlite: store: row %d (%q): %w: ID is not valid UTF-8 text without NUL bytes", i, id, bus.ErrInvalidMessage)
 		}
 	}
 	return nil
