@@ -41,6 +41,7 @@ type Bus struct {
 	outbox        OutboxStore    // set when Config.Outbox.Enabled
 	unconcluded   atomic.Int64   // deliveries in a row that could not be concluded
 	metrics       metrics
+	recur         recurringState // schedules of AddRecurring
 }
 
 type state int
@@ -88,7 +89,22 @@ func (b *Bus) Endpoint() string { return b.cfg.Endpoint }
 // Start sets up the persistence (Setup) and the transport (Provision) unless
 // Config.SkipSetup is set, then starts receiving and dispatching. Send-only
 // buses only set up. Start returns once the bus is running.
+//
+// With recurring schedules (AddRecurring), Start also declares and
+// reconciles them before the dispatcher claims anything; when that fails,
+// Start stops the bus and returns the error.
 func (b *Bus) Start(ctx context.Context) error {
+	if err := b.start(ctx); err != nil {
+		return err
+	}
+	if err := b.startRecurring(ctx); err != nil {
+		_ = b.Stop(ctx)
+		return err
+	}
+	return nil
+}
+
+func (b *Bus) start(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch b.state {
@@ -107,6 +123,7 @@ func (b *Bus) Start(ctx context.Context) error {
 			return fmt.Errorf("bus: provision transport: %w", err)
 		}
 	}
+	ready := b.recur.prepare()
 	b.state = stateStarted
 	if o, ok := b.cfg.Observer.(BusObserver); ok {
 		o.BusStarted(b)
@@ -121,7 +138,11 @@ func (b *Bus) Start(ctx context.Context) error {
 	if b.store != nil && !b.cfg.Dispatcher.Disabled {
 		d := newDispatcher(b)
 		b.dispatcher.Store(d)
-		b.running.Go(func() { d.run(rctx) })
+		b.running.Go(func() {
+			if waitRecurring(rctx, ready) {
+				d.run(rctx)
+			}
+		})
 	}
 	return nil
 }
@@ -168,6 +189,7 @@ func (b *Bus) Stop(ctx context.Context) error {
 	wasStarted := b.state == stateStarted
 	b.state = stateClosed
 	b.mu.Unlock()
+	b.stopRecurring()
 	if o, ok := b.cfg.Observer.(BusObserver); ok && wasStarted {
 		o.BusStopped(b)
 	}

@@ -86,13 +86,13 @@ func (p *MemoryPersistence) AdvanceRecurring(ctx context.Context, adv RecurringA
 	if !ok || cur.Generation != adv.Generation || !cur.Last.Equal(adv.From) {
 		return false, nil
 	}
-	if len(adv.Store) > 0 {
-		if err := p.StoreOutgoing(ctx, adv.Store); err != nil {
+	for _, id := range adv.Cancel {
+		if _, err := p.CancelOutgoing(ctx, id); err != nil {
 			return false, err
 		}
 	}
-	for _, id := range adv.Cancel {
-		if _, err := p.CancelOutgoing(ctx, id); err != nil {
+	if len(adv.Store) > 0 {
+		if err := p.StoreOutgoing(ctx, adv.Store); err != nil {
 			return false, err
 		}
 	}

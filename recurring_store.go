@@ -31,9 +31,11 @@ type RecurringStore interface {
 	ListRecurring(ctx context.Context) ([]RecurringRecord, error)
 	// AdvanceRecurring applies adv if the record adv.Name still has
 	// adv.Generation and adv.From as Last, and reports whether it did:
-	// it stores adv.Store (ignoring IDs already stored, as StoreOutgoing),
-	// cancels the rows adv.Cancel names that are not leased (as
-	// CancelOutgoing), and sets Last and Ticks; all or nothing.
+	// it cancels the rows adv.Cancel names that are not leased (as
+	// CancelOutgoing), then stores adv.Store (ignoring IDs still stored,
+	// as StoreOutgoing: an ID both cancelled and stored gets the new
+	// row), and sets Last and Ticks; all or nothing. Times keep at least
+	// millisecond precision.
 	AdvanceRecurring(ctx context.Context, adv RecurringAdvance) (bool, error)
 	// SetRecurringPaused pauses or resumes the record name and reports
 	// whether it exists. Resuming also moves Last to at when it is

@@ -18,7 +18,7 @@ type RecurringStoreFactory func(t *testing.T) bus.RecurringStore
 // made by newStore: declarations and their generations, the
 // compare-and-set of AdvanceRecurring with its rows, pause and resume, and
 // deletion. Each case uses schedule names of its own and leaves neither a
-// record nor a row behind. Times are truncated to the microsecond, the
+// record nor a row behind. Times are truncated to the millisecond, the
 // precision every store must keep.
 func RecurringTests(t *testing.T, newStore RecurringStoreFactory) {
 	cases := []storeCase[bus.RecurringStore]{
@@ -40,8 +40,8 @@ func RecurringTests(t *testing.T, newStore RecurringStoreFactory) {
 	})
 }
 
-// usec is now truncated to the microsecond.
-func usec(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+// msec is t truncated to the millisecond.
+func msec(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
 
 func recName(t *testing.T) string { t.Helper(); return "rec-" + Namespace() }
 
@@ -113,7 +113,7 @@ func testRecDeclare(t *testing.T, s bus.RecurringStore) {
 
 func testRecRedeclare(t *testing.T, s bus.RecurringStore) {
 	name := recName(t)
-	now := usec(time.Now())
+	now := msec(time.Now())
 	mustDeclare(t, s, name, "fp1")
 	ticks := []time.Time{now.Add(time.Hour), now.Add(2 * time.Hour)}
 	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Last: ticks[1], Ticks: ticks}, true)
@@ -136,7 +136,7 @@ func testRecRedeclare(t *testing.T, s bus.RecurringStore) {
 
 func testRecAdvanceCAS(t *testing.T, s bus.RecurringStore) {
 	name := recName(t)
-	now := usec(time.Now())
+	now := msec(time.Now())
 	mustDeclare(t, s, name, "fp")
 	t1 := now.Add(time.Hour)
 	r1 := row(name+"-1", t1)
@@ -159,7 +159,7 @@ func testRecAdvanceCAS(t *testing.T, s bus.RecurringStore) {
 
 func testRecAdvanceRows(t *testing.T, s bus.RecurringStore) {
 	name := recName(t)
-	now := usec(time.Now())
+	now := msec(time.Now())
 	mustDeclare(t, s, name, "fp")
 	past, future := row(name+"-past", now.Add(-time.Second)), row(name+"-future", now.Add(time.Hour))
 	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Last: future.DueAt,
@@ -176,7 +176,7 @@ func testRecAdvanceRows(t *testing.T, s bus.RecurringStore) {
 
 func testRecAdvanceLeased(t *testing.T, s bus.RecurringStore) {
 	name := recName(t)
-	now := usec(time.Now())
+	now := msec(time.Now())
 	mustDeclare(t, s, name, "fp")
 	r := row(name+"-due", now.Add(-time.Second))
 	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Last: r.DueAt, Ticks: []time.Time{r.DueAt}, Store: []bus.OutgoingMessage{r}}, true)
@@ -191,7 +191,7 @@ func testRecAdvanceLeased(t *testing.T, s bus.RecurringStore) {
 
 func testRecAdvanceRace(t *testing.T, s bus.RecurringStore) {
 	name := recName(t)
-	now := usec(time.Now())
+	now := msec(time.Now())
 	mustDeclare(t, s, name, "fp")
 	const n = 8
 	var won atomic.Int32
@@ -223,7 +223,7 @@ func testRecAdvanceRace(t *testing.T, s bus.RecurringStore) {
 
 func testRecPause(t *testing.T, s bus.RecurringStore) {
 	name := recName(t)
-	now := usec(time.Now())
+	now := msec(time.Now())
 	if ok, err := s.SetRecurringPaused(ctxT(t), name, true, now); err != nil || ok {
 		t.Fatalf("SetRecurringPaused of a missing record = %v, %v; want false, nil", ok, err)
 	}
@@ -254,7 +254,7 @@ func testRecPause(t *testing.T, s bus.RecurringStore) {
 
 func testRecDelete(t *testing.T, s bus.RecurringStore) {
 	name := recName(t)
-	now := usec(time.Now())
+	now := msec(time.Now())
 	mustDeclare(t, s, name, "fp")
 	r := row(name+"-1", now.Add(time.Hour))
 	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Last: r.DueAt, Ticks: []time.Time{r.DueAt}, Store: []bus.OutgoingMessage{r}}, true)
