@@ -41,6 +41,7 @@ type Bus struct {
 	outbox        OutboxStore    // set when Config.Outbox.Enabled
 	unconcluded   atomic.Int64   // deliveries in a row that could not be concluded
 	metrics       metrics
+	recur         recurringState // schedules of AddRecurring
 }
 
 type state int
@@ -94,7 +95,22 @@ func (b *Bus) Endpoint() string { return b.cfg.Endpoint }
 // holding a connection each, plus the dispatcher's and a transport's that
 // shares the pool. A pool too small is a *ConfigError naming the numbers;
 // a pool whose callers take turns (SQLite) gets one warning instead.
+//
+// With recurring schedules (AddRecurring), Start also declares and
+// reconciles them before the dispatcher claims anything; when that fails,
+// Start stops the bus and returns the error.
 func (b *Bus) Start(ctx context.Context) error {
+	if err := b.start(ctx); err != nil {
+		return err
+	}
+	if err := b.startRecurring(ctx); err != nil {
+		_ = b.Stop(ctx)
+		return err
+	}
+	return nil
+}
+
+func (b *Bus) start(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch b.state {
@@ -111,6 +127,7 @@ func (b *Bus) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	ready := b.recur.prepare()
 	b.state = stateStarted
 	if o, ok := b.cfg.Observer.(BusObserver); ok {
 		o.BusStarted(b)
@@ -125,7 +142,11 @@ func (b *Bus) Start(ctx context.Context) error {
 	if b.store != nil && !b.cfg.Dispatcher.Disabled {
 		d := newDispatcher(b)
 		b.dispatcher.Store(d)
-		b.running.Go(func() { d.run(rctx) })
+		b.running.Go(func() {
+			if waitRecurring(rctx, ready) {
+				d.run(rctx)
+			}
+		})
 	}
 	return nil
 }
@@ -199,6 +220,7 @@ func (b *Bus) Stop(ctx context.Context) error {
 	wasStarted := b.state == stateStarted
 	b.state = stateClosed
 	b.mu.Unlock()
+	b.stopRecurring()
 	if o, ok := b.cfg.Observer.(BusObserver); ok && wasStarted {
 		o.BusStopped(b)
 	}

@@ -182,3 +182,15 @@ func Permanent(err error) error {
 	}
 	return &PermanentError{Err: err}
 }
+
+// Sentinel errors of recurring schedules (Bus.AddRecurring).
+var (
+	// ErrInvalidRecurring is wrapped by every *RecurringError.
+	ErrInvalidRecurring = errors.New("bus: invalid recurring schedule")
+	// ErrUnknownRecurring is returned for a schedule name that is not
+	// declared (on this bus, or in the persistence, as each call says).
+	ErrUnknownRecurring = errors.New("bus: unknown recurring schedule")
+	// ErrRecurringNotSupported is returned by AddRecurring when the
+	// persistence does not implement RecurringStore.
+	ErrRecurringNotSupported = errors.New("bus: recurring schedules not supported by the persistence")
+)

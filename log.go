@@ -41,6 +41,11 @@ type Metrics struct {
 	Duplicates    uint64 // deliveries skipped because the inbox had handled the message (outbox)
 	SagaConflicts uint64 // saga handler runs repeated because the instance changed concurrently
 	SagaNotFound  uint64 // saga messages acknowledged without an instance to handle them
+	// Recurring counts the occurrences of recurring schedules this bus
+	// stored: ticks, catch-ups of missed ticks, and TriggerRecurring. A
+	// tick is stored by one process of those declaring its schedule, so
+	// the sum over the fleet is the number of occurrences.
+	Recurring uint64
 	// LatenessP50 and LatenessP99 summarise how late the last 1,024
 	// delayed messages were handled: handling start minus due time. Only
 	// scheduled deliveries and delayed retries count, each from its own due
@@ -51,7 +56,7 @@ type Metrics struct {
 
 type metrics struct {
 	sent, scheduled, dispatched, handled, retried, movedToError, dispatchFails, expired, duplicates atomic.Uint64
-	sagaConflicts, sagaNotFound                                                                     atomic.Uint64
+	sagaConflicts, sagaNotFound, recurring                                                          atomic.Uint64
 	lateness                                                                                        latenessWindow
 }
 
@@ -63,7 +68,7 @@ func (b *Bus) Metrics() Metrics {
 		Sent: m.sent.Load(), Scheduled: m.scheduled.Load(), Dispatched: m.dispatched.Load(),
 		Handled: m.handled.Load(), Retried: m.retried.Load(), MovedToError: m.movedToError.Load(),
 		DispatchFails: m.dispatchFails.Load(), Expired: m.expired.Load(), Duplicates: m.duplicates.Load(),
-		SagaConflicts: m.sagaConflicts.Load(), SagaNotFound: m.sagaNotFound.Load(),
+		SagaConflicts: m.sagaConflicts.Load(), SagaNotFound: m.sagaNotFound.Load(), Recurring: m.recurring.Load(),
 		LatenessP50: p50, LatenessP99: p99,
 	}
 }

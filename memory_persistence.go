@@ -43,6 +43,7 @@ type MemoryPersistence struct {
 	nextWID  int
 	sagas    memorySagas
 	failed   memoryFailed
+	recur    memoryRecurring
 }
 
 type memRow struct {

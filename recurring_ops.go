@@ -1,0 +1,171 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// recurringStore returns the persistence's RecurringStore, or an error
+// wrapping ErrRecurringNotSupported. With the ctx of an outbox handling it
+// refuses with ErrCannotJoinTx: the recurring calls run on the store's own
+// connections and cannot join the handling's transaction (on SQLite they
+// would wait for the connection the transaction holds).
+func (b *Bus) recurringStore(ctx context.Context, op, name string) (RecurringStore, error) {
+	if err := b.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := b.checkNotInHandlingTx(ctx, op+" recurring "+name); err != nil {
+		return nil, err
+	}
+	st, ok := b.cfg.Persistence.(RecurringStore)
+	if !ok {
+		return nil, fmt.Errorf("bus: %s recurring %q: persistence %T: %w", op, name, b.cfg.Persistence, ErrRecurringNotSupported)
+	}
+	return st, nil
+}
+
+// localRecurring returns the schedule name as declared on this bus, or nil.
+func (b *Bus) localRecurring(name string) *recurringEntry {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.recur.entries[name]
+}
+
+// PauseRecurring pauses the stored schedule name for every process: no
+// occurrence is stored for its ticks, and those already stored for ticks
+// not yet due are cancelled (one a dispatcher is delivering goes ahead).
+// The name need not be declared on this bus; a name the persistence does
+// not know returns an error wrapping ErrUnknownRecurring.
+func (b *Bus) PauseRecurring(ctx context.Context, name string) error {
+	st, err := b.recurringStore(ctx, "pause", name)
+	if err != nil {
+		return err
+	}
+	ok, err := st.SetRecurringPaused(ctx, name, true, b.clock.Now())
+	switch {
+	case err != nil:
+		return fmt.Errorf("bus: pause recurring %q: %w", name, err)
+	case !ok:
+		return fmt.Errorf("bus: pause recurring %q: %w", name, ErrUnknownRecurring)
+	}
+	if err := b.cancelAhead(ctx, st, name, 0, false); err != nil {
+		return fmt.Errorf("bus: pause recurring %q: cancel stored occurrences: %w", name, err)
+	}
+	return nil
+}
+
+// ResumeRecurring resumes the stored schedule name for every process,
+// from its next tick: ticks that passed while it was paused are not sent.
+// A name the persistence does not know returns an error wrapping
+// ErrUnknownRecurring.
+func (b *Bus) ResumeRecurring(ctx context.Context, name string) error {
+	st, err := b.recurringStore(ctx, "resume", name)
+	if err != nil {
+		return err
+	}
+	ok, err := st.SetRecurringPaused(ctx, name, false, b.clock.Now())
+	switch {
+	case err != nil:
+		return fmt.Errorf("bus: resume recurring %q: %w", name, err)
+	case !ok:
+		return fmt.Errorf("bus: resume recurring %q: %w", name, ErrUnknownRecurring)
+	}
+	if e := b.localRecurring(name); e != nil && b.recur.running() {
+		if _, err := b.stepRecurring(ctx, st, e); err != nil {
+			return fmt.Errorf("bus: resume recurring %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// TriggerRecurring stores one extra occurrence of the schedule name, due
+// now, whether or not the schedule is paused; its HeaderRecurringTick is
+// the trigger's time. The name must be declared on this bus (AddRecurring),
+// which builds the message; otherwise the error wraps ErrUnknownRecurring.
+func (b *Bus) TriggerRecurring(ctx context.Context, name string) error {
+	if _, err := b.recurringStore(ctx, "trigger", name); err != nil {
+		return err
+	}
+	e := b.localRecurring(name)
+	if e == nil {
+		return fmt.Errorf("bus: trigger recurring %q: %w: not declared on this bus", name, ErrUnknownRecurring)
+	}
+	ps, err := b.occurrences(ctx, e, []time.Time{b.clock.Now()}, true)
+	if err != nil {
+		return fmt.Errorf("bus: trigger recurring %q: %w", name, err)
+	}
+	if err := b.schedule(ctx, ps); err != nil {
+		return fmt.Errorf("bus: trigger recurring %q: %w", name, err)
+	}
+	b.metrics.recurring.Add(uint64(len(ps)))
+	return nil
+}
+
+// Recurrings lists the schedules stored in the persistence, by name,
+// including those no process declares any more (Declared is false for the
+// ones this bus does not declare).
+func (b *Bus) Recurrings(ctx context.Context) ([]RecurringInfo, error) {
+	st, err := b.recurringStore(ctx, "list", "")
+	if err != nil {
+		return nil, err
+	}
+	recs, err := st.ListRecurring(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bus: list recurring: %w", err)
+	}
+	now := b.clock.Now()
+	out := make([]RecurringInfo, 0, len(recs))
+	for _, rec := range recs {
+		info := RecurringInfo{Name: rec.Name, Schedule: rec.Schedule, Paused: rec.Paused, Generation: rec.Generation}
+		for _, t := range rec.Ticks {
+			switch {
+			case !t.After(now):
+				info.Last = t
+			case info.Next.IsZero():
+				info.Next = t
+			}
+		}
+		e := b.localRecurring(rec.Name)
+		info.Declared = e != nil
+		if e != nil && info.Next.IsZero() && !rec.Paused {
+			info.Next = e.r.Schedule.Next(maxTime(now, rec.Last))
+		}
+		if rec.Paused {
+			info.Next = time.Time{}
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// DeleteRecurring removes the stored schedule name and cancels its stored
+// occurrences (one a dispatcher is delivering goes ahead): for schedules
+// that no process declares any more. A name declared on this bus is
+// refused with a *RecurringError (a running process that declares it
+// would store it again); an unknown one returns an error wrapping
+// ErrUnknownRecurring.
+func (b *Bus) DeleteRecurring(ctx context.Context, name string) error {
+	st, err := b.recurringStore(ctx, "delete", name)
+	if err != nil {
+		return err
+	}
+	if b.localRecurring(name) != nil {
+		return &RecurringError{Name: name, Field: "Name", Reason: "declared by this bus: remove its AddRecurring first"}
+	}
+	rec, ok, err := st.LoadRecurring(ctx, name)
+	if err == nil && ok {
+		ids := make([]string, len(rec.Ticks))
+		for i, t := range rec.Ticks {
+			ids[i] = recurringID(name, t, false)
+		}
+		ok, err = st.DeleteRecurring(ctx, name, ids)
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("bus: delete recurring %q: %w", name, err)
+	case !ok:
+		return fmt.Errorf("bus: delete recurring %q: %w", name, ErrUnknownRecurring)
+	}
+	return nil
+}

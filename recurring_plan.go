@@ -1,0 +1,157 @@
+package bus
+
+import (
+	"slices"
+	"time"
+)
+
+// Planning one step of a recurring schedule: which ticks to store, which
+// occurrences to cancel, and what the record says afterwards (see the
+// comment at the top of recurring_run.go).
+
+// recurringPlan is what one step stores, cancels and records.
+type recurringPlan struct {
+	store  []time.Time // ticks to store occurrences for
+	cancel []string    // occurrence IDs to cancel
+	last   time.Time
+	ticks  []time.Time
+	wake   time.Time // when the next step is due
+}
+
+// planRecurring plans a step for rec at now (see the comment at the top).
+func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Time) recurringPlan {
+	poll := b.cfg.Dispatcher.PollInterval
+	grace := poll + b.cfg.Dispatcher.Lease
+	var passed, future []time.Time
+	for _, t := range rec.Ticks {
+		if t.After(now) {
+			future = append(future, t)
+		} else {
+			passed = append(passed, t)
+		}
+	}
+	p := recurringPlan{last: rec.Last}
+	var cancelled []time.Time
+	if rec.Paused {
+		cancelled = future
+		future = nil
+		if rec.Last.After(now) {
+			p.last = now // resuming plans the ticks after now again
+		}
+	} else {
+		from := rec.Last
+		if from.IsZero() {
+			from = now // a new schedule starts now: nothing was missed
+		}
+		limit := 1
+		if e.r.Missed == MissedAll {
+			limit = MaxMissedTicks
+		}
+		var missed []time.Time
+		if from.Before(now) {
+			missed = latestTicks(e.r.Schedule, from, now, limit)
+		}
+		var stale []time.Time
+		for _, t := range passed {
+			if len(missed) > 0 || !t.After(now.Add(-grace)) {
+				stale = append(stale, t)
+			}
+		}
+		switch e.r.Missed {
+		case MissedOnce:
+			if len(missed) > 0 {
+				p.store = missed[len(missed)-1:]
+				cancelled = stale
+			} else if len(stale) > 1 {
+				cancelled = stale[:len(stale)-1]
+			}
+		case MissedAll:
+			p.store = missed
+		case MissedSkip:
+			cancelled = stale
+		}
+		p.last = maxTime(rec.Last, now)
+		for cursor := p.last; len(future) < recurringAhead; {
+			t := e.r.Schedule.Next(cursor)
+			if t.IsZero() || !t.After(cursor) {
+				break
+			}
+			p.store = append(p.store, t)
+			future = append(future, t)
+			p.last, cursor = t, t
+		}
+	}
+	for _, t := range cancelled {
+		p.cancel = append(p.cancel, recurringID(e.r.Name, t, false))
+	}
+	p.ticks = keepTicks(passed, future, p.store, cancelled, now.Add(-grace))
+	p.wake = now.Add(poll)
+	for _, t := range p.ticks {
+		if t.After(now) && t.Before(p.wake) {
+			p.wake = t
+			break
+		}
+	}
+	return p
+}
+
+// keepTicks returns the ticks a record remembers after a step: those
+// stored and not cancelled, after since, plus the latest that passed,
+// at most recurringKeep of them, ascending.
+func keepTicks(passed, future, stored, cancelled []time.Time, since time.Time) []time.Time {
+	all := slices.Concat(passed, future, stored)
+	slices.SortFunc(all, time.Time.Compare)
+	all = slices.CompactFunc(all, func(a, b time.Time) bool { return a.UnixMilli() == b.UnixMilli() })
+	all = slices.DeleteFunc(all, func(t time.Time) bool {
+		return slices.ContainsFunc(cancelled, func(c time.Time) bool { return c.UnixMilli() == t.UnixMilli() })
+	})
+	first := 0
+	for first < len(all)-1 && !all[first+1].After(since) {
+		first++ // keep the latest tick before since, drop the earlier ones
+	}
+	all = all[first:]
+	if len(all) > recurringKeep {
+		all = all[len(all)-recurringKeep:]
+	}
+	return all
+}
+
+// latestTicks returns the latest limit ticks of s in (from, to], ascending.
+// A long gap is not walked from its start: the walk begins at the shortest
+// span back from to that holds limit ticks.
+func latestTicks(s Schedule, from, to time.Time, limit int) []time.Time {
+	start := from
+	for span := time.Second; ; span *= 2 {
+		c := to.Add(-span)
+		if !c.After(from) || span > 100*365*24*time.Hour {
+			break
+		}
+		if len(walkTicks(s, c, to, limit)) >= limit {
+			start = c
+			break
+		}
+	}
+	return walkTicks(s, start, to, limit)
+}
+
+// walkTicks returns the last limit ticks of s in (from, to], ascending.
+func walkTicks(s Schedule, from, to time.Time, limit int) []time.Time {
+	var out []time.Time
+	for t := s.Next(from); !t.IsZero() && !t.After(to) && t.After(from); from, t = t, s.Next(t) {
+		out = append(out, t)
+		if len(out) > 2*limit {
+			out = append(out[:0], out[len(out)-limit:]...)
+		}
+	}
+	if len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	return out
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,276 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+)
+
+// How recurring schedules run, with no leader.
+//
+// Every bus that declares a schedule runs the same step, at Start (before
+// its dispatcher claims anything) and then whenever a tick it stored falls
+// due, at least every Dispatcher.PollInterval. A step reads the schedule's
+// record, plans what the record says is missing, and applies the plan with
+// one AdvanceRecurring: a compare-and-set on the record's Generation and
+// Last that stores and cancels occurrences in the same step. When several
+// processes plan the same step, one applies it and the others find the
+// record moved on and plan again from it, which usually finds nothing to
+// do. An occurrence's message ID comes from the name and the tick, so even
+// a step repeated on a stale record stores a tick that is not due yet
+// once.
+//
+// A step keeps recurringAhead ticks ahead of now stored, so the
+// occurrence after a tick is in the store before that tick is handed over,
+// and a process killed at any moment loses no tick: the rest of the fleet,
+// or the next process to start, carries on from the record.
+//
+// Ticks between the record's Last and now were missed: no process stored
+// them (nothing ran across them). Occurrences stored for ticks that passed
+// count as missed too when a tick was missed, or when they are older than
+// the grace period (Dispatcher.PollInterval + Dispatcher.Lease), within
+// which a running dispatcher would have taken them. The schedule's
+// MissedPolicy decides what is stored and cancelled for them.
+
+const (
+	// recurringAhead is how many ticks after now a schedule keeps stored.
+	recurringAhead = 2
+	// recurringKeep bounds the ticks a record remembers.
+	recurringKeep = 32
+	// recurringSteps bounds the attempts of one step whose record keeps
+	// moving under it.
+	recurringSteps = 8
+)
+
+// prepare readies the start of this bus's schedules, under the bus's
+// lock in Start, and returns the channel that startRecurring closes once
+// they are reconciled (nil without schedules).
+func (rs *recurringState) prepare() chan struct{} {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if len(rs.names) == 0 {
+		return nil
+	}
+	rs.ready, rs.done = make(chan struct{}), make(chan struct{})
+	return rs.ready
+}
+
+// waitRecurring waits until the schedules are reconciled, and reports
+// false when ctx ended first.
+func waitRecurring(ctx context.Context, ready chan struct{}) bool {
+	if ready == nil {
+		return true
+	}
+	select {
+	case <-ready:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// startRecurring declares this bus's schedules and reconciles them, then
+// starts the loop that keeps them stored ahead. Start calls it after the
+// bus's lock is released (building a message reads the routes), and the
+// dispatcher waits for it before its first claim.
+func (b *Bus) startRecurring(ctx context.Context) error {
+	rs := &b.recur
+	if rs.ready == nil {
+		return nil
+	}
+	defer close(rs.ready)
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	rs.mu.Lock()
+	rs.cancel = cancel
+	rs.mu.Unlock()
+	if err := b.checkOpen(); err != nil { // stopped before the loop could be stopped
+		close(rs.done)
+		return err
+	}
+	st := b.cfg.Persistence.(RecurringStore) // AddRecurring checked it
+	for _, name := range rs.names {
+		e := rs.entries[name]
+		if err := b.declareRecurring(ctx, st, e); err != nil {
+			close(rs.done)
+			return err
+		}
+		if _, err := b.stepRecurring(ctx, st, e); err != nil {
+			close(rs.done)
+			return fmt.Errorf("bus: recurring %q: reconcile: %w", name, err)
+		}
+	}
+	go func() {
+		defer close(rs.done)
+		b.recurringLoop(lctx, st)
+	}()
+	return nil
+}
+
+// running reports whether the schedules were started.
+func (rs *recurringState) running() bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.cancel != nil
+}
+
+// stopRecurring stops the loop and waits for it.
+func (b *Bus) stopRecurring() {
+	rs := &b.recur
+	rs.mu.Lock()
+	cancel, done := rs.cancel, rs.done
+	rs.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+func (b *Bus) recurringLoop(ctx context.Context, st RecurringStore) {
+	limiter := newRateLimiter(logInterval)
+	poll := b.cfg.Dispatcher.PollInterval
+	for ctx.Err() == nil {
+		wake := b.clock.Now().Add(poll)
+		for _, name := range b.recur.names {
+			w, err := b.stepRecurring(ctx, st, b.recur.entries[name])
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				if limiter.allow(name, b.clock.Now()) {
+					b.log.Error("cannot store the next occurrences of a recurring schedule; retrying",
+						slog.String("recurring", name), slog.Any(logKeyError, err))
+				}
+				continue
+			}
+			if w.Before(wake) {
+				wake = w
+			}
+		}
+		sleepCtx(ctx, b.clock, max(wake.Sub(b.clock.Now()), 0))
+	}
+}
+
+// declareRecurring records e's definition and the generation this bus
+// runs. A new definition replacing an older one cancels the older one's
+// occurrences not yet due, and plans the new one's from now.
+func (b *Bus) declareRecurring(ctx context.Context, st RecurringStore, e *recurringEntry) error {
+	rec, changed, err := st.DeclareRecurring(ctx, RecurringRecord{Name: e.r.Name, Fingerprint: e.fingerprint, Schedule: e.text})
+	if err != nil {
+		return fmt.Errorf("bus: recurring %q: declare: %w", e.r.Name, err)
+	}
+	b.recur.mu.Lock()
+	e.gen = rec.Generation
+	b.recur.mu.Unlock()
+	if !changed || rec.Generation == 1 {
+		return nil
+	}
+	b.log.Info("recurring schedule has a new definition; replacing the occurrences not yet due",
+		slog.String("recurring", e.r.Name), slog.String("schedule", e.text), slog.Int64("generation", rec.Generation))
+	return b.cancelAhead(ctx, st, e.r.Name, rec.Generation, true)
+}
+
+// cancelAhead cancels the occurrences of name stored for ticks after now,
+// and with restart moves Last to now so the ticks are planned again.
+func (b *Bus) cancelAhead(ctx context.Context, st RecurringStore, name string, gen int64, restart bool) error {
+	for range recurringSteps {
+		rec, ok, err := st.LoadRecurring(ctx, name)
+		if err != nil || !ok || gen != 0 && rec.Generation != gen {
+			return err
+		}
+		now := b.clock.Now()
+		adv := RecurringAdvance{Name: name, Generation: rec.Generation, From: rec.Last, Last: rec.Last}
+		for _, t := range rec.Ticks {
+			if t.After(now) {
+				adv.Cancel = append(adv.Cancel, recurringID(name, t, false))
+			} else {
+				adv.Ticks = append(adv.Ticks, t)
+			}
+		}
+		if restart || rec.Last.After(now) {
+			adv.Last = now // the ticks after now are planned again
+		}
+		if len(adv.Cancel) == 0 && adv.Last.Equal(rec.Last) {
+			return nil
+		}
+		ok, err = st.AdvanceRecurring(ctx, adv)
+		if err != nil || ok {
+			return err
+		}
+	}
+	return nil
+}
+
+// stepRecurring brings e's record up to date, and returns when the next
+// step is due.
+func (b *Bus) stepRecurring(ctx context.Context, st RecurringStore, e *recurringEntry) (time.Time, error) {
+	name := e.r.Name
+	b.recur.mu.Lock()
+	gen := e.gen
+	b.recur.mu.Unlock()
+	for range recurringSteps {
+		rec, ok, err := st.LoadRecurring(ctx, name)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("load: %w", err)
+		}
+		if !ok { // deleted while declared: declare it again
+			if err := b.declareRecurring(ctx, st, e); err != nil {
+				return time.Time{}, err
+			}
+			gen = e.gen
+			continue
+		}
+		now := b.clock.Now()
+		if rec.Generation != gen { // a later declaration with another definition runs it
+			return now.Add(b.cfg.Dispatcher.PollInterval), nil
+		}
+		p := b.planRecurring(e, rec, now)
+		if len(p.store) == 0 && len(p.cancel) == 0 && (!rec.Paused || p.last.Equal(rec.Last)) {
+			return p.wake, nil
+		}
+		ps, err := b.occurrences(ctx, e, p.store, false)
+		if err != nil {
+			return time.Time{}, err
+		}
+		rows := b.rows(ps, now)
+		ok, err = st.AdvanceRecurring(ctx, RecurringAdvance{Name: name, Generation: gen, From: rec.Last,
+			Last: p.last, Ticks: p.ticks, Store: rows, Cancel: p.cancel})
+		if err != nil {
+			return time.Time{}, fmt.Errorf("advance: %w", err)
+		}
+		if ok {
+			b.metrics.recurring.Add(uint64(len(rows)))
+			if d := b.dispatcher.Load(); d != nil && len(p.store) > 0 {
+				d.poke(slices.MinFunc(p.store, time.Time.Compare))
+			}
+			return p.wake, nil
+		}
+	}
+	return b.clock.Now().Add(b.cfg.Dispatcher.PollInterval), nil
+}
+
+// occurrences builds the messages of e for ticks through the outgoing
+// pipeline, as SendBatch does, collecting them rather than sending them.
+// A trigger's occurrence gets an ID of its own.
+func (b *Bus) occurrences(ctx context.Context, e *recurringEntry, ticks []time.Time, trigger bool) ([]pending, error) {
+	c := &collector{bus: b, pending: make([]pending, 0, len(ticks))}
+	cctx := context.WithValue(ctx, collectorKey{}, c)
+	for _, tick := range ticks {
+		tick = tick.UTC()
+		opts := append(slices.Clip(e.r.Options), DeliverAt(tick), WithMessageID(recurringID(e.r.Name, tick, trigger)))
+		env, ictx, err := b.prepare(cctx, e.kind, e.r.Message(tick), opts)
+		if err != nil {
+			return nil, fmt.Errorf("build the occurrence of %s: %w", tick.Format(time.RFC3339Nano), err)
+		}
+		if env.DueAt.IsZero() {
+			env.DueAt = tick // a tick that passed: due at once, and it says when it was due
+		}
+		env.SetHeader(HeaderRecurringName, e.r.Name)
+		env.SetHeader(HeaderRecurringTick, tick.Format(time.RFC3339Nano))
+		if err := b.outgoing(ictx, env); err != nil {
+			return nil, fmt.Errorf("build the occurrence of %s: %w", tick.Format(time.RFC3339Nano), err)
+		}
+	}
+	return c.take(), nil
+}

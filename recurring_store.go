@@ -1,0 +1,81 @@
+package bus
+
+import (
+	"context"
+	"time"
+)
+
+// RecurringStore is implemented by persistences that keep recurring
+// schedules (Bus.AddRecurring). It is a ScheduledStore, since occurrences
+// are ordinary scheduled rows; bustest.RecurringTests defines the contract.
+//
+// A schedule's record says which definition is current (Fingerprint,
+// Generation), whether it is paused, and how far its ticks have been dealt
+// with (Last, Ticks). Every change that moves a schedule on goes through
+// AdvanceRecurring, a compare-and-set on Generation and Last that also
+// stores and cancels occurrences in the same step, all or nothing: of
+// several processes that plan the same step, one makes it and the others
+// find the record moved on.
+type RecurringStore interface {
+	ScheduledStore
+	// DeclareRecurring inserts the record rec.Name with rec's Fingerprint
+	// and Schedule at Generation 1, unless one exists. An existing record
+	// with the same Fingerprint is left as it is; one with another
+	// Fingerprint gets rec's Fingerprint and Schedule and its Generation
+	// raised by one, keeping Paused, Last and Ticks. It returns the
+	// stored record and whether it inserted or replaced it.
+	DeclareRecurring(ctx context.Context, rec RecurringRecord) (RecurringRecord, bool, error)
+	// LoadRecurring returns the record name, and false when there is none.
+	LoadRecurring(ctx context.Context, name string) (RecurringRecord, bool, error)
+	// ListRecurring returns every record, by name.
+	ListRecurring(ctx context.Context) ([]RecurringRecord, error)
+	// AdvanceRecurring applies adv if the record adv.Name still has
+	// adv.Generation and adv.From as Last, and reports whether it did:
+	// it cancels the rows adv.Cancel names that are not leased (as
+	// CancelOutgoing), then stores adv.Store (ignoring IDs still stored,
+	// as StoreOutgoing: an ID both cancelled and stored gets the new
+	// row), and sets Last and Ticks; all or nothing. Times keep at least
+	// millisecond precision.
+	AdvanceRecurring(ctx context.Context, adv RecurringAdvance) (bool, error)
+	// SetRecurringPaused pauses or resumes the record name and reports
+	// whether it exists. Resuming also moves Last to at when it is
+	// earlier, so ticks that passed while paused are not sent.
+	SetRecurringPaused(ctx context.Context, name string, paused bool, at time.Time) (bool, error)
+	// DeleteRecurring removes the record name and cancels the rows
+	// cancel names that are not leased, and reports whether the record
+	// existed.
+	DeleteRecurring(ctx context.Context, name string, cancel []string) (bool, error)
+}
+
+// RecurringRecord is a stored schedule.
+type RecurringRecord struct {
+	Name string
+	// Fingerprint identifies the definition: the schedule, how the message
+	// is sent and the missed-tick policy.
+	Fingerprint string
+	// Schedule is the schedule's text, for operators.
+	Schedule string
+	// Generation is raised by each declaration with another Fingerprint;
+	// only processes that declared the current one store occurrences.
+	Generation int64
+	Paused     bool
+	// Last is the time up to which ticks are dealt with (stored, skipped
+	// or replaced); zero before the first.
+	Last time.Time
+	// Ticks are recent ticks whose occurrences may still be stored,
+	// ascending: the ticks ahead, and those that passed within a grace
+	// period. They let a process cancel them (pause, a new definition,
+	// MissedSkip) and find them after an outage.
+	Ticks []time.Time
+}
+
+// RecurringAdvance is one step of a schedule (RecurringStore.AdvanceRecurring).
+type RecurringAdvance struct {
+	Name       string
+	Generation int64     // the record must still have it
+	From       time.Time // the record's Last must still be this
+	Last       time.Time // the new Last
+	Ticks      []time.Time
+	Store      []OutgoingMessage // occurrences to store
+	Cancel     []string          // IDs of occurrences to cancel unless leased
+}
