@@ -45,6 +45,25 @@
 // stored with one StoreOutgoing call (one transaction on PostgreSQL and
 // SQLite), immediate ones as rows due at once, or none is.
 //
+// # Recurring schedules
+//
+// AddRecurring declares a message sent on a Schedule (Every, or any value
+// with robfig/cron's Next method), before Start. There is no leader: every
+// process that declares a schedule runs the same step, at Start (before
+// its dispatcher claims anything) and whenever a tick it stored falls due.
+// A step reads the schedule's record in the persistence's RecurringStore,
+// keeps the next two ticks stored ahead as ordinary scheduled rows, and
+// applies what it planned with one compare-and-set on the record that also
+// stores and cancels rows. A row's message ID comes from the schedule's
+// name and its tick, and a store keeps one row per ID, so each tick is
+// sent once, by the ordinary dispatcher, never early; the tick after the
+// one being sent is already stored, so a process killed at any moment
+// loses none. Ticks that passed while no declaring process ran are dealt
+// with by the schedule's MissedPolicy. A declaration with another
+// definition replaces the stored one (the latest process to start wins,
+// and processes of an older definition stop storing for that name);
+// pause, resume and trigger are stored, so every process sees them.
+//
 // # Drivers
 //
 // Transports and persistences for real brokers and databases live in their

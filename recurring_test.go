@@ -103,11 +103,16 @@ func ticksIn(d time.Duration, from, to time.Time) []time.Time {
 	return out
 }
 
-// walk advances clock by step until it reached to, waiting after each step
-// until the occurrences due by then (want(now)) arrived.
-func walk(t *testing.T, clock *bustest.FakeClock, log *tickLog, step time.Duration, to time.Time, want func(now time.Time) int) {
+// walk advances clock by step until it reached to, waiting before each
+// step until the sleepers goroutines that wait on the clock (two per
+// running bus: its dispatcher and its recurring loop) went to sleep, and
+// after each step until the occurrences due by then (want(now)) arrived.
+func walk(t *testing.T, clock *bustest.FakeClock, log *tickLog, sleepers int, step time.Duration, to time.Time, want func(now time.Time) int) {
 	t.Helper()
 	for clock.Now().Before(to) {
+		if !clock.WaitForTimers(ctxT(t), sleepers) {
+			t.Fatalf("at %v: fewer than %d goroutines went to sleep", clock.Now(), sleepers)
+		}
 		clock.Advance(step)
 		log.waitLen(t, want(clock.Now()))
 		if n, w := log.len(), want(clock.Now()); n > w {
@@ -125,7 +130,7 @@ func TestRecurringTwoBusesDeliverEachTickOnce(t *testing.T) {
 	recBus(t, clock, tr, store, log, every200(bus.MissedOnce))
 	recBus(t, clock, tr, store, log, every200(bus.MissedOnce))
 	end := recT0.Add(2 * time.Second)
-	walk(t, clock, log, 25*time.Millisecond, end, func(now time.Time) int { return len(ticksIn(200*time.Millisecond, recT0, now)) })
+	walk(t, clock, log, 4, 25*time.Millisecond, end, func(now time.Time) int { return len(ticksIn(200*time.Millisecond, recT0, now)) })
 	time.Sleep(100 * time.Millisecond) // a duplicate would show up now
 	ticks, at := log.snapshot()
 	if want := ticksIn(200*time.Millisecond, recT0, end); !slices.EqualFunc(ticks, want, time.Time.Equal) {

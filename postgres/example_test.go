@@ -102,4 +102,14 @@ func ExampleMigrations() {
 	// );
 	// CREATE INDEX IF NOT EXISTS "outgoing_messages_failed_last_idx" ON "public"."outgoing_messages_failed" (last_failed, id);
 	// CREATE INDEX IF NOT EXISTS "outgoing_messages_failed_grp_idx" ON "public"."outgoing_messages_failed" (failure_group, last_failed, id) INCLUDE (first_failed);
+	// CREATE TABLE IF NOT EXISTS "public"."outgoing_messages_recurring" (
+	// 	name        text          COLLATE "C" PRIMARY KEY,
+	// 	fingerprint text          NOT NULL,
+	// 	schedule    text          NOT NULL,
+	// 	generation  bigint        NOT NULL,
+	// 	paused      boolean       NOT NULL DEFAULT false,
+	// 	last_tick   timestamptz,
+	// 	ticks       timestamptz[] NOT NULL DEFAULT '{}',
+	// 	updated_at  timestamptz   NOT NULL DEFAULT now()
+	// );
 }

@@ -60,7 +60,8 @@ type Options struct {
 	// Schema and Table must be plain identifiers (letters, digits and
 	// underscores, not starting with a digit); they are always quoted, so
 	// their case is kept. Failed messages (bus.FailedStore) are kept in
-	// the table Table + "_failed" ("outgoing_messages_failed").
+	// the table Table + "_failed" ("outgoing_messages_failed"), and
+	// recurring schedules (bus.RecurringStore) in Table + "_recurring".
 	Table string
 	// InboxTable is the inbox of the transactional outbox: one row per
 	// message an endpoint handled, (endpoint, message_id, handled_at), in

@@ -58,6 +58,8 @@ type names struct {
 	fLastIdx string // quoted (last_failed, id) index name (unqualified)
 	fGrpIdx  string // quoted (failure_group, last_failed, id) index name (unqualified)
 	regFGrp  string // schema.group index for to_regclass
+	recur    string // quoted schema.recurring-schedule table
+	regRecur string // schema.recurring table for to_regclass
 	channel  string // NOTIFY channel, raw (pg_notify takes text)
 	lockKey  string // advisory lock key text, hashed by the server
 }
@@ -84,6 +86,8 @@ func newNames(o Options) names {
 		fLastIdx: pgx.Identifier{o.Table + failedSuffix + failedLastSuffix}.Sanitize(),
 		fGrpIdx:  pgx.Identifier{o.Table + failedSuffix + failedGroupSuffix}.Sanitize(),
 		regFGrp:  pgx.Identifier{o.Schema, o.Table + failedSuffix + failedGroupSuffix}.Sanitize(),
+		recur:    pgx.Identifier{o.Schema, o.Table + recurringSuffix}.Sanitize(),
+		regRecur: pgx.Identifier{o.Schema, o.Table + recurringSuffix}.Sanitize(),
 		channel:  channelName(o.Schema, o.Table),
 		lockKey:  "postbus.setup." + o.Schema,
 	}
@@ -180,6 +184,7 @@ func ddl(n names) []string {
 )`, n.failed),
 		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (last_failed, id)`, n.fLastIdx, n.failed),
 		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (failure_group, last_failed, id) INCLUDE (first_failed)`, n.fGrpIdx, n.failed),
+		recurringDDL(n),
 	}
 }
 
@@ -215,10 +220,10 @@ func (p *Persistence) setupOnce(ctx context.Context) error {
 	err := p.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL
 	AND to_regclass($3) IS NULL
 	AND to_regclass($4) IS NOT NULL AND to_regclass($5) IS NOT NULL AND to_regclass($6) IS NOT NULL
-	AND to_regclass($7) IS NOT NULL AND to_regclass($8) IS NOT NULL
+	AND to_regclass($7) IS NOT NULL AND to_regclass($8) IS NOT NULL AND to_regclass($9) IS NOT NULL
 	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'lease_token' AND NOT attisdropped)`,
 		p.names.regTbl, p.names.regIdx, p.names.regOld, p.names.regInbox, p.names.regInIdx, p.names.regSagas,
-		p.names.regType, p.names.regFGrp).Scan(&present)
+		p.names.regType, p.names.regFGrp, p.names.regRecur).Scan(&present)
 	if err != nil || present {
 		return err
 	}

@@ -9,7 +9,8 @@ import (
 
 // Setup creates the table and its index if they do not exist, the
 // inbox table of the outbox (Options.Table + "_inbox") and its index on
-// handled_at, and the saga table (Options.Table + "_sagas"); it brings a table created by an earlier version up to date: it adds the lease_token
+// handled_at, the saga table (Options.Table + "_sagas") and the table of
+// recurring schedules (Options.Table + "_recurring"); it brings a table created by an earlier version up to date: it adds the lease_token
 // and transport columns when they are missing (existing rows get no token
 // and the transport ”), creates the claim index and drops the index the
 // claim no longer uses. It is idempotent and safe to call from several
@@ -27,7 +28,7 @@ func (p *Persistence) Setup(ctx context.Context) error {
 	if err := p.migrate(ctx, tx); err != nil {
 		return fmt.Errorf("sqlite: setup: %w", err)
 	}
-	for _, stmt := range slices.Concat(p.q.indexes, []string{p.q.inbox, p.q.inboxIndex, p.q.sagas.create}) {
+	for _, stmt := range slices.Concat(p.q.indexes, []string{p.q.inbox, p.q.inboxIndex, p.q.sagas.create, recurringDDL(p.q.table)}) {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("sqlite: setup: %w", err)
 		}

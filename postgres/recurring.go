@@ -1,0 +1,201 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/postbus/bus"
+)
+
+var _ bus.RecurringStore = (*Persistence)(nil)
+
+// recurringSuffix names the recurring-schedule table: <Table>_recurring.
+const recurringSuffix = "_recurring"
+
+// recurringDDL is the table of recurring schedules (bus.RecurringStore),
+// one row per schedule name: the current definition (fingerprint,
+// schedule text, generation), whether it is paused, the time up to which
+// its ticks are dealt with (last_tick, NULL before the first) and the
+// recent ticks whose occurrences may still be stored. The occurrences
+// themselves are ordinary rows of the scheduled-message table.
+func recurringDDL(n names) string {
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+	name        text          COLLATE "C" PRIMARY KEY,
+	fingerprint text          NOT NULL,
+	schedule    text          NOT NULL,
+	generation  bigint        NOT NULL,
+	paused      boolean       NOT NULL DEFAULT false,
+	last_tick   timestamptz,
+	ticks       timestamptz[] NOT NULL DEFAULT '{}',
+	updated_at  timestamptz   NOT NULL DEFAULT now()
+)`, n.recur)
+}
+
+// RecurringTable returns the quoted, schema-qualified table of recurring
+// schedules: Options.Table + "_recurring".
+func (p *Persistence) RecurringTable() string { return p.names.recur }
+
+const recurringColumns = `name, fingerprint, schedule, generation, paused, last_tick, ticks`
+
+func scanRecurring(row pgx.Row) (bus.RecurringRecord, error) {
+	var r bus.RecurringRecord
+	var last *time.Time
+	if err := row.Scan(&r.Name, &r.Fingerprint, &r.Schedule, &r.Generation, &r.Paused, &last, &r.Ticks); err != nil {
+		return bus.RecurringRecord{}, err
+	}
+	if last != nil {
+		r.Last = last.UTC()
+	}
+	if len(r.Ticks) == 0 {
+		r.Ticks = nil
+	}
+	for i := range r.Ticks {
+		r.Ticks[i] = r.Ticks[i].UTC()
+	}
+	return r, nil
+}
+
+// nullTime is t, or NULL for the zero time.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// DeclareRecurring inserts the schedule's record, or replaces its
+// definition when the fingerprint differs, raising the generation, in one
+// statement (see bus.RecurringStore).
+func (p *Persistence) DeclareRecurring(ctx context.Context, rec bus.RecurringRecord) (bus.RecurringRecord, bool, error) {
+	t := p.names.recur
+	got, err := scanRecurring(p.pool.QueryRow(ctx, fmt.Sprintf(`INSERT INTO %[1]s AS r (name, fingerprint, schedule, generation)
+VALUES ($1, $2, $3, 1)
+ON CONFLICT (name) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, schedule = EXCLUDED.schedule,
+	generation = r.generation + 1, updated_at = now()
+WHERE r.fingerprint <> EXCLUDED.fingerprint
+RETURNING %[2]s`, t, recurringColumns), rec.Name, rec.Fingerprint, rec.Schedule))
+	if err == nil {
+		return got, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return bus.RecurringRecord{}, false, fmt.Errorf("postgres: declare recurring %q: %w", rec.Name, err)
+	}
+	got, ok, err := p.LoadRecurring(ctx, rec.Name)
+	if err == nil && !ok {
+		err = errors.New("the record was deleted meanwhile")
+	}
+	if err != nil {
+		return bus.RecurringRecord{}, false, fmt.Errorf("postgres: declare recurring %q: %w", rec.Name, err)
+	}
+	return got, false, nil
+}
+
+// LoadRecurring returns the record name.
+func (p *Persistence) LoadRecurring(ctx context.Context, name string) (bus.RecurringRecord, bool, error) {
+	r, err := scanRecurring(p.pool.QueryRow(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE name = $1`, recurringColumns, p.names.recur), name))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return bus.RecurringRecord{}, false, nil
+	case err != nil:
+		return bus.RecurringRecord{}, false, fmt.Errorf("postgres: load recurring %q: %w", name, err)
+	}
+	return r, true, nil
+}
+
+// ListRecurring returns every record, by name.
+func (p *Persistence) ListRecurring(ctx context.Context) ([]bus.RecurringRecord, error) {
+	rows, err := p.pool.Query(ctx, fmt.Sprintf(`SELECT %s FROM %s ORDER BY name`, recurringColumns, p.names.recur))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list recurring: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (bus.RecurringRecord, error) { return scanRecurring(r) })
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list recurring: %w", err)
+	}
+	return out, nil
+}
+
+// AdvanceRecurring applies adv in one transaction: the compare-and-set
+// update of the record first (so that racing steps queue on its row lock
+// and all but one find it changed), then the cancellations (rows whose
+// lease runs on the server's clock are kept), then the inserts, which
+// notify dispatchers like StoreOutgoing.
+func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdvance) (bool, error) {
+	for i := range adv.Store {
+		if err := checkRow(&adv.Store[i]); err != nil {
+			return false, err
+		}
+	}
+	ticks := adv.Ticks
+	if ticks == nil {
+		ticks = []time.Time{}
+	}
+	var done bool
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE %s SET last_tick = $4, ticks = $5, updated_at = now()
+WHERE name = $1 AND generation = $2 AND last_tick IS NOT DISTINCT FROM $3`, p.names.recur),
+			adv.Name, adv.Generation, nullTime(adv.From), nullTime(adv.Last), ticks)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		if len(adv.Cancel) > 0 {
+			if _, err := tx.Exec(ctx, p.cancelManySQL(), adv.Cancel); err != nil {
+				return err
+			}
+		}
+		if len(adv.Store) > 0 {
+			if err := p.insertOn(ctx, tx, adv.Store, true); err != nil {
+				return err
+			}
+		}
+		done = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("postgres: advance recurring %q: %w", adv.Name, err)
+	}
+	return done, nil
+}
+
+// cancelManySQL deletes the rows named in $1 that are not leased.
+func (p *Persistence) cancelManySQL() string {
+	return fmt.Sprintf(`DELETE FROM %s WHERE id = ANY($1::text[]) AND (lease_token IS NULL OR lease_until <= now())`, p.names.table)
+}
+
+// SetRecurringPaused pauses or resumes the record name; resuming moves
+// last_tick forward to at.
+func (p *Persistence) SetRecurringPaused(ctx context.Context, name string, paused bool, at time.Time) (bool, error) {
+	tag, err := p.pool.Exec(ctx, fmt.Sprintf(`UPDATE %s SET paused = $2, updated_at = now(),
+	last_tick = CASE WHEN NOT $2 AND (last_tick IS NULL OR last_tick < $3) THEN $3 ELSE last_tick END
+WHERE name = $1`, p.names.recur), name, paused, at)
+	if err != nil {
+		return false, fmt.Errorf("postgres: pause recurring %q: %w", name, err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// DeleteRecurring removes the record name and cancels the rows named, in
+// one transaction.
+func (p *Persistence) DeleteRecurring(ctx context.Context, name string, cancel []string) (bool, error) {
+	var done bool
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, fmt.Sprintf(`DELETE FROM %s WHERE name = $1`, p.names.recur), name)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		if len(cancel) > 0 {
+			if _, err := tx.Exec(ctx, p.cancelManySQL(), cancel); err != nil {
+				return err
+			}
+		}
+		done = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("postgres: delete recurring %q: %w", name, err)
+	}
+	return done, nil
+}

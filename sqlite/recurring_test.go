@@ -1,0 +1,77 @@
+package sqlite_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/sqlite"
+)
+
+func TestRecurringStoreConformance(t *testing.T) {
+	t.Parallel()
+	bustest.RecurringTests(t, func(t *testing.T) bus.RecurringStore { return openTemp(t) })
+}
+
+// recTick is the message of the recurring test.
+type recTick struct{ At time.Time }
+
+// Two buses, each with a handle of its own on one database file (two
+// processes, as far as SQLite can tell), declare the same schedule: every
+// tick is delivered once, none early.
+func TestRecurringTwoHandlesDeliverEachTickOnce(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "postbus.db")
+	tr := bus.NewMemoryTransport()
+	var mu sync.Mutex
+	seen := map[time.Time]int{}
+	early := 0
+	for range 2 {
+		p, err := sqlite.Open(path, sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() }) // after the bus stopped: cleanups run last first
+		bustest.StartBus(t, bus.Config{Endpoint: "worker", Transport: tr, Persistence: p,
+			Dispatcher: bus.DispatcherConfig{PollInterval: 200 * time.Millisecond}}, func(b *bus.Bus) {
+			if err := bus.Handle(b, func(ctx context.Context, m recTick) error {
+				mu.Lock()
+				defer mu.Unlock()
+				seen[m.At]++
+				if time.Now().Before(m.At) {
+					early++
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.AddRecurring(bus.Recurring{Name: "tick", Schedule: bus.Every(200 * time.Millisecond),
+				Message: func(tick time.Time) any { return recTick{At: tick} }, Options: []bus.Option{bus.To("worker")}}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	start := time.Now()
+	time.Sleep(2 * time.Second)
+	end := time.Now()
+	time.Sleep(time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if early > 0 {
+		t.Errorf("%d ticks delivered early", early)
+	}
+	for tick, n := range seen {
+		if n != 1 {
+			t.Errorf("tick %v delivered %d times", tick, n)
+		}
+	}
+	for tick := start.Add(time.Second).Truncate(200 * time.Millisecond); tick.Before(end); tick = tick.Add(200 * time.Millisecond) {
+		if seen[tick.UTC()] == 0 {
+			t.Errorf("tick %v never delivered (got %d ticks)", tick, len(seen))
+		}
+	}
+}
