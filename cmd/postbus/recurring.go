@@ -63,15 +63,22 @@ func (a *app) openRecurring(ctx context.Context, c *command) (*recurringOps, err
 		b.Close()
 		return nil, fmt.Errorf("the %s persistence keeps no recurring schedules (no bus.RecurringStore)", b.PersistenceName)
 	}
-	bb, err := bus.New(bus.Config{
-		Endpoint: "postbus-cli", Persistence: b.Persistence, SendOnly: true, Clock: appClock{a.now},
-		Logger: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	bb, err := a.recurringBus(b)
 	if err != nil {
 		b.Close()
 		return nil, err
 	}
 	return &recurringOps{backends: b, bus: bb}, nil
+}
+
+// recurringBus returns a send-only bus on the opened persistence, never
+// started: its recurring operations (list, pause, resume, delete) are the
+// ones services use. Stop it when done.
+func (a *app) recurringBus(b *backends) (*bus.Bus, error) {
+	return bus.New(bus.Config{
+		Endpoint: "postbus-cli", Persistence: b.Persistence, SendOnly: true, Clock: appClock{a.now},
+		Logger: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
 }
 
 // appClock is the system clock as the app reads it (tests fix it).
