@@ -2,6 +2,7 @@ package mongodb_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -80,5 +81,13 @@ func TestRecurringAdvanceLeftPendingIsFinishedByTheNextRead(t *testing.T) {
 	assertNoDocuments(t, store)
 	if ok, err := store.DeleteRecurring(ctx, name, nil); err != nil || !ok {
 		t.Fatalf("DeleteRecurring = %v, %v", ok, err)
+	}
+}
+
+func TestRecurringCollectionMustDiffer(t *testing.T) {
+	t.Parallel()
+	_, err := mongodb.New(testEnv.client.Database(testDatabase), mongodb.Options{Collection: "a", RecurringCollection: "a_sagas"})
+	if !errors.Is(err, mongodb.ErrInvalidOptions) {
+		t.Fatalf("New with RecurringCollection = SagaCollection: %v, want ErrInvalidOptions", err)
 	}
 }
