@@ -7,10 +7,16 @@ import (
 )
 
 // recurringStore returns the persistence's RecurringStore, or an error
-// wrapping ErrRecurringNotSupported.
-func (b *Bus) recurringStore(op, name string) (RecurringStore, error) {
+// wrapping ErrRecurringNotSupported. Inside a handling with the outbox on,
+// it refuses: the recurring calls run on the store's own connections, and
+// cannot join the handling's transaction (on SQLite they would wait for
+// the connection the transaction holds).
+func (b *Bus) recurringStore(ctx context.Context, op, name string) (RecurringStore, error) {
 	if err := b.checkOpen(); err != nil {
 		return nil, err
+	}
+	if s := scopeFrom(ctx); s != nil && s.bus == b && b.outbox != nil {
+		return nil, &RecurringError{Name: name, Field: "ctx", Reason: op + " cannot join the transaction of an outbox handling; call it outside the handler"}
 	}
 	st, ok := b.cfg.Persistence.(RecurringStore)
 	if !ok {
@@ -32,7 +38,7 @@ func (b *Bus) localRecurring(name string) *recurringEntry {
 // The name need not be declared on this bus; a name the persistence does
 // not know returns an error wrapping ErrUnknownRecurring.
 func (b *Bus) PauseRecurring(ctx context.Context, name string) error {
-	st, err := b.recurringStore("pause", name)
+	st, err := b.recurringStore(ctx, "pause", name)
 	if err != nil {
 		return err
 	}
@@ -54,7 +60,7 @@ func (b *Bus) PauseRecurring(ctx context.Context, name string) error {
 // A name the persistence does not know returns an error wrapping
 // ErrUnknownRecurring.
 func (b *Bus) ResumeRecurring(ctx context.Context, name string) error {
-	st, err := b.recurringStore("resume", name)
+	st, err := b.recurringStore(ctx, "resume", name)
 	if err != nil {
 		return err
 	}
@@ -78,7 +84,7 @@ func (b *Bus) ResumeRecurring(ctx context.Context, name string) error {
 // the trigger's time. The name must be declared on this bus (AddRecurring),
 // which builds the message; otherwise the error wraps ErrUnknownRecurring.
 func (b *Bus) TriggerRecurring(ctx context.Context, name string) error {
-	if _, err := b.recurringStore("trigger", name); err != nil {
+	if _, err := b.recurringStore(ctx, "trigger", name); err != nil {
 		return err
 	}
 	e := b.localRecurring(name)
@@ -100,7 +106,7 @@ func (b *Bus) TriggerRecurring(ctx context.Context, name string) error {
 // including those no process declares any more (Declared is false for the
 // ones this bus does not declare).
 func (b *Bus) Recurrings(ctx context.Context) ([]RecurringInfo, error) {
-	st, err := b.recurringStore("list", "")
+	st, err := b.recurringStore(ctx, "list", "")
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +146,7 @@ func (b *Bus) Recurrings(ctx context.Context) ([]RecurringInfo, error) {
 // would store it again); an unknown one returns an error wrapping
 // ErrUnknownRecurring.
 func (b *Bus) DeleteRecurring(ctx context.Context, name string) error {
-	st, err := b.recurringStore("delete", name)
+	st, err := b.recurringStore(ctx, "delete", name)
 	if err != nil {
 		return err
 	}

@@ -226,7 +226,7 @@ func (b *Bus) stepRecurring(ctx context.Context, st RecurringStore, e *recurring
 			return now.Add(b.cfg.Dispatcher.PollInterval), nil
 		}
 		p := b.planRecurring(e, rec, now)
-		if len(p.store) == 0 && len(p.cancel) == 0 {
+		if len(p.store) == 0 && len(p.cancel) == 0 && (!rec.Paused || p.last.Equal(rec.Last)) {
 			return p.wake, nil
 		}
 		ps, err := b.occurrences(ctx, e, p.store, false)
@@ -276,6 +276,9 @@ func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Tim
 	if rec.Paused {
 		cancelled = future
 		future = nil
+		if rec.Last.After(now) {
+			p.last = now // resuming plans the ticks after now again
+		}
 	} else {
 		from := rec.Last
 		if from.IsZero() {

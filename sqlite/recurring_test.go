@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -73,5 +74,44 @@ func TestRecurringTwoHandlesDeliverEachTickOnce(t *testing.T) {
 		if seen[tick.UTC()] == 0 {
 			t.Errorf("tick %v never delivered (got %d ticks)", tick, len(seen))
 		}
+	}
+}
+
+// placeOrder is the message handled in an outbox handling.
+type placeOrder struct{ ID string }
+
+// A recurring call from an outbox handling cannot join its transaction:
+// it fails at once, saying so, rather than waiting for the connection the
+// transaction holds.
+func TestRecurringCallInOutboxHandlingFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	p := openTemp(t)
+	errs := make(chan error, 1)
+	var b *bus.Bus
+	b = bustest.StartBus(t, bus.Config{Endpoint: "orders", Persistence: p, Outbox: bus.OutboxConfig{Enabled: true}}, func(nb *bus.Bus) {
+		if err := bus.Handle(nb, func(ctx context.Context, m placeOrder) error {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			errs <- nb.PauseRecurring(cctx, "tick")
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := nb.AddRecurring(bus.Recurring{Name: "tick", Schedule: bus.Every(time.Hour),
+			Message: func(tick time.Time) any { return recTick{At: tick} }, Options: []bus.Option{bus.To("orders")}}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := b.Send(t.Context(), placeOrder{ID: "1"}, bus.To("orders")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		var re *bus.RecurringError
+		if !errors.As(err, &re) || re.Field != "ctx" {
+			t.Fatalf("PauseRecurring in an outbox handling = %v, want a *RecurringError about the transaction", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler never ran")
 	}
 }
