@@ -37,8 +37,8 @@ func (e *OptionsError) Error() string {
 // Unwrap returns ErrInvalidOptions.
 func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
 
-// Options configure Handler. At least one of Scheduled and Failed is
-// required.
+// Options configure Handler. At least one of Scheduled, Failed and
+// Recurring is required.
 type Options struct {
 	// Scheduled is the scheduled-message store to browse. Nil: the
 	// scheduled pages say the persistence has none.
@@ -49,6 +49,9 @@ type Options struct {
 	// Transport sends retried messages back (bus.RetryFailed). Nil: retry
 	// is not offered; delete still is.
 	Transport bus.Transport
+	// Recurring lists, pauses and resumes recurring schedules: pass the
+	// service's *bus.Bus. Nil: the schedules page says there are none.
+	Recurring Recurring
 	// Metrics returns the bus's counters for the overview. Nil: not shown.
 	Metrics func() bus.Metrics
 	// Authorize decides whether a request may use the console. Nil: only
@@ -78,12 +81,12 @@ type console struct {
 }
 
 // Handler returns the console. Routes are relative to where it is mounted:
-// "/" (overview), "/scheduled", "/scheduled/{id}", "/failed",
+// "/" (overview), "/scheduled", "/scheduled/{id}", "/recurring", "/failed",
 // "/failed/{id}", and the POST actions under them. Mount it under a prefix
 // with http.StripPrefix.
 func Handler(opts Options) (http.Handler, error) {
-	if opts.Scheduled == nil && opts.Failed == nil {
-		return nil, &OptionsError{Field: "Scheduled", Reason: "give a ScheduledBrowser, a FailedStore, or both"}
+	if opts.Scheduled == nil && opts.Failed == nil && opts.Recurring == nil {
+		return nil, &OptionsError{Field: "Scheduled", Reason: "give a ScheduledBrowser, a FailedStore or a Recurring"}
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -107,6 +110,9 @@ func Handler(opts Options) (http.Handler, error) {
 	mux.HandleFunc("GET /scheduled/{id}", c.scheduledShow)
 	mux.HandleFunc("POST /scheduled/{id}/cancel", c.scheduledCancel)
 	mux.HandleFunc("POST /scheduled/{id}/send-now", c.scheduledSendNow)
+	mux.HandleFunc("GET /recurring", c.recurringList)
+	mux.HandleFunc("POST /recurring/{name}/pause", c.recurringPause)
+	mux.HandleFunc("POST /recurring/{name}/resume", c.recurringResume)
 	mux.HandleFunc("GET /failed", c.failedList)
 	mux.HandleFunc("GET /failed/{id}", c.failedShow)
 	mux.HandleFunc("POST /failed/retry", c.failedAction(actionRetry))

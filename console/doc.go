@@ -24,7 +24,10 @@
 // now. The failed page lists failure groups and messages, with retry and
 // delete of one message, a group, or every message matching a filter. A
 // message page shows an envelope: fields, headers and body (always escaped).
-// Pages work without JavaScript.
+// The recurring page (with Options.Recurring, usually the service's
+// *bus.Bus) lists the stored schedules with their schedule text, next and
+// last ticks and whether they are paused, and pauses or resumes one for
+// every process. Pages work without JavaScript.
 //
 // # Security
 //

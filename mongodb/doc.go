@@ -122,6 +122,26 @@
 // atomicity of a conditional update, which FerretDB v1 lacks (see
 // "Claims").
 //
+// # Recurring schedules
+//
+// A Persistence is a bus.RecurringStore, in Options.RecurringCollection
+// (Collection + "_recurring" by default). As with sagas, every change of a
+// schedule's record inserts a new document, _id "<len(name)>:<name>:<seq>",
+// with fields name, seq, fingerprint, schedule, generation, paused, last
+// and ticks (exact Unix nanoseconds), written_at, and deleted for the mark
+// a deletion writes. The insert of the next seq is the compare-and-set:
+// a duplicate key means another process changed the schedule first.
+//
+// Storing an advance's occurrences and its record in one step would take a
+// multi-document transaction, which FerretDB and standalone servers lack.
+// So the record's write is the commit point and carries the advance's rows
+// as pending; the writer then stores them (an ID already stored keeps its
+// row), cancels the rows the advance names unless leased, and marks the
+// write done. If the writer stops in between, the next process to read the
+// schedule finishes the advance once it is five seconds old, and no later
+// change is written before that: every reader sees the advance whole or
+// not at all. Earlier writes are removed by Setup once a day old.
+//
 // # Operations
 //
 // Persistence implements bus.ScheduledBrowser and bus.FailedStore, which

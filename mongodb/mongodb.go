@@ -49,6 +49,10 @@ type Options struct {
 	// FailedCollection holds the messages of the error queue
 	// (bus.FailedStore). Default: Collection + "_failed".
 	FailedCollection string
+	// RecurringCollection holds the records of recurring schedules
+	// (bus.RecurringStore; see the package documentation, "Recurring
+	// schedules"). Default: Collection + "_recurring".
+	RecurringCollection string
 	// Logger receives warnings about best-effort clean-up that failed.
 	// Default: slog.Default().
 	Logger *slog.Logger
@@ -59,6 +63,7 @@ func (o Options) withDefaults() Options {
 	o.ClaimsCollection = cmp.Or(o.ClaimsCollection, o.Collection+claimsSuffix)
 	o.SagaCollection = cmp.Or(o.SagaCollection, o.Collection+sagasSuffix)
 	o.FailedCollection = cmp.Or(o.FailedCollection, o.Collection+failedSuffix)
+	o.RecurringCollection = cmp.Or(o.RecurringCollection, o.Collection+recurringSuffix)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -68,7 +73,7 @@ func (o Options) withDefaults() Options {
 func (o Options) validate() error {
 	for _, f := range []struct{ field, name string }{
 		{"Collection", o.Collection}, {"ClaimsCollection", o.ClaimsCollection}, {"SagaCollection", o.SagaCollection},
-		{"FailedCollection", o.FailedCollection},
+		{"FailedCollection", o.FailedCollection}, {"RecurringCollection", o.RecurringCollection},
 	} {
 		switch {
 		case strings.ContainsAny(f.name, "$\x00"):
@@ -87,19 +92,26 @@ func (o Options) validate() error {
 	case o.Collection, o.ClaimsCollection, o.SagaCollection:
 		return &OptionsError{Field: "FailedCollection", Reason: "must differ from Collection, ClaimsCollection and SagaCollection"}
 	}
+	switch o.RecurringCollection {
+	case o.Collection, o.ClaimsCollection, o.SagaCollection, o.FailedCollection:
+		return &OptionsError{Field: "RecurringCollection", Reason: "must differ from the other collections"}
+	}
 	return nil
 }
 
 // Persistence is a durable scheduled-message store in a MongoDB database. It
-// implements bus.Persistence, bus.ScheduledStore and bus.ClockedStore. It is
-// safe for concurrent use, and several processes may share one collection.
+// implements bus.Persistence, bus.ScheduledStore, bus.ClockedStore,
+// bus.SagaStore and bus.RecurringStore. It is safe for concurrent use,
+// and several processes may share one collection.
 type Persistence struct {
 	db      *mongo.Database
 	msgs    *mongo.Collection
 	tickets *mongo.Collection
 	sagas   *mongo.Collection
 	failed  *mongo.Collection
-	log     *slog.Logger
+	// recurring holds the schedule records (recurring.go).
+	recurring *mongo.Collection
+	log       *slog.Logger
 
 	// afterFind, when set (by tests), runs in each claim round between
 	// finding the candidates and claiming them.
@@ -120,12 +132,13 @@ func New(db *mongo.Database, opts Options) (*Persistence, error) {
 		return nil, err
 	}
 	return &Persistence{
-		db:      db,
-		msgs:    db.Collection(opts.Collection),
-		tickets: db.Collection(opts.ClaimsCollection),
-		sagas:   db.Collection(opts.SagaCollection),
-		failed:  db.Collection(opts.FailedCollection),
-		log:     opts.Logger,
+		db:        db,
+		msgs:      db.Collection(opts.Collection),
+		tickets:   db.Collection(opts.ClaimsCollection),
+		sagas:     db.Collection(opts.SagaCollection),
+		failed:    db.Collection(opts.FailedCollection),
+		recurring: db.Collection(opts.RecurringCollection),
+		log:       opts.Logger,
 	}, nil
 }
 
@@ -142,7 +155,9 @@ func (p *Persistence) Collection() *mongo.Collection { return p.msgs }
 // collection (see FailedCollection); it removes
 // claim tickets left by claimers that crashed more than a day ago, and
 // creates the saga collection's index and removes the marks of saga
-// instances completed more than a day ago (see "Sagas").
+// instances completed more than a day ago (see "Sagas"), and the staged
+// occurrences of recurring schedules that a crashed process left more
+// than a day ago (see "Recurring schedules").
 // Documents stored by earlier versions need no migration: a missing
 // transport or token reads as empty. Creating an index that exists is a
 // no-op, so Setup is idempotent and safe to run from every process at start.
@@ -166,6 +181,9 @@ func (p *Persistence) Setup(ctx context.Context) error {
 		return fmt.Errorf("mongodb: setup: %w", err)
 	}
 	if err := p.setupSagas(ctx); err != nil {
+		return fmt.Errorf("mongodb: setup: %w", err)
+	}
+	if err := p.setupRecurring(ctx); err != nil {
 		return fmt.Errorf("mongodb: setup: %w", err)
 	}
 	return nil

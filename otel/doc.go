@@ -47,7 +47,9 @@
 // messaging.process.duration, postbus.delivery.lateness (handling start −
 // due time, seconds, buckets from 1 ms to 1 h), postbus.dispatch.lateness
 // (hand-over − due time), postbus.retries, postbus.error_queue.messages,
-// postbus.expired.messages, and the observable gauges
+// postbus.expired.messages, the observable counter
+// postbus.recurring.occurrences (the occurrences of recurring schedules a
+// bus stored, from bus.Metrics), and the observable gauges
 // postbus.scheduled.backlog, postbus.scheduled.overdue,
 // postbus.scheduled.oldest_overdue (from stores that implement
 // bus.ScheduledBrowser, read through indexes) and postbus.breaker.open.

@@ -82,6 +82,9 @@ func newInstruments(o *Observer, m metric.Meter) (*instruments, error) {
 	breakerOpen, err := m.Int64ObservableGauge("postbus.breaker.open", metric.WithUnit("1"),
 		metric.WithDescription("1 while a circuit breaker (store, fetch, dispatch) is open, else 0."))
 	add(err)
+	occurrences, err := m.Int64ObservableCounter("postbus.recurring.occurrences", metric.WithUnit("{message}"),
+		metric.WithDescription("Occurrences of recurring schedules stored by the bus: ticks, catch-ups of missed ticks and triggers."))
+	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -98,6 +101,7 @@ func newInstruments(o *Observer, m metric.Meter) (*instruments, error) {
 		o.mu.Unlock()
 		for _, b := range buses {
 			ep := metric.WithAttributes(o.system, keyEndpoint.String(b.Endpoint()))
+			obs.ObserveInt64(occurrences, int64(b.Metrics().Recurring), ep)
 			for _, name := range []string{"store", "fetch", "dispatch"} {
 				v := int64(0)
 				if breakers[breakerKey{b.Endpoint(), name}] {
@@ -116,7 +120,7 @@ func newInstruments(o *Observer, m metric.Meter) (*instruments, error) {
 			obs.ObserveFloat64(oldest, bl.OldestOverdue.Seconds(), ep)
 		}
 		return nil
-	}, backlog, overdue, oldest, breakerOpen)
+	}, backlog, overdue, oldest, breakerOpen, occurrences)
 	if err != nil {
 		return nil, err
 	}

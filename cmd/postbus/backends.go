@@ -27,6 +27,7 @@ type backends struct {
 	Persistence bus.Persistence
 	Scheduled   bus.ScheduledBrowser // nil when the persistence has none
 	Failed      bus.FailedStore      // nil when the persistence has none
+	Recurring   bus.RecurringStore   // nil when the persistence has none
 	Transport   bus.Transport
 	// Describe names what the persistence and transport are, for provision.
 	PersistenceName, TransportName string
@@ -92,6 +93,7 @@ func openPersistence(ctx context.Context, s settings, b *backends) error {
 	}
 	b.Scheduled, _ = b.Persistence.(bus.ScheduledBrowser)
 	b.Failed, _ = b.Persistence.(bus.FailedStore)
+	b.Recurring, _ = b.Persistence.(bus.RecurringStore)
 	return nil
 }
 

@@ -30,7 +30,16 @@ func (a *app) console(ctx context.Context, args []string) error {
 		return err
 	}
 	defer b.Close()
-	h, err := console.Handler(console.Options{Scheduled: b.Scheduled, Failed: b.Failed, Transport: b.Transport, ReadOnly: *readOnly})
+	opts := console.Options{Scheduled: b.Scheduled, Failed: b.Failed, Transport: b.Transport, ReadOnly: *readOnly}
+	if b.Recurring != nil {
+		rb, err := a.recurringBus(b)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = rb.Stop(context.Background()) }()
+		opts.Recurring = rb
+	}
+	h, err := console.Handler(opts)
 	if err != nil {
 		return fmt.Errorf("the %s persistence offers nothing to browse: %w", b.PersistenceName, err)
 	}

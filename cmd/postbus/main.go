@@ -54,6 +54,7 @@ const mainUsage = `postbus: operate a Postbus deployment.
 Usage:
   postbus scheduled ls|show|cancel|send-now [flags] [ID...]
   postbus failed    ls|groups|show|retry|delete|ingest [flags] [ID...]
+  postbus recurring ls|show|pause|resume|trigger|delete [flags] [NAME...]
   postbus provision --endpoint NAME [--event TYPE]... [--dry-run]
   postbus console   [--addr 127.0.0.1:8080] [--read-only]
   postbus help [COMMAND]
@@ -83,6 +84,7 @@ Examples:
   postbus failed groups
   POSTBUS_RABBITMQ_URL=amqp://guest:guest@mq/ postbus failed retry --group 3f2a9c0d1e4b5a67 --dry-run
   postbus failed delete --all --type orders.ChargeCard
+  postbus recurring pause nightly-report
   postbus provision --endpoint billing --event orders.OrderPlaced --dry-run
   postbus console --addr 127.0.0.1:8080
 `
@@ -125,6 +127,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.scheduled(ctx, rest)
 	case "failed":
 		return a.failed(ctx, rest)
+	case "recurring":
+		return a.recurring(ctx, rest)
 	case "provision":
 		return a.provision(ctx, rest)
 	case "console":

@@ -90,7 +90,7 @@ func runApp(t *testing.T, open opener, env map[string]string, args ...string) re
 // memoryOpener serves a memory persistence and transport.
 func memoryOpener(p *bus.MemoryPersistence, tr bus.Transport) opener {
 	return func(_ context.Context, _ settings, n need) (*backends, error) {
-		b := &backends{Persistence: p, Scheduled: p, Failed: p, PersistenceName: "memory"}
+		b := &backends{Persistence: p, Scheduled: p, Failed: p, Recurring: p, PersistenceName: "memory"}
 		if n.transport {
 			b.Transport, b.TransportName = tr, "memory"
 		}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/postbus/bus"
+)
+
+// recurringTrigger stores one extra occurrence of a schedule, due now. The
+// CLI has none of the application's code, so it cannot build the message:
+// it copies the envelope of the latest occurrence stored for the record's
+// ticks, with the trigger's ID, due time and tick header. A schedule with
+// no stored occurrence (paused, or every tick sent) cannot be triggered
+// here; a process that declares it can (Bus.TriggerRecurring).
+func (a *app) recurringTrigger(ctx context.Context, args []string) error {
+	c := a.newCommand("recurring trigger", "recurring trigger [--dry-run] NAME",
+		"  postbus recurring trigger nightly-report\n  postbus recurring trigger --dry-run --json nightly-report\n")
+	dry := c.fs.Bool("dry-run", false, "say what would be stored, store nothing")
+	pos, err := a.parse(c, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("recurring trigger takes one schedule name")
+	}
+	name := pos[0]
+	o, err := a.openRecurring(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer o.Close()
+	rec, err := a.loadRecurring(ctx, o, name)
+	if err != nil {
+		return err
+	}
+	var from bus.OutgoingMessage
+	found := false
+	for _, t := range slices.Backward(rec.Ticks) {
+		if from, found, err = o.Scheduled.GetScheduled(ctx, bus.RecurringOccurrenceID(name, t)); err != nil {
+			return err
+		} else if found {
+			break
+		}
+	}
+	if !found {
+		return fmt.Errorf("recurring trigger %s: no stored occurrence to copy the message from (the schedule is paused, or none is stored ahead); "+
+			"trigger it from a process that declares it (Bus.TriggerRecurring)", name)
+	}
+	env, err := bus.UnmarshalEnvelope(from.Envelope)
+	if err != nil {
+		return fmt.Errorf("recurring trigger %s: occurrence %s: %w", name, from.ID, err)
+	}
+	now := a.now().UTC()
+	env.ID = bus.RecurringTriggerID(name, now)
+	env.SentAt, env.DueAt = now, now
+	env.SetHeader(bus.HeaderRecurringTick, now.Format(time.RFC3339Nano))
+	msg := bus.OutgoingMessage{ID: env.ID, Kind: from.Kind, Type: from.Type, Envelope: bus.MarshalEnvelope(env),
+		DueAt: now, Transport: from.Transport}
+	if !*dry {
+		if err := o.Recurring.StoreOutgoing(ctx, []bus.OutgoingMessage{msg}); err != nil {
+			return fmt.Errorf("recurring trigger %s: %w", name, err)
+		}
+	}
+	if c.json {
+		return writeJSON(a.stdout, struct {
+			DryRun     bool      `json:"dry_run"`
+			Name       string    `json:"name"`
+			Occurrence string    `json:"occurrence_id"`
+			DueAt      time.Time `json:"due_at"`
+			CopiedFrom string    `json:"copied_from"`
+		}{*dry, name, msg.ID, now, from.ID})
+	}
+	verb := "stored"
+	if *dry {
+		verb = "dry run: would have stored"
+	}
+	fmt.Fprintf(a.stdout, "%s occurrence %s of %s, due %s (a copy of %s)\n", verb, msg.ID, name, fmtTime(now), from.ID)
+	return nil
+}
