@@ -104,8 +104,11 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 	for ctx.Err() == nil {
 		held, running, waiting := r.fill()
 		want := 2*r.conc - held
-		if want < (r.conc+1)/2 && !(waiting == 0 && running < r.conc) {
-			select { // enough in hand: wait for a handler to finish
+		// Wait while enough is in hand, and always when nothing fits: rows
+		// whose handlers returned stay held until their acknowledgement
+		// ends, and a claim of zero rows would only loop.
+		if want <= 0 || want < (r.conc+1)/2 && !(waiting == 0 && running < r.conc) {
+			select { // wait for a handler or an acknowledgement to finish
 			case <-r.freed:
 			case <-ctx.Done():
 			}
