@@ -135,19 +135,35 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 		d.dispatch.failure(errors.New(failed[0].Error))
 	}
 	d.storeCall(ctx, "delete", len(done), leaseEnd, func(c context.Context) (int, error) { return d.store.DeleteOutgoing(c, done) })
-	if len(failed) > 0 && d.mayRecordFailures(now) {
+	if len(failed) > 0 {
+		d.awaitRecording(ctx, leaseEnd)
 		d.storeCall(ctx, "record-failure", len(failed), leaseEnd, func(c context.Context) (int, error) { return d.store.RecordOutgoingFailures(c, failed) })
 	}
 	d.storeCall(ctx, "release", len(released), leaseEnd, func(c context.Context) (int, error) { return d.store.ReleaseOutgoing(c, released) })
 	d.b.emit(ctx, ObserverEvent{Kind: EventSettle, Count: len(done), Failed: len(failed), Released: len(released), Start: now})
 }
 
-// mayRecordFailures applies MaximumRecoveryFailuresPerSecond. Failures not
-// recorded leave their rows leased: they come back when the lease lapses.
-func (d *dispatcher) mayRecordFailures(now time.Time) bool {
+// awaitRecording applies MaximumRecoveryFailuresPerSecond: it takes the
+// next free slot for a failure recording and waits for it. A failed
+// hand-over is always recorded, never left leased until its lease lapses:
+// when the slot would come after leaseEnd, or the dispatcher is stopping,
+// it records at once.
+func (d *dispatcher) awaitRecording(ctx context.Context, leaseEnd time.Time) {
 	gap := int64(time.Second) / int64(d.cfg.MaximumRecoveryFailuresPerSecond)
-	last := d.lastRec.Load()
-	return now.UnixNano()-last >= gap && d.lastRec.CompareAndSwap(last, now.UnixNano())
+	for {
+		now := d.clock.Now().UnixNano()
+		last := d.lastRec.Load()
+		slot := max(now, last+gap)
+		if slot > leaseEnd.UnixNano() {
+			return
+		}
+		if d.lastRec.CompareAndSwap(last, slot) {
+			if slot > now {
+				sleepCtx(ctx, d.clock, time.Duration(slot-now))
+			}
+			return
+		}
+	}
 }
 
 // storeCall runs one settling call, detached from the dispatcher's ctx (a
