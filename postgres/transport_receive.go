@@ -274,13 +274,39 @@ func (r *receiver) run(d *delivery) {
 		if d.ackedInTx.Load() {
 			return // deleted by the handling's transaction
 		}
-		actx, cancelAck := context.WithTimeout(r.base, settleTimeout)
-		defer cancelAck()
-		if err := r.t.acks.store(actx, []heldRow{d.row}); err != nil {
+		err = r.settle(func(ctx context.Context) error { return r.t.acks.store(ctx, []heldRow{d.row}) })
+		if err != nil {
 			r.t.log.Warn("postgres: acknowledgement failed; the message will be delivered again after its lease",
 				slog.String("queue", r.queue), slog.String("message_id", d.id), slog.Any("error", err))
 		}
 	})
+}
+
+// settleRetryDelay is the first wait before a failed acknowledgement or
+// release is tried again; it doubles up to a second.
+const settleRetryDelay = 50 * time.Millisecond
+
+// settle runs an acknowledgement or a release of a held row, and retries it
+// (each try on whatever connection the pool gives, a new one once the
+// broken one is discarded) while the row is surely still this consumer's:
+// the heartbeat extended its lease at most Lease/3 before the first try, so
+// it holds for two thirds of a lease after. A settlement lost in a
+// connection cut or a terminated backend would otherwise deliver the
+// message again once the lease lapsed. The statements name the row with its
+// lease token, so a try that lands after all changes nothing.
+func (r *receiver) settle(fn func(context.Context) error) error {
+	until := time.Now().Add(r.t.opts.Lease * 2 / 3)
+	wait := settleRetryDelay
+	for {
+		ctx, cancel := context.WithTimeout(r.base, settleTimeout)
+		err := fn(ctx)
+		cancel()
+		if err == nil || time.Now().Add(wait).After(until) {
+			return err
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
+	}
 }
 
 func (r *receiver) signalFreed() {
@@ -290,11 +316,13 @@ func (r *receiver) signalFreed() {
 	}
 }
 
-// release makes a row available again at once.
+// release makes a row available again at once, retrying as settle does.
 func (r *receiver) release(row heldRow) {
-	ctx, cancel := context.WithTimeout(r.base, settleTimeout)
-	defer cancel()
-	if _, err := r.t.pool.Exec(ctx, r.t.sql.release, row.seq, row.token); err != nil {
+	err := r.settle(func(ctx context.Context) error {
+		_, err := r.t.pool.Exec(ctx, r.t.sql.release, row.seq, row.token)
+		return err
+	})
+	if err != nil {
 		r.t.log.Warn("postgres: release failed; the message will be delivered again after its lease",
 			slog.String("queue", r.queue), slog.Any("error", err))
 	}

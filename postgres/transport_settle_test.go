@@ -112,3 +112,66 @@ func TestTransportDoesNotSpinWhileAcknowledgementsArePending(t *testing.T) {
 		t.Errorf("handled %d times, want 2", n)
 	}
 }
+
+// An acknowledgement lost with its connection (the backend terminated, as
+// a failover or an administrator does) is tried again on a new connection
+// while the row is still this consumer's: the message is handled once, not
+// again when its lease lapses. The pool never pings before handing out a
+// connection, so the acknowledgement surely meets a dead one.
+func TestTransportAcknowledgementLostWithItsBackendIsRetried(t *testing.T) {
+	t.Parallel()
+	testPool(t) // skips when the server is down
+	cfg, err := pgxpool.ParseConfig(testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := "postbus-test-" + bustest.Namespace()
+	cfg.ConnConfig.RuntimeParams["application_name"] = app
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	const lease = 2 * time.Second
+	tr := newTransport(t, pool, freshSchema(t, pool), postgres.TransportOptions{Lease: lease, PollInterval: 100 * time.Millisecond, DisableNotify: true})
+	queue := bustest.Namespace() + "-ackcut"
+	ctx := ctxTimeout(t, time.Minute)
+	if err := tr.Provision(ctx, bus.Topology{Queue: queue}); err != nil {
+		t.Fatal(err)
+	}
+	admin := testPool(t)
+	var deliveries atomic.Int64
+	receiveAll(t, tr, queue, 1, func(ctx context.Context, env *bus.Envelope) error {
+		if deliveries.Add(1) > 1 {
+			return nil
+		}
+		// Terminate every backend of the transport's pool, and wait until
+		// they are gone, before the acknowledgement.
+		if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app); err != nil {
+			t.Error(err)
+		}
+		for range 500 {
+			var n int
+			if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n); err != nil || n == 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return nil
+	})
+	if err := tr.Send(ctx, queue, envelopeTo(queue, "ackcut-1")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return deliveries.Load() > 0 })
+	// Three leases: time for a lost acknowledgement to bring it back.
+	time.Sleep(3 * lease)
+	if n := deliveries.Load(); n != 1 {
+		t.Errorf("handled %d times, want once: the acknowledgement lost with its backend was not tried again", n)
+	}
+	var left int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM `+tr.MessagesTable()+` WHERE queue = $1`, queue).Scan(&left); err != nil || left != 0 {
+		t.Errorf("%d rows left in the queue (%v), want 0", left, err)
+	}
+}
