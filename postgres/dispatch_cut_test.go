@@ -123,6 +123,17 @@ func TestDispatchFailedHandOverInCutIsRetriedBeforeTheLease(t *testing.T) {
 				if err == nil {
 					rows.Close()
 				}
+				rows, err = storePool.Query(ctx, `SELECT deliveries, available_at - now(), count(*)::text FROM `+tr.MessagesTable()+` GROUP BY 1,2`)
+				for err == nil && rows.Next() {
+					var d int
+					var a time.Duration
+					var c string
+					_ = rows.Scan(&d, &a, &c)
+					t.Logf("%s transport rows delivered %d times, claimable in %v", c, d, a)
+				}
+				if err == nil {
+					rows.Close()
+				}
 				t.Errorf("%d of %d messages had not arrived 20 s after they fell due (lease 60 s): %v", len(late), n, late)
 			}
 		})
