@@ -282,11 +282,11 @@ func (r *receiver) run(d *delivery) {
 	})
 }
 
-// settleRetryDelay is the first wait before a failed acknowledgement or
-// release is tried again; it doubles up to a second.
+// settleRetryDelay is the first wait before a failed acknowledgement is
+// tried again; it doubles up to a second.
 const settleRetryDelay = 50 * time.Millisecond
 
-// settle runs an acknowledgement or a release of a held row, and retries it
+// settle runs the acknowledgement of a handled row, and retries it
 // (each try on whatever connection the pool gives, a new one once the
 // broken one is discarded) while the row is surely still this consumer's:
 // the heartbeat extended its lease at most Lease/3 before the first try, so
@@ -316,13 +316,14 @@ func (r *receiver) signalFreed() {
 	}
 }
 
-// release makes a row available again at once, retrying as settle does.
+// release makes a row available again at once. It is not retried: a lost
+// release only delays the message until its lease lapses (it was not
+// handled, so it is not delivered twice), and a Receive that stops while
+// the database is away must not wait out a lease for every row it held.
 func (r *receiver) release(row heldRow) {
-	err := r.settle(func(ctx context.Context) error {
-		_, err := r.t.pool.Exec(ctx, r.t.sql.release, row.seq, row.token)
-		return err
-	})
-	if err != nil {
+	ctx, cancel := context.WithTimeout(r.base, settleTimeout)
+	defer cancel()
+	if _, err := r.t.pool.Exec(ctx, r.t.sql.release, row.seq, row.token); err != nil {
 		r.t.log.Warn("postgres: release failed; the message will be delivered again after its lease",
 			slog.String("queue", r.queue), slog.Any("error", err))
 	}
