@@ -74,7 +74,8 @@ type receiver struct {
 // is extended every Lease/3; when an extension finds the row taken by
 // another consumer, the delivery ctx is cancelled with ErrLeaseLost as its
 // cause. A nil result deletes the row (grouped with other
-// acknowledgements); an error makes it available again at once. It returns
+// acknowledgements; a failed delete is tried again for two thirds of the
+// lease); an error makes it available again at once. It returns
 // an error only when the tables are missing.
 func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveOptions, h bus.DeliveryHandler) error {
 	if err := checkQueue(queue); err != nil {
