@@ -175,10 +175,13 @@ type DispatcherConfig struct {
 	// claimed when it falls due.
 	LookAhead time.Duration
 	// MaximumRecoveryFailuresPerSecond bounds how often failed hand-overs are
-	// recorded in the store (one batch per recording). Failures over the
-	// limit are not recorded: their rows stay leased and come back when the
-	// lease lapses. Rows held back behind a failed row of their ordering key
-	// (WithOrderingKey) are recorded regardless. Default 1.
+	// recorded in the store (one batch per recording). A recording over the
+	// limit waits for the next free slot; none is skipped, so a failed row
+	// is always retried after its backoff, never left leased until its
+	// lease lapses (when the slot would come after the lease, or the
+	// dispatcher is stopping, it is recorded at once). Rows held back behind
+	// a failed row of their ordering key (WithOrderingKey) are recorded with
+	// it, or at once when no failure is. Default 1.
 	MaximumRecoveryFailuresPerSecond int
 }
 

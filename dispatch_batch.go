@@ -168,11 +168,12 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 		d.dispatch.failure(transient)
 	}
 	d.storeCall(ctx, "delete", len(done), leaseEnd, func(c context.Context) (int, error) { return d.store.DeleteOutgoing(c, done) })
-	// Rows held back behind a failed row of their key are recorded even
-	// over MaximumRecoveryFailuresPerSecond: they are no failures of the
-	// transport, and left leased they would come back in claim order.
+	// Rows held back behind a failed row of their key are recorded with
+	// the failures, or at once when there are none: they are no failures
+	// of the transport, and left leased they would come back in claim order.
 	record := heldBack
-	if len(failed) > 0 && d.mayRecordFailures(now) {
+	if len(failed) > 0 {
+		d.awaitRecording(ctx, leaseEnd)
 		record = append(failed, heldBack...)
 	}
 	d.storeCall(ctx, "record-failure", len(record), leaseEnd, func(c context.Context) (int, error) { return d.store.RecordOutgoingFailures(c, record) })
@@ -180,12 +181,27 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 	d.b.emit(ctx, ObserverEvent{Kind: EventSettle, Count: len(done), Failed: len(failed), Released: len(released), Start: now})
 }
 
-// mayRecordFailures applies MaximumRecoveryFailuresPerSecond. Failures not
-// recorded leave their rows leased: they come back when the lease lapses.
-func (d *dispatcher) mayRecordFailures(now time.Time) bool {
+// awaitRecording applies MaximumRecoveryFailuresPerSecond: it takes the
+// next free slot for a failure recording and waits for it. A failed
+// hand-over is always recorded, never left leased until its lease lapses:
+// when the slot would come after leaseEnd, or the dispatcher is stopping,
+// it records at once.
+func (d *dispatcher) awaitRecording(ctx context.Context, leaseEnd time.Time) {
 	gap := int64(time.Second) / int64(d.cfg.MaximumRecoveryFailuresPerSecond)
-	last := d.lastRec.Load()
-	return now.UnixNano()-last >= gap && d.lastRec.CompareAndSwap(last, now.UnixNano())
+	for {
+		now := d.clock.Now().UnixNano()
+		last := d.lastRec.Load()
+		slot := max(now, last+gap)
+		if slot > leaseEnd.UnixNano() {
+			return
+		}
+		if d.lastRec.CompareAndSwap(last, slot) {
+			if slot > now {
+				sleepCtx(ctx, d.clock, time.Duration(slot-now))
+			}
+			return
+		}
+	}
 }
 
 // storeCall runs one settling call, detached from the dispatcher's ctx (a

@@ -32,7 +32,7 @@ type dispatcher struct {
 	plan      atomic.Int64 // Unix nanoseconds of the next planned look; 0 while busy
 	fetch     *breaker     // claiming due rows
 	dispatch  *breaker     // handing rows to the transport
-	lastRec   atomic.Int64 // Unix nanoseconds of the last failure recording
+	lastRec   atomic.Int64 // Unix nanoseconds of the last failure recording slot taken
 	misses    int          // consecutive looks that found due rows but claimed none
 	skewNanos atomic.Int64 // store clock minus bus clock, for a ClockedStore
 	skewAt    time.Time    // when the skew was last measured (bus clock)

@@ -52,6 +52,7 @@ type memRow struct {
 	transport string
 	due       int64 // Unix nanoseconds
 	available int64 // due, pushed forward by leases and failure backoff
+	prior     int64 // available before the running lease: where a release puts it back
 	lease     int64
 	token     string // "" when not leased
 	failures  int32
@@ -142,7 +143,7 @@ func (p *MemoryPersistence) ClaimOutgoingAhead(ctx context.Context, transport st
 		for len(out) < limit && len(*h) > 0 && (*h)[0].available <= by {
 			r := (*h)[0]
 			was := r.available
-			r.available, r.lease, r.token = until, until, token
+			r.prior, r.available, r.lease, r.token = was, until, until, token
 			heap.Fix(h, 0)
 			m := r.outgoing()
 			m.AvailableAt = time.Unix(0, was)
@@ -157,10 +158,12 @@ func (p *MemoryPersistence) DeleteOutgoing(ctx context.Context, claims []Claim) 
 	return p.settle(ctx, claims, func(r *memRow) { p.removeLocked(r) })
 }
 
-// ReleaseOutgoing makes the rows their tokens still hold claimable at once.
+// ReleaseOutgoing ends the leases of the rows their tokens still hold,
+// making each claimable again when it was before the claim: its due time,
+// or the end of a failure's backoff.
 func (p *MemoryPersistence) ReleaseOutgoing(ctx context.Context, claims []Claim) (int, error) {
 	return p.settle(ctx, claims, func(r *memRow) {
-		r.available, r.lease, r.token = r.due, 0, ""
+		r.available, r.lease, r.token = r.prior, 0, ""
 		heap.Fix(p.heapOf(r.transport), int(r.index))
 	})
 }

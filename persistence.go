@@ -64,9 +64,11 @@ type ScheduledStore interface {
 	// DeleteOutgoing removes the claimed rows that their tokens still
 	// hold; it ignores the others.
 	DeleteOutgoing(ctx context.Context, claims []Claim) (int, error)
-	// ReleaseOutgoing makes claimed rows claimable again at once, without
-	// counting a failure (a dispatcher stopping with work in hand), if
-	// their tokens still hold them.
+	// ReleaseOutgoing ends the leases of claimed rows that their tokens
+	// still hold, without counting a failure (a dispatcher stopping with
+	// work in hand): each row is claimable again when it was before the
+	// claim (AvailableAt: its due time, or the end of a failure's backoff),
+	// so a release never cuts a backoff short.
 	ReleaseOutgoing(ctx context.Context, claims []Claim) (int, error)
 	// RecordOutgoingFailures counts a failure on each row its token still
 	// holds, keeps the error text, ends the lease, and makes the row

@@ -33,6 +33,7 @@ func ScheduledMessageTests(t *testing.T, newStore StoreFactory) {
 		{"Cancel", testCancel},
 		{"FailureCounting", testFailures},
 		{"Release", testRelease},
+		{"ReleaseKeepsTheRetryBackoff", testReleaseKeepsTheRetryBackoff},
 		{"NextDue", testNextDue},
 		{"NoRowIsClaimedEarly", testNotEarly},
 		{"LargeBatch", testLargeBatch},

@@ -178,3 +178,44 @@ func testAheadDispatcher(t *testing.T, s bus.ScheduledStore) {
 		}
 	}
 }
+
+// A release gives a row back the time it was claimable before the claim:
+// a row put off by a failure's backoff, claimed ahead and then released (a
+// dispatcher stopping, or its breaker opening), is not claimable before its
+// backoff ends, and its due time does not come back.
+func testReleaseKeepsTheRetryBackoff(t *testing.T, s bus.ScheduledStore) {
+	a, ok := aheadClaimer(t, s)
+	if !ok {
+		return
+	}
+	mustStore(t, s, row("backoff", time.Now().Add(-time.Second)))
+	first := claim(t, s, 10, time.Hour)
+	if len(first) != 1 {
+		t.Fatalf("claimed %d, want 1", len(first))
+	}
+	const backoff = 5 * time.Second
+	failedAt := time.Now()
+	if n, err := s.RecordOutgoingFailures(ctxT(t), []bus.OutgoingFailure{{ID: "backoff", Token: first[0].Token,
+		Error: "transport down", RetryAfter: backoff, RetryAt: failedAt.Add(backoff)}}); err != nil || n != 1 {
+		t.Fatalf("RecordOutgoingFailures = %d, %v; want 1, nil", n, err)
+	}
+	c := claimAhead(t, a, time.Hour, 10, time.Hour)
+	if len(c.Rows) != 1 {
+		t.Fatalf("look-ahead claim took %d rows, want the row in backoff", len(c.Rows))
+	}
+	if n, err := s.ReleaseOutgoing(ctxT(t), claims(c.Rows)); err != nil || n != 1 {
+		t.Fatalf("ReleaseOutgoing = %d, %v; want 1, nil", n, err)
+	}
+	if got := claim(t, s, 10, time.Hour); len(got) != 0 {
+		t.Fatalf("a released row was claimed %v after its failure, before its %v backoff ended", time.Since(failedAt), backoff)
+	}
+	next, ok, err := s.NextDueOutgoing(ctxT(t), suiteTransport)
+	if err != nil || !ok || next.Before(failedAt.Add(backoff-time.Second)) {
+		t.Errorf("NextDueOutgoing after the release = %v, %v, %v; want the end of the backoff, about %v", next, ok, err, failedAt.Add(backoff))
+	}
+	got := waitClaim(t, s, time.Hour)
+	if got.Failures != 1 {
+		t.Errorf("after the backoff claimed the row with %d failures, want 1", got.Failures)
+	}
+	mustDelete(t, s, []bus.OutgoingMessage{got})
+}

@@ -22,7 +22,7 @@ import (
 
 // The TestFault tests break services that they own: a PostgreSQL cluster
 // of their own (internal/pgcluster), the TCP proxy between their transport
-// and RabbitMQ (internal/faultproxy), a worker process. None of them calls
+// and RabbitMQ (the core's internal/faultproxy), a worker process. None of them calls
 // t.Parallel: Go runs every sequential top-level test of a package before
 // it resumes the parallel ones, so each fault test runs alone and its
 // timing (faults land while messages fall due) does not depend on the load

@@ -9,7 +9,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
-	"github.com/postbus/bus/e2e/internal/faultproxy"
+	"github.com/postbus/bus/internal/faultproxy"
 	"github.com/postbus/bus/redis"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/postbus/bus"
-	"github.com/postbus/bus/e2e/internal/faultproxy"
+	"github.com/postbus/bus/internal/faultproxy"
 )
 
 // outage takes the broker away from the bus under test and brings it back.

@@ -223,6 +223,7 @@ func (p *Persistence) SendNow(ctx context.Context, id string) (bool, error) {
 		}},
 	}, bson.D{{Key: "$set", Value: bson.D{
 		{Key: fieldDueAt, Value: now.UnixNano()}, {Key: fieldAvailableAt, Value: now}, {Key: fieldLeaseUntil, Value: nil},
+		{Key: fieldRetryAt, Value: nil}, // sent now: no backoff to come back to
 	}}})
 	if err != nil {
 		return false, fmt.Errorf("mongodb: send now %s: %w", id, err)

@@ -23,11 +23,14 @@
 //	failures      int32: dispatch failures so far
 //	last_error    string: the last dispatch failure
 //	created_at    date: when it was stored (client clock; informational)
+//	retry_at      date or absent: the end of the last failure's backoff
 //
 // available_at starts at due_at rounded up to the millisecond (BSON dates
 // hold milliseconds; rounding up keeps a message from being early), is pushed
-// forward by each claim's lease and by each failure's retry time, and goes
-// back to due_at on release. due_at is kept exact as an integer because the
+// forward by each claim's lease and by each failure's retry time (also kept
+// in retry_at), and goes back on release to when it was claimable before
+// the claim: the later of due_at and retry_at, so a release never cuts a
+// backoff short. due_at is kept exact as an integer because the
 // store must return DueAt to the nanosecond it was given. Setup creates the
 // index (transport, available_at, _id), which serves claims and
 // NextDueOutgoing.
@@ -161,8 +164,9 @@
 // a find of the leased documents by token, and a ticket delete.
 // DeleteOutgoing is one DeleteMany per token; RecordOutgoingFailures one
 // UpdateMany per token, error text and retry time; ReleaseOutgoing reads the
-// held documents' due times and issues one UpdateMany per distinct due time
-// (no update pipelines to copy due_at into available_at on FerretDB).
+// held documents' due and retry times and issues one UpdateMany per
+// distinct time (no update pipelines to copy them into available_at on
+// FerretDB).
 // Updates are never bulk writes of many update statements: FerretDB v1 keeps
 // each statement's cursor open until the command ends and stalls on large
 // ones.

@@ -22,6 +22,7 @@ const (
 	fieldLastError   = "last_error"
 	fieldCreatedAt   = "created_at"
 	fieldType        = "message_type"
+	fieldRetryAt     = "retry_at"
 )
 
 // message is one scheduled message as stored. DueAt is exact Unix
@@ -46,6 +47,10 @@ type message struct {
 	LastError   string     `bson:"last_error"`
 	CreatedAt   time.Time  `bson:"created_at"`
 	Type        string     `bson:"message_type"` // missing in documents of earlier versions: ""
+	// RetryAt is the end of the backoff of the last failure, null or
+	// missing when none is pending: a release puts the document back at
+	// the later of it and the due time (see ReleaseOutgoing).
+	RetryAt *time.Time `bson:"retry_at,omitempty"`
 }
 
 func (m *message) outgoing() bus.OutgoingMessage {

@@ -28,16 +28,19 @@ func (p *Persistence) DeleteOutgoing(ctx context.Context, claims []bus.Claim) (i
 	return n, nil
 }
 
-// ReleaseOutgoing makes claimed messages that their tokens still hold
-// claimable again from their due time (which has passed, so at once),
-// without counting a failure, and returns how many it released. Without
-// update pipelines (FerretDB has none) due_at cannot be copied into
-// available_at on the server, so it reads the held documents' due times
-// first, then updates the documents sharing a due time with one UpdateMany.
+// ReleaseOutgoing ends the leases of claimed messages that their tokens
+// still hold, without counting a failure, and returns how many it
+// released. Each is claimable again when it was before its claim: at its
+// due time, or at the end of its last failure's backoff (retry_at, which
+// RecordOutgoingFailures sets with available_at) when that is later, so a
+// release never cuts a backoff short. Without update pipelines (FerretDB
+// has none) neither can be copied into available_at on the server, so it
+// reads the held documents' due and retry times first, then updates the
+// documents sharing a time with one UpdateMany.
 func (p *Persistence) ReleaseOutgoing(ctx context.Context, claims []bus.Claim) (int, error) {
 	n := 0
 	for _, g := range byToken(claims) {
-		cur, err := p.msgs.Find(ctx, heldBy(g.token, g.ids), options.Find().SetProjection(bson.D{{Key: fieldDueAt, Value: 1}}))
+		cur, err := p.msgs.Find(ctx, heldBy(g.token, g.ids), options.Find().SetProjection(bson.D{{Key: fieldDueAt, Value: 1}, {Key: fieldRetryAt, Value: 1}}))
 		if err != nil {
 			return n, fmt.Errorf("mongodb: release: %w", err)
 		}
@@ -48,6 +51,9 @@ func (p *Persistence) ReleaseOutgoing(ctx context.Context, claims []bus.Claim) (
 		byDue := map[time.Time][]string{}
 		for _, m := range held {
 			due := ceilMillis(time.Unix(0, m.DueAt)).UTC()
+			if m.RetryAt != nil && m.RetryAt.After(due) {
+				due = m.RetryAt.UTC()
+			}
 			byDue[due] = append(byDue[due], m.ID)
 		}
 		for due, ids := range byDue {
@@ -107,6 +113,7 @@ func (p *Persistence) RecordOutgoingFailures(ctx context.Context, failures []bus
 			{Key: "$set", Value: bson.D{
 				{Key: fieldLastError, Value: k.err},
 				{Key: fieldAvailableAt, Value: k.retry},
+				{Key: fieldRetryAt, Value: k.retry},
 				{Key: fieldLeaseUntil, Value: nil},
 			}},
 		})

@@ -54,6 +54,7 @@ func ExampleMigrations() {
 	// 	available_at timestamptz NOT NULL,
 	// 	lease_until  timestamptz,
 	// 	lease_token  text        COLLATE "C",
+	// 	prior_available_at timestamptz,
 	// 	transport    text        COLLATE "C" NOT NULL DEFAULT '',
 	// 	failures     integer     NOT NULL DEFAULT 0,
 	// 	last_error   text        NOT NULL DEFAULT '',
@@ -61,7 +62,8 @@ func ExampleMigrations() {
 	// );
 	// ALTER TABLE "public"."outgoing_messages"
 	// 	ADD COLUMN IF NOT EXISTS lease_token text COLLATE "C",
-	// 	ADD COLUMN IF NOT EXISTS transport   text COLLATE "C" NOT NULL DEFAULT '';
+	// 	ADD COLUMN IF NOT EXISTS transport   text COLLATE "C" NOT NULL DEFAULT '',
+	// 	ADD COLUMN IF NOT EXISTS prior_available_at timestamptz;
 	// CREATE INDEX IF NOT EXISTS "outgoing_messages_claim_idx" ON "public"."outgoing_messages" (transport, available_at, id);
 	// DROP INDEX IF EXISTS "public"."outgoing_messages_available_at_idx";
 	// CREATE TABLE IF NOT EXISTS "public"."outgoing_messages_inbox" (

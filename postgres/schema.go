@@ -97,16 +97,19 @@ func newNames(o Options) names {
 // time order of UUIDv7 IDs, and the cheapest comparison for both indexes
 // whatever the database's default collation. available_at is the single
 // "next claimable" time: the due time, pushed forward by each claim (the
-// lease) and each failure (the retry time). lease_token names the claim
-// that holds the row (NULL when none does); transport is the identity of
+// lease) and each failure (the retry time); a claim keeps the time it
+// replaced in prior_available_at, where a release puts the row back (NULL
+// for rows never claimed, and those leased before the column existed: a
+// release then uses due_at). lease_token names the claim that holds the
+// row (NULL when none does); transport is the identity of
 // the transport the row is dispatched through (empty for rows stored
 // before rows carried one). The (transport, available_at, id) index serves both
 // the claim and NextDueOutgoing as ordered index scans, one per transport
 // value, whatever the backlog.
 //
 // The statements after CREATE TABLE migrate tables made by earlier
-// versions: the two columns (metadata-only changes: their defaults are
-// constants), the claim index, and the drop of the (available_at, id)
+// versions: the three columns (metadata-only changes: their defaults are
+// constants or NULL), the claim index, and the drop of the (available_at, id)
 // index it replaces. The last two statements are the inbox of the
 // transactional outbox, keyed by (endpoint, message_id), and its handled_at
 // index for the retention purge; the very last is the saga table
@@ -136,6 +139,7 @@ func ddl(n names) []string {
 	available_at timestamptz NOT NULL,
 	lease_until  timestamptz,
 	lease_token  text        COLLATE "C",
+	prior_available_at timestamptz,
 	transport    text        COLLATE "C" NOT NULL DEFAULT '',
 	failures     integer     NOT NULL DEFAULT 0,
 	last_error   text        NOT NULL DEFAULT '',
@@ -143,7 +147,8 @@ func ddl(n names) []string {
 )`, n.table),
 		fmt.Sprintf(`ALTER TABLE %s
 	ADD COLUMN IF NOT EXISTS lease_token text COLLATE "C",
-	ADD COLUMN IF NOT EXISTS transport   text COLLATE "C" NOT NULL DEFAULT ''`, n.table),
+	ADD COLUMN IF NOT EXISTS transport   text COLLATE "C" NOT NULL DEFAULT '',
+	ADD COLUMN IF NOT EXISTS prior_available_at timestamptz`, n.table),
 		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (transport, available_at, id)`, n.index, n.table),
 		fmt.Sprintf(`DROP INDEX IF EXISTS %s`, n.oldIndex),
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (

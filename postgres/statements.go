@@ -39,7 +39,7 @@ func newStatements(n names, notify bool) statements {
 		claim:    claimSQL(t, false),
 		ahead:    claimSQL(t, true),
 		delete:   fmt.Sprintf(`DELETE FROM %s AS o %s`, t, held("USING")),
-		release:  fmt.Sprintf(`UPDATE %s AS o SET available_at = o.due_at, lease_until = NULL, lease_token = NULL %s`, t, held("FROM")),
+		release:  fmt.Sprintf(`UPDATE %s AS o SET available_at = coalesce(o.prior_available_at, o.due_at), lease_until = NULL, lease_token = NULL %s`, t, held("FROM")),
 		failures: failuresSQL(t),
 		// A leased row is being delivered; it is removed only once its
 		// lease has lapsed on the server's clock.
@@ -151,7 +151,8 @@ func claimSQL(t string, ahead bool) string {
 	LIMIT $2
 ), leased AS (
 	UPDATE %[1]s AS o
-	SET available_at = now() + %[4]s %[2]s,
+	SET prior_available_at = o.available_at,
+	    available_at = now() + %[4]s %[2]s,
 	    lease_until  = now() + %[4]s %[2]s,
 	    lease_token  = $4::text
 	WHERE o.id = ANY(ARRAY(SELECT id FROM due))

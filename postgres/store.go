@@ -190,9 +190,10 @@ func (p *Persistence) DeleteOutgoing(ctx context.Context, claims []bus.Claim) (i
 	return n, nil
 }
 
-// ReleaseOutgoing makes the claimed rows whose lease tokens still hold them
-// claimable again at once, counting no failure, in one statement, and
-// returns how many it released.
+// ReleaseOutgoing ends the leases of the claimed rows whose tokens still
+// hold them, counting no failure, in one statement, and returns how many
+// it released. Each row is claimable again when it was before its claim
+// (prior_available_at: its due time, or the end of a failure's backoff).
 func (p *Persistence) ReleaseOutgoing(ctx context.Context, claims []bus.Claim) (int, error) {
 	n, err := p.settle(ctx, p.sql.release, claims)
 	if err != nil {

@@ -74,7 +74,8 @@ type receiver struct {
 // is extended every Lease/3; when an extension finds the row taken by
 // another consumer, the delivery ctx is cancelled with ErrLeaseLost as its
 // cause. A nil result deletes the row (grouped with other
-// acknowledgements); an error makes it available again at once. It returns
+// acknowledgements; a failed delete is tried again for two thirds of the
+// lease); an error makes it available again at once. It returns
 // an error only when the tables are missing.
 func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveOptions, h bus.DeliveryHandler) error {
 	if err := checkQueue(queue); err != nil {
@@ -104,8 +105,11 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 	for ctx.Err() == nil {
 		held, running, waiting := r.fill()
 		want := 2*r.conc - held
-		if want < (r.conc+1)/2 && !(waiting == 0 && running < r.conc) {
-			select { // enough in hand: wait for a handler to finish
+		// Wait while enough is in hand, and always when nothing fits: rows
+		// whose handlers returned stay held until their acknowledgement
+		// ends, and a claim of zero rows would only loop.
+		if want <= 0 || want < (r.conc+1)/2 && !(waiting == 0 && running < r.conc) {
+			select { // wait for a handler or an acknowledgement to finish
 			case <-r.freed:
 			case <-ctx.Done():
 			}
@@ -271,13 +275,39 @@ func (r *receiver) run(d *delivery) {
 		if d.ackedInTx.Load() {
 			return // deleted by the handling's transaction
 		}
-		actx, cancelAck := context.WithTimeout(r.base, settleTimeout)
-		defer cancelAck()
-		if err := r.t.acks.store(actx, []heldRow{d.row}); err != nil {
+		err = r.settle(func(ctx context.Context) error { return r.t.acks.store(ctx, []heldRow{d.row}) })
+		if err != nil {
 			r.t.log.Warn("postgres: acknowledgement failed; the message will be delivered again after its lease",
 				slog.String("queue", r.queue), slog.String("message_id", d.id), slog.Any("error", err))
 		}
 	})
+}
+
+// settleRetryDelay is the first wait before a failed acknowledgement is
+// tried again; it doubles up to a second.
+const settleRetryDelay = 50 * time.Millisecond
+
+// settle runs the acknowledgement of a handled row, and retries it
+// (each try on whatever connection the pool gives, a new one once the
+// broken one is discarded) while the row is surely still this consumer's:
+// the heartbeat extended its lease at most Lease/3 before the first try, so
+// it holds for two thirds of a lease after. A settlement lost in a
+// connection cut or a terminated backend would otherwise deliver the
+// message again once the lease lapsed. The statements name the row with its
+// lease token, so a try that lands after all changes nothing.
+func (r *receiver) settle(fn func(context.Context) error) error {
+	until := time.Now().Add(r.t.opts.Lease * 2 / 3)
+	wait := settleRetryDelay
+	for {
+		ctx, cancel := context.WithTimeout(r.base, settleTimeout)
+		err := fn(ctx)
+		cancel()
+		if err == nil || time.Now().Add(wait).After(until) {
+			return err
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
+	}
 }
 
 func (r *receiver) signalFreed() {
@@ -287,7 +317,10 @@ func (r *receiver) signalFreed() {
 	}
 }
 
-// release makes a row available again at once.
+// release makes a row available again at once. It is not retried: a lost
+// release only delays the message until its lease lapses (it was not
+// handled, so it is not delivered twice), and a Receive that stops while
+// the database is away must not wait out a lease for every row it held.
 func (r *receiver) release(row heldRow) {
 	ctx, cancel := context.WithTimeout(r.base, settleTimeout)
 	defer cancel()

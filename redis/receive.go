@@ -32,7 +32,6 @@ const (
 	minRetryDelay = 50 * time.Millisecond
 	maxRetryDelay = 2 * time.Second
 	renewBatch    = 500
-	ackAttempts   = 3
 	ackGather     = 500 * time.Microsecond
 )
 
@@ -391,14 +390,19 @@ func (r *receiver) ackLoop() {
 	}
 }
 
+// ack acknowledges and deletes handled messages. A failed try (a
+// connection cut) is tried again, with backoff, for two thirds of a lease:
+// a message is renewed every Lease/3 while it is in hand, and no other
+// consumer takes it over before it was idle for Lease. Without the retry a
+// lost XACK would have another consumer handle the message again. A late
+// try for a message another consumer took over meanwhile changes nothing
+// that matters: that consumer has the message already.
 func (r *receiver) ack(ids []string) {
-	var err error
-	for attempt := range ackAttempts {
-		if attempt > 0 {
-			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
-		}
+	until := time.Now().Add(r.t.opts.Lease * 2 / 3)
+	wait := minRetryDelay
+	for {
 		ctx, cancel := context.WithTimeout(r.hctx, defaultShutdownWait)
-		_, err = r.t.rdb.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		_, err := r.t.rdb.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			p.XAck(ctx, r.key, r.group, ids...)
 			p.XDel(ctx, r.key, ids...)
 			return nil
@@ -407,9 +411,14 @@ func (r *receiver) ack(ids []string) {
 		if err == nil {
 			return
 		}
+		if time.Now().Add(wait).After(until) {
+			r.log.Warn("redis: acknowledging handled messages failed; they are delivered again after the lease",
+				"count", len(ids), logError, err)
+			return
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
 	}
-	r.log.Warn("redis: acknowledging handled messages failed; they are delivered again after the lease",
-		"count", len(ids), logError, err)
 }
 
 // renewLoop renews the claim on every message in hand every Lease/3 until

@@ -21,19 +21,22 @@
 //	outgoing_messages(id TEXT PRIMARY KEY, kind INTEGER, envelope BLOB,
 //	    due_at INTEGER, available_at INTEGER, lease_until INTEGER,
 //	    failures INTEGER, last_error TEXT, created_at INTEGER,
-//	    lease_token TEXT, transport TEXT NOT NULL DEFAULT '')
+//	    lease_token TEXT, transport TEXT NOT NULL DEFAULT '',
+//	    message_type TEXT NOT NULL DEFAULT '', prior_available_at INTEGER)
 //	index outgoing_messages_claim_idx (transport, available_at, id)
 //
 // Times are INTEGER Unix nanoseconds. The envelope is bus.MarshalEnvelope's
 // bytes. available_at is when the row next becomes claimable: it starts at
 // due_at and each claim (the lease) and each failure (the retry time) pushes
-// it forward. transport is the identity of the transport the row was
+// it forward; a claim keeps the value it replaces in prior_available_at,
+// and a release puts the row back there, so a release never cuts a
+// failure's backoff short. transport is the identity of the transport the row was
 // scheduled through (bus.TransportIdentity). So one index answers every
 // claim and NextDueOutgoing: an ordered range of the dispatcher's transport
 // and one of transport ”, merged.
 //
-// A table created by an earlier version lacks lease_token and transport:
-// Setup adds them (it reads PRAGMA table_info first, inside its write
+// A table created by an earlier version lacks lease_token, transport,
+// message_type or prior_available_at: Setup adds them (it reads PRAGMA table_info first, inside its write
 // transaction, so running it again or from several processes at once adds
 // nothing twice), creates the claim index and drops the earlier
 // (available_at, id) index. Rows stored before have transport ” and are

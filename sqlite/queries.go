@@ -43,7 +43,10 @@ type addColumn struct{ name, ddl string }
 // lease_until. available_at is the time the row next becomes claimable: it
 // starts as due_at and is pushed forward by each claim (the lease) and each
 // failure (the retry time), so one index, led by transport, serves every
-// claim. lease_token is NULL unless a claim holds the row.
+// claim. A claim keeps the available_at it replaces in prior_available_at,
+// where a release puts the row back (due_at when it is NULL: a row leased
+// before the column existed). lease_token is NULL unless a claim holds the
+// row.
 func newQueries(table string) queries {
 	t := table
 	row := "(?, ?, ?, ?, ?, ?, ?, ?)"
@@ -75,13 +78,15 @@ func newQueries(table string) queries {
 	created_at   INTEGER NOT NULL,
 	lease_token  TEXT,
 	transport    TEXT    NOT NULL DEFAULT '',
-	message_type TEXT    NOT NULL DEFAULT ''
+	message_type TEXT    NOT NULL DEFAULT '',
+	prior_available_at INTEGER
 )`, t),
 		columns: "SELECT name FROM pragma_table_info(?)",
 		addColumns: []addColumn{
 			{"lease_token", "ALTER TABLE " + t + " ADD COLUMN lease_token TEXT"},
 			{"transport", "ALTER TABLE " + t + " ADD COLUMN transport TEXT NOT NULL DEFAULT ''"},
 			{"message_type", "ALTER TABLE " + t + " ADD COLUMN message_type TEXT NOT NULL DEFAULT ''"},
+			{"prior_available_at", "ALTER TABLE " + t + " ADD COLUMN prior_available_at INTEGER"},
 		},
 		indexes: []string{
 			fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s_claim_idx ON %s (transport, available_at, id)", t, t),
@@ -114,9 +119,9 @@ func newQueries(table string) queries {
 		selectDue: "SELECT " + cols + " FROM (" + branch("transport = ?1") +
 			" UNION ALL " + branch("transport = '' AND ?1 <> ''") + ") ORDER BY available_at, id LIMIT ?3",
 		// Runs in the claim's write transaction, on the IDs it selected.
-		lease:      "UPDATE " + t + " SET available_at = ?1, lease_until = ?1, lease_token = ?2 WHERE id IN (SELECT value FROM json_each(?3))",
+		lease:      "UPDATE " + t + " SET prior_available_at = available_at, available_at = ?1, lease_until = ?1, lease_token = ?2 WHERE id IN (SELECT value FROM json_each(?3))",
 		deleteIDs:  "DELETE FROM " + t + " WHERE lease_token = ?1 AND id IN (SELECT value FROM json_each(?2))",
-		releaseIDs: "UPDATE " + t + " SET available_at = due_at, lease_until = 0, lease_token = NULL WHERE lease_token = ?1 AND id IN (SELECT value FROM json_each(?2))",
+		releaseIDs: "UPDATE " + t + " SET available_at = coalesce(prior_available_at, due_at), lease_until = 0, lease_token = NULL WHERE lease_token = ?1 AND id IN (SELECT value FROM json_each(?2))",
 		recordFail: "UPDATE " + t + " SET failures = failures + 1, last_error = ?1, available_at = ?2, lease_until = 0, lease_token = NULL WHERE id = ?3 AND lease_token = ?4",
 		nextDue:    "SELECT min(a) FROM (" + first("transport = ?1") + " UNION ALL " + first("transport = '' AND ?1 <> ''") + ")",
 		cancelOne:  "DELETE FROM " + t + " WHERE id = ?1 AND (lease_token IS NULL OR lease_until <= ?2)",

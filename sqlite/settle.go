@@ -19,9 +19,10 @@ func (p *Persistence) DeleteOutgoing(ctx context.Context, claims []bus.Claim) (i
 	return n, nil
 }
 
-// ReleaseOutgoing makes the claimed rows that their tokens still hold
-// claimable again at once (from their due time), without counting a
-// failure, and returns how many it released.
+// ReleaseOutgoing ends the leases of the claimed rows that their tokens
+// still hold, without counting a failure, and returns how many it
+// released. Each row is claimable again when it was before its claim (its
+// due time, or the end of a failure's backoff).
 func (p *Persistence) ReleaseOutgoing(ctx context.Context, claims []bus.Claim) (int, error) {
 	n, err := p.settleByToken(ctx, p.q.releaseIDs, claims)
 	if err != nil {

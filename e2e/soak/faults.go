@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postbus/bus/e2e/internal/faultproxy"
+	"github.com/postbus/bus/internal/faultproxy"
 )
 
 // Kinds of fault.

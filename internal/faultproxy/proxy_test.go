@@ -7,12 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
-	"github.com/postbus/bus/e2e/internal/faultproxy"
+	"github.com/postbus/bus/internal/faultproxy"
+	"github.com/postbus/bus/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // echoServer answers each line with the same line, until the test ends.
 func echoServer(t testing.TB) string {

@@ -1,4 +1,4 @@
-// Package faultproxy is a TCP relay that the end-to-end tests put between a
+// Package faultproxy is a TCP relay that tests put between a
 // client and a shared service, so they can take the service away from that
 // one client (a broker outage as the client sees it) without stopping the
 // service other tests use.
