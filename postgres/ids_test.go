@@ -145,3 +145,30 @@ func TestForeignMessageIDWithoutRetryRowGoesToErrorQueue(t *testing.T) {
 		t.Errorf("error queue message has ID %q, want the original byte for byte", got[0].ID)
 	}
 }
+
+// A cancel in a caller's transaction cleaned the ID before matching it, so
+// cancelling "a\x00b" removed the row of "ab".
+func TestCancelInTxNeverMatchesACleanedID(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	store := newStore(t, pool, postgres.Options{})
+	ctx := ctxTimeout(t, time.Minute)
+	if err := store.StoreOutgoing(ctx, []bus.OutgoingMessage{{ID: "ab", Kind: bus.KindCommand, Envelope: []byte("x"), DueAt: time.Now().Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	ok, joined, err := store.CancelOutgoingInTx(postgres.WithTx(ctx, tx), "a\x00b")
+	if err != nil || !joined || ok {
+		t.Fatalf("CancelOutgoingInTx(a\\x00b) = %v, %v, %v; want false, true, nil", ok, joined, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := store.CancelOutgoing(ctx, "ab"); err != nil || !ok {
+		t.Fatalf("the row of ab is gone: CancelOutgoing(ab) = %v, %v", ok, err)
+	}
+}

@@ -207,7 +207,10 @@ func (p *Persistence) CancelOutgoingInTx(ctx context.Context, id string) (cancel
 		}
 		return false, true, err
 	}
-	tag, err := tx.Exec(ctx, p.sql.cancel, cleanText(id))
+	if !storableID(id) {
+		return false, true, nil // no stored row has it
+	}
+	tag, err := tx.Exec(ctx, p.sql.cancel, id)
 	if err != nil {
 		return false, true, fmt.Errorf("postgres: cancel outgoing in the transaction: %w", err)
 	}
