@@ -304,7 +304,7 @@ func TestDispatchHandOverIsBoundedDuringOutage(t *testing.T) {
 	})
 	const n = 50
 	for i := range n {
-		if err := b.Send(ctxT(t), PlaceOrder{ID: fmt.Sprint(i)}, bus.To("sales"), bus.DeliverAfter(10*time.Millisecond)); err != nil {
+		if err := b.Send(ctxT(t), PlaceOrder{ID: fmt.Sprint(i)}, bus.To("sales"), bus.DeliverAfter(time.Second)); err != nil {
 			t.Fatal(err)
 		}
 	}
