@@ -113,3 +113,53 @@ func printEnvelope(w io.Writer, e *envelopeJSON) {
 	}
 	fmt.Fprintf(w, "Body:\n%s\n", e.Body)
 }
+
+// change is what a bulk command (cancel, send-now, pause, …) did to one
+// item, named by its key: a message ID or a schedule's name.
+type change struct {
+	Key     string
+	Changed bool
+	Reason  string // why it was skipped
+}
+
+// reportChanges prints what a bulk command did to its items: under --json
+// one document whose items name their key keyField ("id", "name"); else
+// the items skipped and a count ("cancelled 2 of 3 message(s)"), and then
+// errNotFound when no item was changed.
+func reportChanges(w io.Writer, asJSON, dry bool, keyField, past, noun string, results []change) error {
+	n := 0
+	for _, r := range results {
+		if r.Changed {
+			n++
+		}
+	}
+	if asJSON {
+		items := make([]map[string]any, len(results))
+		for i, r := range results {
+			items[i] = map[string]any{keyField: r.Key, "changed": r.Changed}
+			if r.Reason != "" {
+				items[i]["reason"] = r.Reason
+			}
+		}
+		return writeJSON(w, struct {
+			DryRun  bool             `json:"dry_run"`
+			Count   int              `json:"count"`
+			Of      int              `json:"of"`
+			Results []map[string]any `json:"results"`
+		}{dry, n, len(results), items})
+	}
+	for _, r := range results {
+		if !r.Changed {
+			fmt.Fprintf(w, "%s: skipped (%s)\n", r.Key, r.Reason)
+		}
+	}
+	if dry {
+		fmt.Fprintf(w, "dry run: would have %s %d of %d %s\n", past, n, len(results), noun)
+	} else {
+		fmt.Fprintf(w, "%s %d of %d %s\n", past, n, len(results), noun)
+	}
+	if n == 0 {
+		return errNotFound
+	}
+	return nil
+}

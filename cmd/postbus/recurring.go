@@ -236,12 +236,7 @@ func (a *app) recurringChange(ctx context.Context, verb string, args []string) e
 	op := map[string]func(context.Context, string) error{
 		"pause": o.bus.PauseRecurring, "resume": o.bus.ResumeRecurring, "delete": o.bus.DeleteRecurring,
 	}[verb]
-	type result struct {
-		Name    string `json:"name"`
-		Changed bool   `json:"changed"`
-		Reason  string `json:"reason,omitempty"`
-	}
-	var results []result
+	var results []change
 	n := 0
 	for _, name := range names {
 		var err error
@@ -255,35 +250,14 @@ func (a *app) recurringChange(ctx context.Context, verb string, args []string) e
 		}
 		switch {
 		case errors.Is(err, bus.ErrUnknownRecurring):
-			results = append(results, result{name, false, "no such schedule"})
+			results = append(results, change{name, false, "no such schedule"})
 		case err != nil:
 			return fmt.Errorf("%s %s: %w (changed %d before it)", verb, name, err, n)
 		default:
 			n++
-			results = append(results, result{Name: name, Changed: true})
+			results = append(results, change{Key: name, Changed: true})
 		}
 	}
 	past := map[string]string{"pause": "paused", "resume": "resumed", "delete": "deleted"}[verb]
-	if c.json {
-		return writeJSON(a.stdout, struct {
-			DryRun  bool     `json:"dry_run"`
-			Count   int      `json:"count"`
-			Of      int      `json:"of"`
-			Results []result `json:"results"`
-		}{*dry, n, len(names), results})
-	}
-	for _, r := range results {
-		if !r.Changed {
-			fmt.Fprintf(a.stdout, "%s: skipped (%s)\n", r.Name, r.Reason)
-		}
-	}
-	if *dry {
-		fmt.Fprintf(a.stdout, "dry run: would have %s %d of %d schedule(s)\n", past, n, len(names))
-	} else {
-		fmt.Fprintf(a.stdout, "%s %d of %d schedule(s)\n", past, n, len(names))
-	}
-	if n == 0 {
-		return errNotFound
-	}
-	return nil
+	return reportChanges(a.stdout, c.json, *dry, "name", past, "schedule(s)", results)
 }

@@ -229,12 +229,7 @@ func (a *app) scheduledChange(ctx context.Context, verb string, args []string) e
 	}
 	defer b.Close()
 	now := a.now()
-	type result struct {
-		ID      string `json:"id"`
-		Changed bool   `json:"changed"`
-		Reason  string `json:"reason,omitempty"`
-	}
-	var results []result
+	var results []change
 	n := 0
 	for _, id := range ids {
 		var ok bool
@@ -261,29 +256,8 @@ func (a *app) scheduledChange(ctx context.Context, verb string, args []string) e
 		} else {
 			reason = "not scheduled, or being delivered"
 		}
-		results = append(results, result{id, ok, reason})
+		results = append(results, change{id, ok, reason})
 	}
 	past := map[string]string{"cancel": "cancelled", "send-now": "made due now"}[verb]
-	if c.json {
-		return writeJSON(a.stdout, struct {
-			DryRun  bool     `json:"dry_run"`
-			Count   int      `json:"count"`
-			Of      int      `json:"of"`
-			Results []result `json:"results"`
-		}{*dry, n, len(ids), results})
-	}
-	for _, r := range results {
-		if !r.Changed {
-			fmt.Fprintf(a.stdout, "%s: skipped (%s)\n", r.ID, r.Reason)
-		}
-	}
-	if *dry {
-		fmt.Fprintf(a.stdout, "dry run: would have %s %d of %d message(s)\n", past, n, len(ids))
-	} else {
-		fmt.Fprintf(a.stdout, "%s %d of %d message(s)\n", past, n, len(ids))
-	}
-	if n == 0 {
-		return errNotFound
-	}
-	return nil
+	return reportChanges(a.stdout, c.json, *dry, "id", past, "message(s)", results)
 }
