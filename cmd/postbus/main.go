@@ -56,6 +56,7 @@ Usage:
   postbus failed    ls|groups|show|retry|delete|ingest [flags] [ID...]
   postbus provision --endpoint NAME [--event TYPE]... [--dry-run]
   postbus console   [--addr 127.0.0.1:8080] [--read-only]
+  postbus version
   postbus help [COMMAND]
 
 Connections (flags or environment variables):
@@ -129,6 +130,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.provision(ctx, rest)
 	case "console":
 		return a.console(ctx, rest)
+	case "version":
+		return a.versionCmd(rest)
 	default:
 		return usagef("unknown command %q", cmd)
 	}
