@@ -54,6 +54,14 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	case cmd == "proxy" && len(rest) == 1:
 		return buildProxy(r, rest[0], os.Stderr)
+	case cmd == "release-check" && len(rest) == 0:
+		return releaseCheck(ctx, r, os.Stderr)
+	case cmd == "apidiff" && len(rest) <= 1:
+		ref := ""
+		if len(rest) == 1 {
+			ref = rest[0]
+		}
+		return apiDiff(ctx, r, ref, os.Stdout)
 	case cmd == "tags" && len(rest) == 0:
 		for _, m := range r.modules {
 			fmt.Println(m.tagPrefix() + r.version)

@@ -214,3 +214,7 @@ func gitOutput(dir string, args ...string) (string, error) {
 	}
 	return string(out), nil
 }
+
+func modVersion(path, version string) modpkg.Version {
+	return modpkg.Version{Path: path, Version: version}
+}
