@@ -160,6 +160,11 @@ func userEnv(r *repo, proxy, tmp, bin string) ([]string, error) {
 	chain := []string{"file://" + filepath.ToSlash(proxy)}
 	if cache := filepath.Join(strings.TrimSpace(string(modcache)), "cache", "download"); dirExists(cache) {
 		chain = append(chain, "file://"+filepath.ToSlash(cache))
+		// The checksum database's tiles the developer already has: each
+		// lookup through the proxy otherwise costs a round trip.
+		if sumdb := filepath.Join(cache, "sumdb"); dirExists(sumdb) {
+			_ = os.CopyFS(filepath.Join(tmp, "modcache", "cache", "download", "sumdb"), os.DirFS(sumdb))
+		}
 	}
 	if p := strings.TrimSpace(string(goproxy)); p != "" && p != "off" {
 		chain = append(chain, p)
