@@ -37,8 +37,10 @@ bench:
 
 # go mod tidy outside the workspace, as users build: the other modules at
 # VERSION are served from a proxy folder built from the working tree.
+# TIDY='postgres console' tidies only those modules.
+TIDY ?=
 tidy:
-	$(RELEASE) tidy
+	$(RELEASE) tidy $(TIDY)
 
 # Every module zipped at VERSION into a module proxy folder, then, in a
 # folder outside the repository, a fresh app gets the core and every

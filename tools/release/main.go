@@ -4,7 +4,7 @@
 //	release check           the go.mod files are releasable (no replace, every requirement of the set at VERSION)
 //	release proxy DIR       check, then write a module proxy folder with every module at VERSION
 //	release release-check   proxy, then a fresh app outside the repository gets, builds, vets and runs every module, and go install builds the CLI
-//	release tidy            go mod tidy in every module, the set served from a proxy folder of the working tree
+//	release tidy [DIR...]   go mod tidy in every module, the set served from a proxy folder of the working tree
 //	release bump vX.Y.Z     set VERSION and every requirement of the set to vX.Y.Z
 //	release tags            the git tags a release of VERSION needs, one per module
 //	release apidiff [REF]   exported API changes of each module since REF (default: the last release) and the bump they need
@@ -20,7 +20,7 @@ import (
 	"os/signal"
 )
 
-const usage = `usage: release check | proxy DIR | release-check | tidy | bump vX.Y.Z | tags | apidiff [REF] | dist DIR`
+const usage = `usage: release check | proxy DIR | release-check | tidy [DIR...] | bump vX.Y.Z | tags | apidiff [REF] | dist DIR`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -65,8 +65,8 @@ func run(ctx context.Context, args []string) error {
 		return apiDiff(ctx, r, ref, os.Stdout)
 	case cmd == "dist" && len(rest) == 1:
 		return dist(ctx, r, rest[0], os.Stderr)
-	case cmd == "tidy" && len(rest) == 0:
-		return tidy(ctx, r, os.Stderr)
+	case cmd == "tidy":
+		return tidy(ctx, r, rest, os.Stderr)
 	case cmd == "tags" && len(rest) == 0:
 		for _, m := range r.modules {
 			fmt.Println(m.tagPrefix() + r.version)

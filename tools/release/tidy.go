@@ -16,7 +16,19 @@ import (
 // version before it is tagged). The checksums of the set's own modules are
 // then dropped from each go.sum: they hash an unpublished working tree, and
 // builds in the workspace never read them.
-func tidy(ctx context.Context, r *repo, log io.Writer) error {
+// With dirs, only the modules in those folders are tidied.
+func tidy(ctx context.Context, r *repo, dirs []string, log io.Writer) error {
+	mods := r.modules
+	if len(dirs) > 0 {
+		mods = nil
+		for _, d := range dirs {
+			m, ok := r.moduleIn(filepath.ToSlash(filepath.Clean(d)))
+			if !ok {
+				return fmt.Errorf("release: %s is not a module folder of go.work", d)
+			}
+			mods = append(mods, m)
+		}
+	}
 	tmp, err := os.MkdirTemp("", "postbus-tidy-")
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
@@ -32,7 +44,7 @@ func tidy(ctx context.Context, r *repo, log io.Writer) error {
 		return err
 	}
 	env = append(env, "GOFLAGS=") // the last value of a variable wins
-	for _, m := range r.modules {
+	for _, m := range mods {
 		fmt.Fprintf(log, "== go mod tidy %s\n", m.dir)
 		cmd := exec.CommandContext(ctx, "go", "mod", "tidy")
 		cmd.Dir = filepath.Join(r.root, filepath.FromSlash(m.dir))
@@ -63,7 +75,11 @@ func dropOwnSums(r *repo, name string) error {
 		}
 		keep = append(keep, line)
 	}
-	if out := strings.Join(keep, ""); out != string(data) {
+	out := strings.Join(keep, "")
+	if out == "" {
+		return os.Remove(name) // only the set's own sums: no go.sum, as before
+	}
+	if out != string(data) {
 		return os.WriteFile(name, []byte(out), 0o644)
 	}
 	return nil
