@@ -142,3 +142,4 @@ func (r *repo) moduleIn(dir string) (module, bool) {
 	}
 	return module{}, false
 }
+
