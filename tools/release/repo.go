@@ -142,4 +142,3 @@ func (r *repo) moduleIn(dir string) (module, bool) {
 	}
 	return module{}, false
 }
-

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,6 +98,9 @@ func releaseCheck(ctx context.Context, r *repo, log io.Writer) error {
 		}
 	}
 	if _, err := goCmd(app, "mod", "init", "example.com/postbusapp"); err != nil {
+		return err
+	}
+	if err := seedSums(r, filepath.Join(app, "go.sum")); err != nil {
 		return err
 	}
 	if _, err := goCmd(app, get...); err != nil {
@@ -192,6 +196,37 @@ func userEnv(r *repo, proxy, tmp, bin string) ([]string, error) {
 		env = append(env, k+"="+v)
 	}
 	return env, nil
+}
+
+// seedSums starts the app's go.sum with the third-party checksums the
+// repository already holds (its go.sum files and go.work.sum): they were
+// checked when they were added, and each one the Go command finds there
+// saves a checksum-database lookup. go mod tidy drops the ones the app
+// does not need.
+func seedSums(r *repo, name string) error {
+	seen := map[string]bool{}
+	var lines []string
+	sums := []string{filepath.Join(r.root, "go.work.sum")}
+	for _, m := range r.modules {
+		sums = append(sums, filepath.Join(filepath.Dir(m.gomod), "go.sum"))
+	}
+	for _, f := range sums {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if fields := strings.Fields(line); len(fields) == 3 && !r.ours(fields[0]) && !seen[line] {
+				seen[line] = true
+				lines = append(lines, line)
+			}
+		}
+	}
+	slices.Sort(lines)
+	if err := os.WriteFile(name, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	return nil
 }
 
 func dirExists(dir string) bool {
