@@ -4,7 +4,11 @@ MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: test test-core test-faults lint bench tidy quickstart soak
+.PHONY: test test-core test-faults lint bench tidy quickstart soak release-check release apidiff dist
+
+# The release tool (tools/release, a module of its own so the core keeps to
+# the standard library). docs/guide/installing.md says how releases work.
+RELEASE := go run ./tools/release
 
 test:
 	@set -e; for m in $(MODULES); do \
@@ -31,8 +35,40 @@ bench:
 	go test -run '^$$' -bench . -benchmem ./...
 	cd bench && ./run.sh
 
+# go mod tidy outside the workspace, as users build: the other modules at
+# VERSION are served from a proxy folder built from the working tree.
+# TIDY='postgres console' tidies only those modules.
+TIDY ?=
 tidy:
-	@set -e; for m in $(MODULES); do (cd $$m && go mod tidy); done
+	$(RELEASE) tidy $(TIDY)
+
+# Every module zipped at VERSION into a module proxy folder, then, in a
+# folder outside the repository, a fresh app gets the core and every
+# driver, builds, vets and runs; go install builds the CLI at VERSION.
+release-check:
+	$(RELEASE) release-check
+
+# make release VERSION=vX.Y.Z: set VERSION and every requirement of the
+# set, check the result, and print the tags to create. Nothing is
+# committed, tagged or pushed.
+release:
+	@case "$(origin VERSION)" in command*) ;; *) echo "usage: make release VERSION=vX.Y.Z"; exit 2;; esac
+	$(RELEASE) bump $(VERSION)
+	$(RELEASE) release-check
+	@echo "Commit, then create these tags on that commit (and push them):"
+	@$(RELEASE) tags
+
+# Exported API changes of each module since the last release (a version
+# tag, else the last commit that changed VERSION; BASE=ref to choose), and
+# the version the next release needs.
+BASE ?=
+apidiff:
+	$(RELEASE) apidiff $(BASE)
+
+# The postbus CLI for linux, darwin and windows on amd64 and arm64, as
+# archives with checksums in dist/ (not committed).
+dist:
+	$(RELEASE) dist dist
 
 quickstart:
 	go run ./examples/quickstart

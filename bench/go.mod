@@ -2,19 +2,17 @@ module github.com/postbus/bus/bench
 
 go 1.26.0
 
-require github.com/postbus/bus v0.0.0
-
-replace github.com/postbus/bus => ../
+require github.com/postbus/bus v0.3.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
-	github.com/postbus/bus/nats v0.0.0
-	github.com/postbus/bus/postgres v0.0.0
-	github.com/postbus/bus/rabbitmq v0.0.0
-	github.com/postbus/bus/redis v0.0.0
-	github.com/postbus/bus/sqlite v0.0.0
-	github.com/postbus/bus/sqs v0.0.0
+	github.com/postbus/bus/nats v0.3.0
+	github.com/postbus/bus/postgres v0.3.0
+	github.com/postbus/bus/rabbitmq v0.3.0
+	github.com/postbus/bus/redis v0.3.0
+	github.com/postbus/bus/sqlite v0.3.0
+	github.com/postbus/bus/sqs v0.3.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 )
 
@@ -51,26 +49,14 @@ require (
 	modernc.org/sqlite v1.62.0 // indirect
 )
 
-replace (
-	github.com/postbus/bus/kafka => ../kafka
-	github.com/postbus/bus/nats => ../nats
-	github.com/postbus/bus/postgres => ../postgres
-	github.com/postbus/bus/rabbitmq => ../rabbitmq
-	github.com/postbus/bus/redis => ../redis
-	github.com/postbus/bus/sqlite => ../sqlite
-	github.com/postbus/bus/sqs => ../sqs
-)
-
 require (
 	github.com/aws/aws-sdk-go-v2/service/sns v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
-	github.com/postbus/bus/kafka v0.0.0-00010101000000-000000000000
-	github.com/postbus/bus/mongodb v0.0.0
+	github.com/postbus/bus/kafka v0.3.0
+	github.com/postbus/bus/mongodb v0.3.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 )
-
-replace github.com/postbus/bus/mongodb => ../mongodb

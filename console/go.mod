@@ -2,6 +2,4 @@ module github.com/postbus/bus/console
 
 go 1.26.0
 
-require github.com/postbus/bus v0.0.0
-
-replace github.com/postbus/bus => ../
+require github.com/postbus/bus v0.3.0

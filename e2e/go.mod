@@ -2,27 +2,17 @@ module github.com/postbus/bus/e2e
 
 go 1.26.0
 
-replace (
-	github.com/postbus/bus => ../
-	github.com/postbus/bus/kafka => ../kafka
-	github.com/postbus/bus/nats => ../nats
-	github.com/postbus/bus/postgres => ../postgres
-	github.com/postbus/bus/rabbitmq => ../rabbitmq
-	github.com/postbus/bus/redis => ../redis
-	github.com/postbus/bus/sqs => ../sqs
-)
-
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
-	github.com/postbus/bus v0.0.0
-	github.com/postbus/bus/kafka v0.0.0
-	github.com/postbus/bus/nats v0.0.0
-	github.com/postbus/bus/postgres v0.0.0
-	github.com/postbus/bus/rabbitmq v0.0.0
-	github.com/postbus/bus/redis v0.0.0
-	github.com/postbus/bus/sqs v0.0.0
+	github.com/postbus/bus v0.3.0
+	github.com/postbus/bus/kafka v0.3.0
+	github.com/postbus/bus/nats v0.3.0
+	github.com/postbus/bus/postgres v0.3.0
+	github.com/postbus/bus/rabbitmq v0.3.0
+	github.com/postbus/bus/redis v0.3.0
+	github.com/postbus/bus/sqs v0.3.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c

@@ -3,7 +3,7 @@ module github.com/postbus/bus/mongodb
 go 1.26
 
 require (
-	github.com/postbus/bus v0.0.0
+	github.com/postbus/bus v0.3.0
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 	go.uber.org/goleak v1.3.0
 )
@@ -17,5 +17,3 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
-
-replace github.com/postbus/bus => ../

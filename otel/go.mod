@@ -2,14 +2,9 @@ module github.com/postbus/bus/otel
 
 go 1.26.0
 
-replace (
-	github.com/postbus/bus => ../
-	github.com/postbus/bus/sqlite => ../sqlite
-)
-
 require (
-	github.com/postbus/bus v0.0.0
-	github.com/postbus/bus/sqlite v0.0.0
+	github.com/postbus/bus v0.3.0
+	github.com/postbus/bus/sqlite v0.3.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0

@@ -4,7 +4,7 @@ go 1.26
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/postbus/bus v0.0.0
+	github.com/postbus/bus v0.3.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -15,5 +15,3 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
-
-replace github.com/postbus/bus => ../

@@ -3,9 +3,7 @@ module github.com/postbus/bus/rabbitmq
 go 1.26
 
 require (
-	github.com/postbus/bus v0.0.0
+	github.com/postbus/bus v0.3.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 	go.uber.org/goleak v1.3.0
 )
-
-replace github.com/postbus/bus => ../

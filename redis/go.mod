@@ -3,7 +3,7 @@ module github.com/postbus/bus/redis
 go 1.26.0
 
 require (
-	github.com/postbus/bus v0.0.0
+	github.com/postbus/bus v0.3.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
 )
@@ -13,5 +13,3 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
-
-replace github.com/postbus/bus => ../

@@ -3,7 +3,7 @@ module github.com/postbus/bus/sqlite
 go 1.26.0
 
 require (
-	github.com/postbus/bus v0.0.0
+	github.com/postbus/bus v0.3.0
 	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.62.0
 )
@@ -19,5 +19,3 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
-
-replace github.com/postbus/bus => ../

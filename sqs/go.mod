@@ -2,14 +2,12 @@ module github.com/postbus/bus/sqs
 
 go 1.26.0
 
-replace github.com/postbus/bus => ../
-
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/sns v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/aws/smithy-go v1.28.9
-	github.com/postbus/bus v0.0.0
+	github.com/postbus/bus v0.3.0
 	go.uber.org/goleak v1.3.0
 )
 

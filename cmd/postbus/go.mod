@@ -6,12 +6,12 @@ require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
-	github.com/postbus/bus v0.0.0
-	github.com/postbus/bus/console v0.0.0
-	github.com/postbus/bus/nats v0.0.0
-	github.com/postbus/bus/postgres v0.0.0
-	github.com/postbus/bus/rabbitmq v0.0.0
-	github.com/postbus/bus/sqlite v0.0.0
+	github.com/postbus/bus v0.3.0
+	github.com/postbus/bus/console v0.3.0
+	github.com/postbus/bus/nats v0.3.0
+	github.com/postbus/bus/postgres v0.3.0
+	github.com/postbus/bus/rabbitmq v0.3.0
+	github.com/postbus/bus/sqlite v0.3.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -38,13 +38,4 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
-)
-
-replace (
-	github.com/postbus/bus => ../../
-	github.com/postbus/bus/console => ../../console
-	github.com/postbus/bus/nats => ../../nats
-	github.com/postbus/bus/postgres => ../../postgres
-	github.com/postbus/bus/rabbitmq => ../../rabbitmq
-	github.com/postbus/bus/sqlite => ../../sqlite
 )

@@ -57,6 +57,7 @@ Usage:
   postbus recurring ls|show|pause|resume|trigger|delete [flags] [NAME...]
   postbus provision --endpoint NAME [--event TYPE]... [--dry-run]
   postbus console   [--addr 127.0.0.1:8080] [--read-only]
+  postbus version
   postbus help [COMMAND]
 
 Connections (flags or environment variables):
@@ -133,6 +134,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.provision(ctx, rest)
 	case "console":
 		return a.console(ctx, rest)
+	case "version":
+		return a.versionCmd(rest)
 	default:
 		return usagef("unknown command %q", cmd)
 	}

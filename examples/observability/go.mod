@@ -2,15 +2,9 @@ module github.com/postbus/bus/examples/observability
 
 go 1.26.0
 
-replace (
-	github.com/postbus/bus => ../..
-	github.com/postbus/bus/otel => ../../otel
-	github.com/postbus/bus/sqlite => ../../sqlite
-)
-
 require (
-	github.com/postbus/bus v0.0.0
-	github.com/postbus/bus/otel v0.0.0
+	github.com/postbus/bus v0.3.0
+	github.com/postbus/bus/otel v0.3.0
 	github.com/prometheus/client_golang v1.24.1
 	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
 	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.47.0

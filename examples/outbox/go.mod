@@ -2,15 +2,10 @@ module github.com/postbus/bus/examples/outbox
 
 go 1.26.0
 
-replace (
-	github.com/postbus/bus => ../../
-	github.com/postbus/bus/postgres => ../../postgres
-)
-
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/postbus/bus v0.0.0
-	github.com/postbus/bus/postgres v0.0.0
+	github.com/postbus/bus v0.3.0
+	github.com/postbus/bus/postgres v0.3.0
 	go.uber.org/goleak v1.3.0
 )
 

@@ -2,15 +2,10 @@ module github.com/postbus/bus/examples/saga
 
 go 1.26.0
 
-replace (
-	github.com/postbus/bus => ../../
-	github.com/postbus/bus/postgres => ../../postgres
-)
-
 require (
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/postbus/bus v0.0.0
-	github.com/postbus/bus/postgres v0.0.0-00010101000000-000000000000
+	github.com/postbus/bus v0.3.0
+	github.com/postbus/bus/postgres v0.3.0
 	go.uber.org/goleak v1.3.0
 )
 
