@@ -87,8 +87,7 @@ func TestRecurringCallInOutboxHandlingFailsAtOnce(t *testing.T) {
 	t.Parallel()
 	p := openTemp(t)
 	errs := make(chan error, 1)
-	var b *bus.Bus
-	b = bustest.StartBus(t, bus.Config{Endpoint: "orders", Persistence: p, Outbox: bus.OutboxConfig{Enabled: true}}, func(nb *bus.Bus) {
+	b := bustest.StartBus(t, bus.Config{Endpoint: "orders", Persistence: p, Outbox: bus.OutboxConfig{Enabled: true}}, func(nb *bus.Bus) {
 		if err := bus.Handle(nb, func(ctx context.Context, m placeOrder) error {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
