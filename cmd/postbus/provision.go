@@ -171,10 +171,11 @@ func planLines(s settings, top bus.Topology) []string {
 			fmt.Sprintf("postgres table %s.%s (scheduled messages) and its indexes", schema, table),
 			fmt.Sprintf("postgres table %s.%s_inbox (outbox inbox) and its index", schema, table),
 			fmt.Sprintf("postgres table %s.%s_sagas (saga instances)", schema, table),
-			fmt.Sprintf("postgres table %s.%s_failed (failed messages) and its indexes", schema, table))
+			fmt.Sprintf("postgres table %s.%s_failed (failed messages) and its indexes", schema, table),
+			fmt.Sprintf("postgres table %s.%s_recurring (recurring schedules)", schema, table))
 	case s.SQLitePath != "":
 		table := cmp.Or(s.SQLiteTable, sqlite.DefaultTable)
-		out = append(out, fmt.Sprintf("sqlite file %s: table %s (scheduled messages) and its index, with the inbox, saga and failed-message tables named after it", s.SQLitePath, table))
+		out = append(out, fmt.Sprintf("sqlite file %s: table %s (scheduled messages) and its index, with the inbox, saga, failed-message and recurring-schedule tables named after it", s.SQLitePath, table))
 	}
 	return out
 }
