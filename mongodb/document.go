@@ -95,7 +95,7 @@ func ofTransport(transport string) bson.E {
 // byAvailability is the claim order: earliest claimable first, then by ID
 // (UUIDv7 IDs are time-ordered).
 func byAvailability() bson.D {
-	return bson.D{{Key: fieldAvailableAt, Value: 1}, {Key: "_id", Value: 1}}
+	return bson.D{{Key: fieldAvailableAt, Value: 1}, {Key: fieldDueAt, Value: 1}, {Key: "_id", Value: 1}}
 }
 
 // idIn matches the given IDs: a lone ID by equality, which FerretDB can

@@ -29,8 +29,14 @@ const DefaultCollection = "outgoingmessages"
 const claimsSuffix = "_claims"
 
 // claimIndex is the name of the index that serves claims and
-// NextDueOutgoing: (transport, available_at, _id).
-const claimIndex = "postbus_transport_available_at"
+// NextDueOutgoing: (transport, available_at, due_at, _id). available_at
+// holds milliseconds; due_at, in nanoseconds, keeps rows due within one
+// millisecond (the rows of one ordering key) in due order.
+const claimIndex = "postbus_transport_available_due"
+
+// oldClaimIndex is the claim index of earlier versions, without due_at;
+// Setup drops it once claimIndex exists.
+const oldClaimIndex = "postbus_transport_available_at"
 
 // Options configures a Persistence. Every zero value means the documented
 // default.
@@ -164,12 +170,15 @@ func (p *Persistence) Collection() *mongo.Collection { return p.msgs }
 func (p *Persistence) Setup(ctx context.Context) error {
 	_, err := p.msgs.Indexes().CreateOne(ctx, mongo.IndexModel{
 		Keys: bson.D{
-			{Key: fieldTransport, Value: 1}, {Key: fieldAvailableAt, Value: 1}, {Key: "_id", Value: 1},
+			{Key: fieldTransport, Value: 1}, {Key: fieldAvailableAt, Value: 1}, {Key: fieldDueAt, Value: 1}, {Key: "_id", Value: 1},
 		},
 		Options: options.Index().SetName(claimIndex),
 	})
 	if err != nil {
 		return fmt.Errorf("mongodb: setup: index on %s: %w", p.msgs.Name(), err)
+	}
+	if err := dropIndexIfPresent(ctx, p.msgs, oldClaimIndex); err != nil {
+		return fmt.Errorf("mongodb: setup: %w", err)
 	}
 	if err := p.setupBrowse(ctx); err != nil {
 		return fmt.Errorf("mongodb: setup: %w", err)
@@ -185,6 +194,28 @@ func (p *Persistence) Setup(ctx context.Context) error {
 	}
 	if err := p.setupRecurring(ctx); err != nil {
 		return fmt.Errorf("mongodb: setup: %w", err)
+	}
+	return nil
+}
+
+// dropIndexIfPresent drops the index name of c when c has it.
+func dropIndexIfPresent(ctx context.Context, c *mongo.Collection, name string) error {
+	cur, err := c.Indexes().List(ctx)
+	if err != nil {
+		return fmt.Errorf("list indexes of %s: %w", c.Name(), err)
+	}
+	var idx []struct {
+		Name string `bson:"name"`
+	}
+	if err := cur.All(ctx, &idx); err != nil {
+		return fmt.Errorf("list indexes of %s: %w", c.Name(), err)
+	}
+	for _, ix := range idx {
+		if ix.Name == name {
+			if err := c.Indexes().DropOne(ctx, name); err != nil {
+				return fmt.Errorf("drop index %s of %s: %w", name, c.Name(), err)
+			}
+		}
 	}
 	return nil
 }

@@ -46,12 +46,15 @@ func TestSetupIsIdempotent(t *testing.T) {
 	}
 	found := false
 	for _, ix := range idx {
-		if ix.Name == "postbus_transport_available_at" {
-			found = len(ix.Key) == 3 && ix.Key[0].Key == "transport" && ix.Key[1].Key == "available_at" && ix.Key[2].Key == "_id"
+		switch ix.Name {
+		case "postbus_transport_available_due":
+			found = len(ix.Key) == 4 && ix.Key[0].Key == "transport" && ix.Key[1].Key == "available_at" && ix.Key[2].Key == "due_at" && ix.Key[3].Key == "_id"
+		case "postbus_transport_available_at":
+			t.Errorf("the index of earlier versions, %s, is still there", ix.Name)
 		}
 	}
 	if !found {
-		t.Fatalf("no (transport, available_at, _id) index named postbus_transport_available_at among %+v", idx)
+		t.Fatalf("no (transport, available_at, due_at, _id) index named postbus_transport_available_due among %+v", idx)
 	}
 }
 

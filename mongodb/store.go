@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/postbus/bus"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -36,6 +37,11 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 	for i := range msgs {
 		if msgs[i].ID == "" {
 			return &ArgumentError{Method: "StoreOutgoing", Argument: fmt.Sprintf("msgs[%d].ID", i), Reason: "is empty"}
+		}
+		if !utf8.ValidString(msgs[i].ID) {
+			// BSON strings are UTF-8: an invalid ID would be stored cleaned,
+			// and two such IDs would share one document.
+			return &ArgumentError{Method: "StoreOutgoing", Argument: fmt.Sprintf("msgs[%d].ID", i), Reason: "is not valid UTF-8"}
 		}
 		if msgs[i].Envelope == nil {
 			return &ArgumentError{Method: "StoreOutgoing", Argument: fmt.Sprintf("msgs[%d].Envelope", i), Reason: "is nil"}
