@@ -53,6 +53,12 @@ import (
 	"time"
 )
 
+// The workloads.
+const (
+	workloadMessages  = "messages"
+	workloadRecurring = "recurring"
+)
+
 // config holds the command line.
 type config struct {
 	transport    string
@@ -68,6 +74,10 @@ type config struct {
 	seed         uint64
 	keep         bool
 	cutProducer  bool
+	workload     string
+	schedules    int
+	every        time.Duration
+	killEvery    time.Duration
 
 	worker bool
 	wf     workerFlags
@@ -90,20 +100,36 @@ func main() {
 	flag.BoolVar(&c.cutProducer, "cut-producer", true,
 		"the producer reaches the services through the workers' proxies, so cuts fail its sends too")
 	flag.BoolVar(&c.keep, "keep", false, "keep the journals and worker logs even when the run passes")
+	flag.StringVar(&c.workload, "workload", workloadMessages,
+		"messages: sends and delayed sends under every fault; recurring: schedules declared by every worker, one worker killed every -kill-every")
+	flag.IntVar(&c.schedules, "schedules", 1000, "recurring: schedules each worker declares")
+	flag.DurationVar(&c.every, "every", time.Second, "recurring: the schedules' interval (bus.Every)")
+	flag.DurationVar(&c.killEvery, "kill-every", 10*time.Second, "recurring: SIGKILL one worker (in turn) this often, then start it again")
 	flag.BoolVar(&c.worker, "worker", false, "run as a worker process (the soak starts these itself)")
 	c.wf.register(flag.CommandLine)
 	flag.Parse()
-	c.wf.transport = c.transport
+	if c.workload == workloadRecurring && !flagSet("grace") {
+		c.grace = 10 * time.Second // the occurrences due last are stored already
+	}
+	c.wf.transport, c.wf.workload, c.wf.schedules, c.wf.every = c.transport, c.workload, c.schedules, c.every
 
 	if c.worker {
-		if err := runWorker(c.wf); err != nil {
+		work := runWorker
+		if c.workload == workloadRecurring {
+			work = runRecurringWorker
+		}
+		if err := work(c.wf); err != nil {
 			fmt.Fprintln(os.Stderr, "soak worker:", err)
 			os.Exit(1)
 		}
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	failed, err := run(ctx, c)
+	soak := run
+	if c.workload == workloadRecurring {
+		soak = runRecurring
+	}
+	failed, err := soak(ctx, c)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
@@ -112,4 +138,11 @@ func main() {
 	if failed {
 		os.Exit(1)
 	}
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
