@@ -199,4 +199,3 @@ func printRecurring(w io.Writer, p *printer, r *recurringReport, kills []fault, 
 	}
 	fmt.Fprintln(w, "PASS")
 }
-
