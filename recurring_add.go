@@ -35,6 +35,10 @@ type recurringEntry struct {
 	text        string // the schedule's text, for operators
 	fingerprint string
 	gen         int64 // the generation this bus declared at Start
+	// stepped is when this bus last read the schedule's record in a step
+	// (zero before its first): a step within the grace period after it
+	// ran across the ticks in between, so they are late, not missed.
+	stepped time.Time
 }
 
 // recurringState is the bus's part of recurring schedules.

@@ -225,7 +225,11 @@ func (b *Bus) stepRecurring(ctx context.Context, st RecurringStore, e *recurring
 		if rec.Generation != gen { // a later declaration with another definition runs it
 			return now.Add(b.cfg.Dispatcher.PollInterval), nil
 		}
-		p := b.planRecurring(e, rec, now)
+		b.recur.mu.Lock()
+		ran := !e.stepped.IsZero() && now.Sub(e.stepped) <= b.cfg.Dispatcher.PollInterval+b.cfg.Dispatcher.Lease
+		e.stepped = now
+		b.recur.mu.Unlock()
+		p := b.planRecurring(e, rec, now, ran)
 		if len(p.store) == 0 && len(p.cancel) == 0 && (!rec.Paused || p.last.Equal(rec.Last)) {
 			return p.wake, nil
 		}
