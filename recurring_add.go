@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -49,6 +50,10 @@ type recurringState struct {
 	ready   chan struct{} // closed once Start reconciled the schedules
 	cancel  func()        // stops the loop
 	done    chan struct{} // closed when the loop returned
+	// pass is how long this bus's latest pass over its schedules took
+	// (nanoseconds): a step stores ticks ahead through twice that, so the
+	// fleet's records stay ahead of now however slow the store is.
+	pass atomic.Int64
 }
 
 // AddRecurring declares a message sent on a schedule, by every process

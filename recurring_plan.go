@@ -79,9 +79,15 @@ func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Tim
 		}
 		p.store = append(p.store, late...)
 		p.last = maxTime(rec.Last, now)
-		for cursor := p.last; len(future) < recurringAhead; {
+		// At least recurringAhead ticks, and those through twice the
+		// latest pass, while the record can remember them.
+		ahead := now.Add(2 * time.Duration(b.recur.pass.Load()))
+		for cursor := p.last; ; {
 			t := e.r.Schedule.Next(cursor)
 			if t.IsZero() || !t.After(cursor) {
+				break
+			}
+			if len(future) >= recurringAhead && (t.After(ahead) || len(future) >= recurringKeep/2) {
 				break
 			}
 			p.store = append(p.store, t)

@@ -56,41 +56,70 @@ func (l *namedTicks) handle(ctx context.Context, _ Tick) error {
 // late, not missed, and each is still sent once.
 func TestRecurringSlowPassLosesNoTick(t *testing.T) {
 	t.Parallel()
+	slowPass(t, false)
+}
+
+// A process that starts while the others' passes are slow finds the ticks
+// stored far enough ahead: its reconcile takes none of them for missed.
+func TestRecurringStartBesideSlowPassesLosesNoTick(t *testing.T) {
+	t.Parallel()
+	slowPass(t, true)
+}
+
+// slowPass runs buses declaring 5 schedules of 200 ms on a store whose
+// every LoadRecurring takes 150 ms of the fake clock, so a pass lasts 750
+// ms while 2 ticks (400 ms) are stored ahead; with second, another bus
+// starts 2 s in. Every tick in the run is sent once, none early.
+func slowPass(t *testing.T, second bool) {
+	t.Helper()
 	const every = 200 * time.Millisecond
 	clock := bustest.NewFakeClock(recT0)
 	store := &slowStore{MemoryPersistence: bus.NewMemoryPersistence(), clock: clock}
 	store.delay.Store(int64(150 * time.Millisecond))
+	tr := bus.NewMemoryTransport()
 	log := &namedTicks{clock: clock, ticks: map[string][]time.Time{}}
-	b, err := bus.New(bus.Config{Endpoint: "worker", Transport: bus.NewMemoryTransport(), Persistence: store, Clock: clock,
-		Logger: quiet(), Dispatcher: bus.DispatcherConfig{PollInterval: 100 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bus.Handle(b, log.handle); err != nil {
-		t.Fatal(err)
-	}
 	var names []string
-	for i := range 5 { // a pass of 5 loads lasts 750 ms, ahead are 2 ticks (400 ms)
-		r := every200(bus.MissedOnce)
-		r.Name = fmt.Sprintf("tick-%d", i)
-		names = append(names, r.Name)
-		if err := b.AddRecurring(r); err != nil {
+	for i := range 5 {
+		names = append(names, fmt.Sprintf("tick-%d", i))
+	}
+	start := func() {
+		b, err := bus.New(bus.Config{Endpoint: "worker", Transport: tr, Persistence: store, Clock: clock,
+			Logger: quiet(), Dispatcher: bus.DispatcherConfig{PollInterval: 100 * time.Millisecond}})
+		if err != nil {
 			t.Fatal(err)
 		}
+		if err := bus.Handle(b, log.handle); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			r := every200(bus.MissedOnce)
+			r.Name = name
+			if err := b.AddRecurring(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Start(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Stop(context.Background()) })
 	}
-	if err := b.Start(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = b.Stop(context.Background()) }()
+	start()
 	started := clock.Now() // after Start's reconcile: every schedule is stored from here on
 	end := started.Add(6 * time.Second)
 	// The loop's passes move the clock on by themselves: each ends after
 	// the next tick, so the loop never sleeps.
-	for deadline := time.Now().Add(20 * time.Second); clock.Now().Before(end); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the recurring loop's passes moved the clock to %v in 20 s, want %v", clock.Now(), end)
+	waitClock := func(to time.Time) {
+		for deadline := time.Now().Add(20 * time.Second); clock.Now().Before(to); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the recurring loop's passes moved the clock to %v in 20 s, want %v", clock.Now(), to)
+			}
 		}
 	}
+	if second {
+		waitClock(started.Add(2 * time.Second))
+		start()
+	}
+	waitClock(end)
 	store.delay.Store(0)
 	want := ticksIn(every, started, end.Add(-2*time.Second)) // the last passes may still be under way
 	deadline := time.Now().Add(20 * time.Second)
@@ -109,7 +138,7 @@ func TestRecurringSlowPassLosesNoTick(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d ticks never sent in the %d expected (%d schedules), e.g. %v", len(missing), len(want)*len(names), len(names), missing[:min(len(missing), 5)])
+			t.Fatalf("%d ticks never sent in the %d expected (%d schedules), e.g. %v; tick-0 got %v", len(missing), len(want)*len(names), len(names), missing[:min(len(missing), 5)], log.ticks["tick-0"])
 		}
 		clock.Advance(10 * time.Millisecond) // lets the dispatcher hand over what is due
 		time.Sleep(10 * time.Millisecond)
