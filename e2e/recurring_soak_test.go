@@ -13,7 +13,8 @@ import (
 
 // Three worker processes declare 50 schedules of a second on one
 // PostgreSQL store and deliver them through RabbitMQ for 15 s, while one
-// worker is SIGKILLed and started again every 5 s: every tick of every
+// worker is SIGKILLed and started again every 5 s (a lease of 5 s brings
+// back what a killed worker held): every tick of every
 // schedule in the run arrives, none before its tick, and no tick is handled
 // twice but for a kill (the soak's recurring workload, shortened).
 func TestRecurringSoakThreeProcessesKillEveryTickOnce(t *testing.T) {
@@ -29,7 +30,7 @@ func TestRecurringSoakThreeProcessesKillEveryTickOnce(t *testing.T) {
 		t.Fatalf("go build soak: %v\n%s", err, out)
 	}
 	cmd := exec.CommandContext(ctxT(t, 2*time.Minute), bin, "-workload", "recurring", "-transport", "rabbitmq",
-		"-schedules", "50", "-duration", "15s", "-kill-every", "5s", "-grace", "5s")
+		"-schedules", "50", "-duration", "15s", "-kill-every", "5s", "-lease", "5s", "-grace", "10s")
 	cmd.Env = append(cmd.Environ(), "POSTBUS_TEST_POSTGRES_URL="+postgresURL(), "POSTBUS_TEST_RABBITMQ_URL="+rabbitURL())
 	out, err := cmd.Output()
 	report := string(out)

@@ -78,6 +78,7 @@ type config struct {
 	schedules    int
 	every        time.Duration
 	killEvery    time.Duration
+	lease        time.Duration
 
 	worker bool
 	wf     workerFlags
@@ -105,13 +106,11 @@ func main() {
 	flag.IntVar(&c.schedules, "schedules", 1000, "recurring: schedules each worker declares")
 	flag.DurationVar(&c.every, "every", time.Second, "recurring: the schedules' interval (bus.Every)")
 	flag.DurationVar(&c.killEvery, "kill-every", 10*time.Second, "recurring: SIGKILL one worker (in turn) this often, then start it again")
+	flag.DurationVar(&c.lease, "lease", 0, "recurring: the workers' Dispatcher.Lease (0: the default, 30 s); -grace must outlast it")
 	flag.BoolVar(&c.worker, "worker", false, "run as a worker process (the soak starts these itself)")
 	c.wf.register(flag.CommandLine)
 	flag.Parse()
-	if c.workload == workloadRecurring && !flagSet("grace") {
-		c.grace = 10 * time.Second // the occurrences due last are stored already
-	}
-	c.wf.transport, c.wf.workload, c.wf.schedules, c.wf.every = c.transport, c.workload, c.schedules, c.every
+	c.wf.transport, c.wf.workload, c.wf.schedules, c.wf.every, c.wf.lease = c.transport, c.workload, c.schedules, c.every, c.lease
 
 	if c.worker {
 		work := runWorker
@@ -138,11 +137,4 @@ func main() {
 	if failed {
 		os.Exit(1)
 	}
-}
-
-// flagSet reports whether the flag name was given on the command line.
-func flagSet(name string) bool {
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }

@@ -71,7 +71,7 @@ func runRecurring(ctx context.Context, c config) (failed bool, err error) {
 		return false, fmt.Errorf("own executable: %w", err)
 	}
 	wf := workerFlags{transport: c.transport, dir: dir, names: n, postgres: postgresURL(), broker: brokerURL(c.transport),
-		workload: workloadRecurring, schedules: c.schedules, every: c.every}
+		workload: workloadRecurring, schedules: c.schedules, every: c.every, lease: c.lease}
 	fl := &fleet{exe: exe, args: wf.args, dir: dir, log: log}
 	defer fl.shutdown(30 * time.Second) // no-op after the shutdown below
 	fmt.Printf("soak recurring %s: %d workers, %d schedules of every %s, %s, one worker killed every %s, run %s\n",

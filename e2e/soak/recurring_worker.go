@@ -81,7 +81,7 @@ func runRecurringWorker(w workerFlags) error {
 
 	b, err := bus.New(bus.Config{
 		Endpoint: w.names.endpoint(), Transport: &journaledTransport{Transport: tr, endpoint: w.names.endpoint(), j: j, log: logger},
-		Persistence: store, Logger: logger, Concurrency: 8,
+		Persistence: store, Logger: logger, Concurrency: 8, Dispatcher: bus.DispatcherConfig{Lease: w.lease},
 		ErrorQueue: w.names.errorQueue(), DeadLetterQueue: w.names.deadLetterQueue(),
 	})
 	if err != nil {

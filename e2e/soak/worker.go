@@ -53,6 +53,7 @@ type workerFlags struct {
 	workload  string
 	schedules int
 	every     time.Duration
+	lease     time.Duration
 }
 
 func (w *workerFlags) register(fs *flag.FlagSet) {
@@ -69,6 +70,7 @@ func (w workerFlags) args(slot int) []string {
 		"-worker", "-transport", w.transport, "-slot", fmt.Sprint(slot), "-dir", w.dir,
 		"-worker-postgres", w.postgres, "-worker-broker", w.broker, "-run", w.names.run,
 		"-workload", w.workload, "-schedules", fmt.Sprint(w.schedules), "-every", w.every.String(),
+		"-lease", w.lease.String(),
 	}
 }
 
