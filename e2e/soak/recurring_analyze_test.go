@@ -17,7 +17,7 @@ func TestAnalyzeRecurringCountsLostEarlyAndDuplicates(t *testing.T) {
 		handledTick("a", tick(1), 1, tick(1).Add(10*time.Millisecond)),
 		handledTick("a", tick(2), 1, tick(2).Add(20*time.Millisecond)),
 		handledTick("a", tick(2), 2, tick(2).Add(900*time.Millisecond)), // pid 1 killed in between: explained
-		handledTick("a", tick(3), 2, tick(3).Add(-time.Millisecond)),     // early
+		handledTick("a", tick(3), 2, tick(3).Add(-time.Millisecond)),    // early
 		handledTick("b", tick(1), 2, tick(1).Add(30*time.Millisecond)),
 		handledTick("b", tick(1), 2, tick(1).Add(40*time.Millisecond)), // nothing explains it
 		handledTick("b", tick(0), 2, tick(0).Add(40*time.Millisecond)), // before the window: not expected
