@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,6 +36,10 @@ type recurringEntry struct {
 	text        string // the schedule's text, for operators
 	fingerprint string
 	gen         int64 // the generation this bus declared at Start
+	// stepped is when this bus last read the schedule's record in a step
+	// (zero before its first): a step within the grace period after it
+	// ran across the ticks in between, so they are late, not missed.
+	stepped time.Time
 }
 
 // recurringState is the bus's part of recurring schedules.
@@ -45,6 +50,10 @@ type recurringState struct {
 	ready   chan struct{} // closed once Start reconciled the schedules
 	cancel  func()        // stops the loop
 	done    chan struct{} // closed when the loop returned
+	// pass is how long this bus's latest pass over its schedules took
+	// (nanoseconds): a step stores ticks ahead through twice that, so the
+	// fleet's records stay ahead of now however slow the store is.
+	pass atomic.Int64
 }
 
 // AddRecurring declares a message sent on a schedule, by every process

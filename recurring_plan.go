@@ -19,7 +19,11 @@ type recurringPlan struct {
 }
 
 // planRecurring plans a step for rec at now (see the comment at the top).
-func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Time) recurringPlan {
+// ran says this bus stepped the schedule within the grace period before:
+// it ran across the ticks since, so ticks between the record's Last and
+// now are late, stored each once, not missed (a pass over many schedules
+// on a loaded store can last longer than the ticks stored ahead).
+func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Time, ran bool) recurringPlan {
 	poll := b.cfg.Dispatcher.PollInterval
 	grace := poll + b.cfg.Dispatcher.Lease
 	var passed, future []time.Time
@@ -47,8 +51,11 @@ func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Tim
 		if e.r.Missed == MissedAll {
 			limit = MaxMissedTicks
 		}
-		var missed []time.Time
-		if from.Before(now) {
+		var missed, late []time.Time
+		switch {
+		case from.Before(now) && ran:
+			late = latestTicks(e.r.Schedule, from, now, MaxMissedTicks)
+		case from.Before(now):
 			missed = latestTicks(e.r.Schedule, from, now, limit)
 		}
 		var stale []time.Time
@@ -70,10 +77,17 @@ func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Tim
 		case MissedSkip:
 			cancelled = stale
 		}
+		p.store = append(p.store, late...)
 		p.last = maxTime(rec.Last, now)
-		for cursor := p.last; len(future) < recurringAhead; {
+		// At least recurringAhead ticks, and those through twice the
+		// latest pass, while the record can remember them.
+		ahead := now.Add(2 * time.Duration(b.recur.pass.Load()))
+		for cursor := p.last; ; {
 			t := e.r.Schedule.Next(cursor)
 			if t.IsZero() || !t.After(cursor) {
+				break
+			}
+			if len(future) >= recurringAhead && (t.After(ahead) || len(future) >= recurringKeep/2) {
 				break
 			}
 			p.store = append(p.store, t)

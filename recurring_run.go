@@ -22,13 +22,18 @@ import (
 // a step repeated on a stale record stores a tick that is not due yet
 // once.
 //
-// A step keeps recurringAhead ticks ahead of now stored, so the
-// occurrence after a tick is in the store before that tick is handed over,
-// and a process killed at any moment loses no tick: the rest of the fleet,
-// or the next process to start, carries on from the record.
+// A step keeps recurringAhead ticks ahead of now stored, and more when
+// this bus's latest pass over its schedules took longer (the ticks through
+// twice that pass), so the occurrence after a tick is in the store before
+// that tick is handed over, a process that starts while others run finds
+// no tick missed, and a process killed at any moment loses no tick: the
+// rest of the fleet, or the next process to start, carries on from the
+// record.
 //
 // Ticks between the record's Last and now were missed: no process stored
-// them (nothing ran across them). Occurrences stored for ticks that passed
+// them (nothing ran across them), unless this bus stepped the schedule
+// within the grace period before; then its pass was slow and they are
+// late, stored each once. Occurrences stored for ticks that passed
 // count as missed too when a tick was missed, or when they are older than
 // the grace period (Dispatcher.PollInterval + Dispatcher.Lease), within
 // which a running dispatcher would have taken them. The schedule's
@@ -90,6 +95,7 @@ func (b *Bus) startRecurring(ctx context.Context) error {
 		return err
 	}
 	st := b.cfg.Persistence.(RecurringStore) // AddRecurring checked it
+	began := b.clock.Now()
 	for _, name := range rs.names {
 		e := rs.entries[name]
 		if err := b.declareRecurring(ctx, st, e); err != nil {
@@ -101,6 +107,7 @@ func (b *Bus) startRecurring(ctx context.Context) error {
 			return fmt.Errorf("bus: recurring %q: reconcile: %w", name, err)
 		}
 	}
+	rs.pass.Store(int64(b.clock.Now().Sub(began)))
 	go func() {
 		defer close(rs.done)
 		b.recurringLoop(lctx, st)
@@ -131,7 +138,8 @@ func (b *Bus) recurringLoop(ctx context.Context, st RecurringStore) {
 	limiter := newRateLimiter(logInterval)
 	poll := b.cfg.Dispatcher.PollInterval
 	for ctx.Err() == nil {
-		wake := b.clock.Now().Add(poll)
+		began := b.clock.Now()
+		wake := began.Add(poll)
 		for _, name := range b.recur.names {
 			w, err := b.stepRecurring(ctx, st, b.recur.entries[name])
 			switch {
@@ -148,6 +156,7 @@ func (b *Bus) recurringLoop(ctx context.Context, st RecurringStore) {
 				wake = w
 			}
 		}
+		b.recur.pass.Store(int64(b.clock.Now().Sub(began)))
 		sleepCtx(ctx, b.clock, max(wake.Sub(b.clock.Now()), 0))
 	}
 }
@@ -225,7 +234,11 @@ func (b *Bus) stepRecurring(ctx context.Context, st RecurringStore, e *recurring
 		if rec.Generation != gen { // a later declaration with another definition runs it
 			return now.Add(b.cfg.Dispatcher.PollInterval), nil
 		}
-		p := b.planRecurring(e, rec, now)
+		b.recur.mu.Lock()
+		ran := !e.stepped.IsZero() && now.Sub(e.stepped) <= b.cfg.Dispatcher.PollInterval+b.cfg.Dispatcher.Lease
+		e.stepped = now
+		b.recur.mu.Unlock()
+		p := b.planRecurring(e, rec, now, ran)
 		if len(p.store) == 0 && len(p.cancel) == 0 && (!rec.Paused || p.last.Equal(rec.Last)) {
 			return p.wake, nil
 		}

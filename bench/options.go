@@ -25,8 +25,11 @@ type options struct {
 	over         time.Duration
 	lead         time.Duration
 	backlog      int
-	idle         time.Duration
-	concurrency  int
+	// tickFor and idleSchedules shape the recurring workload.
+	tickFor       time.Duration
+	idleSchedules int
+	idle          time.Duration
+	concurrency   int
 	// rate paces the throughput workload's senders to this many messages
 	// a second in all; 0 sends as fast as they can.
 	rate      float64
@@ -89,6 +92,8 @@ func defaultN(workload string) (int, bool) {
 		return 50_000, true
 	case "saga":
 		return 1_000, true
+	case "recurring":
+		return 1_000, true
 	}
 	return 0, false
 }
@@ -97,7 +102,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.workload, "workload", "burst", "schedule, schedule-batch, burst, spread, backlog, throughput or saga")
+	fs.StringVar(&o.workload, "workload", "burst", "schedule, schedule-batch, burst, spread, backlog, throughput, saga or recurring")
 	fs.StringVar(&o.persistence, "persistence", "memory", "scheduled-message store: "+fmt.Sprint(names(persistences())))
 	fs.StringVar(&o.transport, "transport", "memory", "transport: "+fmt.Sprint(names(transports())))
 	fs.IntVar(&o.n, "n", 0, "messages per run (0: 200000 schedule, 100000 schedule-batch and burst, 5000 spread and backlog, 50000 throughput)")
@@ -105,7 +110,9 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.over, "over", 10*time.Second, "spread: the window the due times are spread over")
 	fs.DurationVar(&o.lead, "lead", 0, "burst/spread: time from the start of scheduling to the first due time (0: sized from n and the store); schedule-batch: the messages' DeliverAfter (0: 2s + 10µs a message)")
 	fs.IntVar(&o.backlog, "backlog", 1_000_000, "backlog: rows scheduled an hour ahead")
-	fs.DurationVar(&o.idle, "idle", 5*time.Second, "backlog: how long idle CPU is measured")
+	fs.DurationVar(&o.idle, "idle", 5*time.Second, "backlog, recurring: how long idle CPU is measured")
+	fs.DurationVar(&o.tickFor, "tick-for", 10*time.Second, "recurring: how long the -n schedules of Every(1s) are measured ticking")
+	fs.IntVar(&o.idleSchedules, "idle-schedules", 10_000, "recurring: hourly schedules declared while the idle cost is measured")
 	fs.IntVar(&o.concurrency, "concurrency", 8, "throughput: handler concurrency, and concurrent senders unless -senders is given")
 	fs.Float64Var(&o.rate, "rate", 0, "throughput: send this many messages a second in all, paced (0: as fast as the senders can)")
 	fs.IntVar(&o.handlers, "handlers", 0, "handler concurrency of delayed workloads (0: the bus default, runtime.NumCPU())")
@@ -148,7 +155,7 @@ func (o *options) check() error {
 	}
 	dn, ok := defaultN(o.workload)
 	if !ok && !o.worker {
-		return fmt.Errorf("-workload %q: want schedule, schedule-batch, burst, spread, backlog, throughput or saga", o.workload)
+		return fmt.Errorf("-workload %q: want schedule, schedule-batch, burst, spread, backlog, throughput, saga or recurring", o.workload)
 	}
 	pd, ok := persistences()[o.persistence]
 	if !ok {

@@ -56,6 +56,15 @@ type Result struct {
 	ServerCPUMSPer1k    *float64     `json:"server_cpu_ms_per_1k,omitempty"`
 	ServerIdleCPUPct    *float64     `json:"server_idle_cpu_percent,omitempty"`
 	ServerIdleQueriesPS *float64     `json:"server_idle_queries_per_s,omitempty"`
+	// Recurring workload: schedules of Every(1s) measured ticking, the row
+	// writes and scans of the run's tables and the CPU of the run's
+	// database sessions per tick delivered, and hourly schedules declared
+	// while the idle cost is measured.
+	Schedules           int      `json:"schedules,omitempty"`
+	WritesPerTick       *float64 `json:"store_row_writes_per_tick,omitempty"`
+	ScansPerTick        *float64 `json:"store_scans_per_tick,omitempty"`
+	SessionCPUPerTickUS *float64 `json:"server_session_cpu_us_per_tick,omitempty"`
+	IdleSchedules       int      `json:"idle_schedules,omitempty"`
 	// StoreScansPer1k is the index and table scans of the run's own tables
 	// (PostgreSQL) while the messages fell due, per 1,000 received: the
 	// store's work, untouched by other databases' traffic on the server.
@@ -197,6 +206,18 @@ func (r *Result) notes() string {
 		if r.IdleCPUBaseline != nil && r.IdleCPUPercent != nil {
 			n = append(n, fmt.Sprintf("idle CPU %.2f%% → %.2f%% of a core", *r.IdleCPUBaseline, *r.IdleCPUPercent))
 		}
+	}
+	if r.Schedules > 0 {
+		n = append(n, fmt.Sprintf("%d schedules of 1s", r.Schedules))
+	}
+	if r.WritesPerTick != nil {
+		n = append(n, fmt.Sprintf("%.2f row writes and %.2f scans per tick", *r.WritesPerTick, *r.ScansPerTick))
+	}
+	if r.SessionCPUPerTickUS != nil {
+		n = append(n, fmt.Sprintf("run's sessions %.0f µs CPU per tick", *r.SessionCPUPerTickUS))
+	}
+	if r.IdleSchedules > 0 {
+		n = append(n, fmt.Sprintf("idle with %d hourly schedules", r.IdleSchedules))
 	}
 	if r.ServerCPUMSPer1k != nil {
 		n = append(n, fmt.Sprintf("server CPU %.0f ms/1k msgs", *r.ServerCPUMSPer1k))

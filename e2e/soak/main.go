@@ -31,10 +31,23 @@
 // have held the message was killed or stopped in between) or unexplained.
 // The exit status is 1 when anything is lost, early or unexplained.
 //
+// # The recurring workload
+//
+// With -workload recurring, each worker declares -schedules schedules of
+// Every(-every) (1,000 of a second) on the store and journals every
+// occurrence it handles; for -duration one worker in turn is SIGKILLed
+// every -kill-every (10 s) and started again at once, with no other fault
+// and no producer. The soak then prints the ticks expected (every tick in
+// the run's window; the ticks of a span with no worker running count once,
+// as MissedOnce catches them up), delivered, lost, duplicated (explained
+// when the first handler was killed before the second handling) and early,
+// and the p50/p99 lateness (first handling minus tick).
+//
 // # Running
 //
 //	go run ./soak -transport rabbitmq                     // 22,000 messages over 60 s
 //	go run ./soak -transport nats -n 3000 -duration 15s   // a quick run
+//	go run ./soak -workload recurring                     // 1,000 schedules of 1 s, 60 s
 //
 // Services come from POSTBUS_TEST_POSTGRES_URL, POSTBUS_TEST_RABBITMQ_URL
 // and POSTBUS_TEST_NATS_URL (loopback defaults). Each run uses a schema,
@@ -53,6 +66,12 @@ import (
 	"time"
 )
 
+// The workloads.
+const (
+	workloadMessages  = "messages"
+	workloadRecurring = "recurring"
+)
+
 // config holds the command line.
 type config struct {
 	transport    string
@@ -68,6 +87,11 @@ type config struct {
 	seed         uint64
 	keep         bool
 	cutProducer  bool
+	workload     string
+	schedules    int
+	every        time.Duration
+	killEvery    time.Duration
+	lease        time.Duration
 
 	worker bool
 	wf     workerFlags
@@ -90,20 +114,34 @@ func main() {
 	flag.BoolVar(&c.cutProducer, "cut-producer", true,
 		"the producer reaches the services through the workers' proxies, so cuts fail its sends too")
 	flag.BoolVar(&c.keep, "keep", false, "keep the journals and worker logs even when the run passes")
+	flag.StringVar(&c.workload, "workload", workloadMessages,
+		"messages: sends and delayed sends under every fault; recurring: schedules declared by every worker, one worker killed every -kill-every")
+	flag.IntVar(&c.schedules, "schedules", 1000, "recurring: schedules each worker declares")
+	flag.DurationVar(&c.every, "every", time.Second, "recurring: the schedules' interval (bus.Every)")
+	flag.DurationVar(&c.killEvery, "kill-every", 10*time.Second, "recurring: SIGKILL one worker (in turn) this often, then start it again")
+	flag.DurationVar(&c.lease, "lease", 0, "recurring: the workers' Dispatcher.Lease (0: the default, 30 s); -grace must outlast it")
 	flag.BoolVar(&c.worker, "worker", false, "run as a worker process (the soak starts these itself)")
 	c.wf.register(flag.CommandLine)
 	flag.Parse()
-	c.wf.transport = c.transport
+	c.wf.transport, c.wf.workload, c.wf.schedules, c.wf.every, c.wf.lease = c.transport, c.workload, c.schedules, c.every, c.lease
 
 	if c.worker {
-		if err := runWorker(c.wf); err != nil {
+		work := runWorker
+		if c.workload == workloadRecurring {
+			work = runRecurringWorker
+		}
+		if err := work(c.wf); err != nil {
 			fmt.Fprintln(os.Stderr, "soak worker:", err)
 			os.Exit(1)
 		}
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	failed, err := run(ctx, c)
+	soak := run
+	if c.workload == workloadRecurring {
+		soak = runRecurring
+	}
+	failed, err := soak(ctx, c)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)

@@ -49,6 +49,11 @@ type workerFlags struct {
 	broker    string // through the parent's proxy
 	names     names
 	transport string
+	// The recurring workload: schedules of every, declared by each worker.
+	workload  string
+	schedules int
+	every     time.Duration
+	lease     time.Duration
 }
 
 func (w *workerFlags) register(fs *flag.FlagSet) {
@@ -64,6 +69,8 @@ func (w workerFlags) args(slot int) []string {
 	return []string{
 		"-worker", "-transport", w.transport, "-slot", fmt.Sprint(slot), "-dir", w.dir,
 		"-worker-postgres", w.postgres, "-worker-broker", w.broker, "-run", w.names.run,
+		"-workload", w.workload, "-schedules", fmt.Sprint(w.schedules), "-every", w.every.String(),
+		"-lease", w.lease.String(),
 	}
 }
 

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+func handledTick(name string, tick time.Time, pid int, at time.Time) event {
+	return event{kind: eventHandled, id: tickID(name, tick, "id-"+name+tick.Format("150405")), pid: pid, at: at}
+}
+
+func TestAnalyzeRecurringCountsLostEarlyAndDuplicates(t *testing.T) {
+	from := time.Date(2030, 1, 1, 12, 0, 0, 500_000_000, time.UTC)
+	to := from.Add(3 * time.Second) // ticks 12:00:01, :02, :03
+	tick := func(s int) time.Time { return time.Date(2030, 1, 1, 12, 0, s, 0, time.UTC) }
+	events := []event{
+		handledTick("a", tick(1), 1, tick(1).Add(10*time.Millisecond)),
+		handledTick("a", tick(2), 1, tick(2).Add(20*time.Millisecond)),
+		handledTick("a", tick(2), 2, tick(2).Add(900*time.Millisecond)), // pid 1 killed in between: explained
+		handledTick("a", tick(3), 2, tick(3).Add(-time.Millisecond)),    // early
+		handledTick("b", tick(1), 2, tick(1).Add(30*time.Millisecond)),
+		handledTick("b", tick(1), 2, tick(1).Add(40*time.Millisecond)), // nothing explains it
+		handledTick("b", tick(0), 2, tick(0).Add(40*time.Millisecond)), // before the window: not expected
+		// b's tick 2 is lost; b's tick 3 arrives
+		handledTick("b", tick(3), 3, tick(3).Add(50*time.Millisecond)),
+	}
+	kills := []fault{{kind: faultKill, pid: 1, start: tick(2).Add(500 * time.Millisecond), end: tick(2).Add(500 * time.Millisecond)}}
+	r := analyzeRecurring([]string{"a", "b"}, time.Second, from, to, nil, events, kills)
+	if r.expected != 6 || r.delivered != 5 || len(r.lost) != 1 || r.lost[0] != (tickKey{"b", tick(2).UnixNano()}) {
+		t.Errorf("expected %d, delivered %d, lost %v; want 6, 5, b at 12:00:02", r.expected, r.delivered, r.lost)
+	}
+	if r.early != 1 || r.duplicates != 2 || r.explained != 1 || r.idsPerTick != 0 || r.handlings != 8 {
+		t.Errorf("early %d, duplicates %d (%d explained), ids per tick %d, handlings %d; want 1, 2 (1), 0, 8",
+			r.early, r.duplicates, r.explained, r.idsPerTick, r.handlings)
+	}
+	if !r.failed() {
+		t.Error("a lost, early and unexplained duplicate run passed")
+	}
+}
+
+func TestAnalyzeRecurringCountsADeadSpanOnce(t *testing.T) {
+	from := time.Date(2030, 1, 1, 12, 0, 0, 500_000_000, time.UTC)
+	to := from.Add(5 * time.Second) // ticks :01 to :05
+	tick := func(s int) time.Time { return time.Date(2030, 1, 1, 12, 0, s, 0, time.UTC) }
+	dead := []deadSpan{{from: tick(1).Add(100 * time.Millisecond), to: tick(4).Add(200 * time.Millisecond)}} // :02, :03, :04
+	events := []event{
+		handledTick("a", tick(1), 1, tick(1)),
+		handledTick("a", tick(4), 2, tick(4).Add(300*time.Millisecond)), // MissedOnce: one for the span
+		handledTick("a", tick(5), 2, tick(5)),
+	}
+	r := analyzeRecurring([]string{"a"}, time.Second, from, to, dead, events, nil)
+	if r.expected != 3 || r.delivered != 3 || len(r.lost) != 0 || r.failed() {
+		t.Errorf("expected %d, delivered %d, lost %v, failed %v; want 3, 3, none", r.expected, r.delivered, r.lost, r.failed())
+	}
+	if len(r.lateness) != 2 {
+		t.Errorf("lateness of %d ticks, want the 2 outside the span", len(r.lateness))
+	}
+}
