@@ -78,6 +78,30 @@ func (w workerFlags) args(slot int) []string {
 // dispatching its scheduled messages, until SIGTERM. It prints "ready" on
 // stdout once the bus has started.
 func runWorker(w workerFlags) error {
+	return serveWorker(w, bus.DispatcherConfig{}, func(b *bus.Bus, j *journal) error {
+		err := bus.Handle(b, func(ctx context.Context, m Work) error {
+			immediate, delayed := bus.Attempt(ctx)
+			switch {
+			case m.Fail == failOnce && immediate == 1:
+				return errFailOnce
+			case m.Fail == failLater && delayed == 0:
+				return bus.RetryAfter(errFailLater, retryLaterAfter)
+			}
+			return j.write(eventHandled, bus.IncomingMessage(ctx).ID)
+		})
+		if err != nil {
+			return fmt.Errorf("handle: %w", err)
+		}
+		return nil
+	})
+}
+
+// serveWorker runs one worker bus until SIGTERM: it opens the process's
+// journal, the PostgreSQL store and the transport, builds the bus with
+// disp, lets declare register its handlers (and schedules), starts it
+// (retrying while the services are down, as a supervised service would be
+// restarted), prints "ready" and stops the bus on SIGTERM.
+func serveWorker(w workerFlags, disp bus.DispatcherConfig, declare func(b *bus.Bus, j *journal) error) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -110,27 +134,15 @@ func runWorker(w workerFlags) error {
 
 	b, err := bus.New(bus.Config{
 		Endpoint: w.names.endpoint(), Transport: &journaledTransport{Transport: tr, endpoint: w.names.endpoint(), j: j, log: logger},
-		Persistence: store, Logger: logger, Concurrency: 8,
+		Persistence: store, Logger: logger, Concurrency: 8, Dispatcher: disp,
 		ErrorQueue: w.names.errorQueue(), DeadLetterQueue: w.names.deadLetterQueue(),
 	})
 	if err != nil {
 		return fmt.Errorf("new bus: %w", err)
 	}
-	err = bus.Handle(b, func(ctx context.Context, m Work) error {
-		immediate, delayed := bus.Attempt(ctx)
-		switch {
-		case m.Fail == failOnce && immediate == 1:
-			return errFailOnce
-		case m.Fail == failLater && delayed == 0:
-			return bus.RetryAfter(errFailLater, retryLaterAfter)
-		}
-		return j.write(eventHandled, bus.IncomingMessage(ctx).ID)
-	})
-	if err != nil {
-		return fmt.Errorf("handle: %w", err)
+	if err := declare(b, j); err != nil {
+		return err
 	}
-	// A worker started during a cut or with the database full of clients
-	// waits for the services, as a supervised service would be restarted.
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 4*time.Second) {
 		err := b.Start(ctx)
 		if err == nil {
