@@ -171,7 +171,7 @@ func TestRecurringCommandsSQLite(t *testing.T) {
 	}
 	s, ok := any(p).(recurringStore)
 	if !ok {
-		t.Skip("the SQLite persistence keeps no recurring schedules yet")
+		t.Fatal("the SQLite persistence keeps no recurring schedules")
 	}
 	testRecurringCommands(t, s, openBackends, map[string]string{"POSTBUS_SQLITE_PATH": path})
 }
@@ -181,7 +181,7 @@ func TestRecurringCommandsPostgres(t *testing.T) {
 	p, env := postgresFixture(t)
 	s, ok := any(p).(recurringStore)
 	if !ok {
-		t.Skip("the PostgreSQL persistence keeps no recurring schedules yet")
+		t.Fatal("the PostgreSQL persistence keeps no recurring schedules")
 	}
 	testRecurringCommands(t, s, openBackends, env)
 }
