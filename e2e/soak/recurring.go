@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/postbus/bus/postgres"
 )
 
 // runRecurring is the recurring workload: -workers processes each declare
@@ -45,18 +43,11 @@ func runRecurring(ctx context.Context, c config) (failed bool, err error) {
 		}
 		_ = os.RemoveAll(dir)
 	}()
-	pool, err := soakPool(ctx, postgresURL(), n.workerApp()+"-soak")
+	pool, err := setupStore(ctx, n, log)
 	if err != nil {
 		return false, err
 	}
 	defer pool.Close()
-	setup, err := postgres.New(pool, postgres.Options{Schema: n.schema(), Logger: log})
-	if err != nil {
-		return false, fmt.Errorf("postgres store: %w", err)
-	}
-	if err := setup.Setup(ctx); err != nil {
-		return false, fmt.Errorf("postgres setup: %w", err)
-	}
 	defer dropSchema(pool, n, log)
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -42,18 +42,11 @@ func run(ctx context.Context, c config) (failed bool, err error) {
 		_ = os.RemoveAll(dir)
 	}()
 
-	pool, err := soakPool(ctx, postgresURL(), n.workerApp()+"-soak")
+	pool, err := setupStore(ctx, n, log)
 	if err != nil {
 		return false, err
 	}
 	defer pool.Close()
-	setup, err := postgres.New(pool, postgres.Options{Schema: n.schema(), Logger: log})
-	if err != nil {
-		return false, fmt.Errorf("postgres store: %w", err)
-	}
-	if err := setup.Setup(ctx); err != nil {
-		return false, fmt.Errorf("postgres setup: %w", err)
-	}
 	defer dropSchema(pool, n, log)
 
 	dbProxy, brokerProxy, err := proxies(c.transport)
@@ -134,6 +127,24 @@ func run(ctx context.Context, c config) (failed bool, err error) {
 	r := analyze(msgs, events, faults)
 	out.print(os.Stdout, r, msgs, faults, lag, torn, storeRows(pool, n), fl.unexpectedExits())
 	return r.failed() || len(fl.unexpectedExits()) > 0, nil
+}
+
+// setupStore connects the soak itself (soakPool) and sets up the run's
+// schema; the caller closes the pool.
+func setupStore(ctx context.Context, n names, log *slog.Logger) (*pgxpool.Pool, error) {
+	pool, err := soakPool(ctx, postgresURL(), n.workerApp()+"-soak")
+	if err != nil {
+		return nil, err
+	}
+	setup, err := postgres.New(pool, postgres.Options{Schema: n.schema(), Logger: log})
+	if err == nil {
+		err = setup.Setup(ctx)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres store: %w", err)
+	}
+	return pool, nil
 }
 
 // soakPool connects the soak itself (setup, fault injection, cleanup) or
