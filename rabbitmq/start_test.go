@@ -4,7 +4,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +19,7 @@ import (
 // times.
 func TestStartWithBrokerDownReturns(t *testing.T) {
 	t.Parallel()
-	var logs logBuffer
+	var logs bustest.LogBuffer
 	opts := rabbitmq.Options{ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 	tr, err := rabbitmq.New("amqp://guest:guest@"+bustest.DeadAddr(t)+"/", opts)
@@ -36,22 +35,4 @@ func TestStartWithBrokerDownReturns(t *testing.T) {
 	if lines < 1 || lines > 2 || !strings.Contains(logs.String(), "retry_in=") {
 		t.Errorf("%d connect-failure lines in 2 s of attempts every 50 ms, want 1 or 2 with their backoff:\n%s", lines, logs.String())
 	}
-}
-
-// logBuffer collects log output written from several goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -1,12 +1,10 @@
 package sqlite_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -65,24 +63,6 @@ func TestCancelScheduledInHandlingReturnsAtOnce(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination safe for the bus's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestStartWarnsThatOutboxHandlingsTakeTurns starts outbox buses on the
 // store's single connection: with Concurrency above 1, Start logs one
 // warning naming the numbers, since handlings take turns instead of
@@ -93,7 +73,7 @@ func TestStartWarnsThatOutboxHandlingsTakeTurns(t *testing.T) {
 		concurrency int
 		warnings    int
 	}{{4, 1}, {1, 0}} {
-		var logs syncBuffer
+		var logs bustest.LogBuffer
 		p := openAt(t, filepath.Join(t.TempDir(), "pool.db"), sqlite.Options{})
 		bustest.StartBus(t, bus.Config{Endpoint: bustest.Namespace(), Transport: bus.NewMemoryTransport(), Persistence: p,
 			Concurrency: c.concurrency, Outbox: bus.OutboxConfig{Enabled: true},

@@ -1,43 +1,24 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
 )
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // postbus console serves the console until its ctx ends.
 func TestConsoleCommand(t *testing.T) {
 	t.Parallel()
 	p := bus.NewMemoryPersistence()
 	seed(t, p)
-	var out, errb syncBuffer
+	var out, errb bustest.LogBuffer
 	a := &app{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }, now: fixedNow, open: memoryOpener(p, nil)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
