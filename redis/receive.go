@@ -16,6 +16,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 // Log keys.
@@ -83,35 +84,45 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		h:        h,
 		hctx:     context.WithoutCancel(ctx),
 		stop:     ctx,
-		slots:    make(chan struct{}, hold),
-		work:     make(chan *delivery, hold),
-		acks:     make(chan string, hold),
 		held:     make(map[string]*delivery, hold),
 	}
 	r.log = t.opts.Logger.With(logQueue, queue, logConsumer, r.consumer)
+	// Messages in hand are started in stream order by Concurrency workers
+	// (driver.Pool); those not started when Receive stops are handed back.
+	pool, err := driver.NewPool(driver.PoolOptions[*delivery]{
+		Concurrency: conc,
+		Prefetch:    t.opts.Prefetch,
+		Handle:      r.handle,
+		Unstarted:   func(d *delivery) { r.giveBack(d, "not started before Receive stopped") },
+	})
+	if err != nil {
+		return fmt.Errorf("redis: receive %s: %w", queue, err)
+	}
+	r.pool = pool
+	// Acknowledgements are gathered for ackGather and sent in batches.
+	acks, err := driver.NewBatcher(driver.BatcherOptions[string]{
+		Max: DefaultSettleBatch, Linger: ackGather, Buffer: hold, Flush: r.ack,
+	})
+	if err != nil {
+		pool.Close()
+		return fmt.Errorf("redis: receive %s: %w", queue, err)
+	}
+	r.acks = acks
 
-	ackDone := make(chan struct{})
-	go func() { defer close(ackDone); r.ackLoop() }()
 	renewCtx, stopRenew := context.WithCancel(r.hctx)
 	var renew, claim sync.WaitGroup
 	renew.Go(func() { r.renewLoop(renewCtx) })
 	claimCtx, stopClaim := context.WithCancel(ctx)
 	defer stopClaim()
 	claim.Go(func() { r.claimLoop(claimCtx) })
-	for range conc {
-		r.handlers.Go(r.runWorker)
-	}
 
 	readErr := r.readLoop(ctx)
 	stopClaim()
 	claim.Wait()
-	close(r.work)
-	r.handlers.Go(r.runWorker) // hands back what the busy workers have not started
-	r.handlers.Wait()
+	pool.Close() // hands back what the busy workers have not started
 	stopRenew()
 	renew.Wait()
-	close(r.acks)
-	<-ackDone
+	acks.Close()
 	r.retire()
 	if readErr != nil {
 		return fmt.Errorf("redis: receive %s: %w", queue, readErr)
@@ -155,39 +166,11 @@ type receiver struct {
 	stop     context.Context // Receive's ctx
 	log      *slog.Logger
 
-	slots    chan struct{}  // one per message in hand (Concurrency + Prefetch)
-	work     chan *delivery // messages in hand not started yet, in stream order
-	acks     chan string    // entry IDs to acknowledge
-	handlers sync.WaitGroup // the Concurrency workers taking from work
+	pool *driver.Pool[*delivery] // one slot per message in hand (Concurrency + Prefetch)
+	acks *driver.Batcher[string] // entry IDs to acknowledge
 
 	mu   sync.Mutex
 	held map[string]*delivery
-}
-
-// acquire waits for one free slot, then takes as many more as are free, up
-// to limit. It returns 0 when ctx ended first.
-func (r *receiver) acquire(ctx context.Context, limit int) int {
-	select {
-	case r.slots <- struct{}{}:
-	case <-ctx.Done():
-		return 0
-	}
-	n := 1
-	for n < limit {
-		select {
-		case r.slots <- struct{}{}:
-			n++
-		default:
-			return n
-		}
-	}
-	return n
-}
-
-func (r *receiver) release(n int) {
-	for range n {
-		<-r.slots
-	}
 }
 
 // readLoop reads new messages until ctx ends. It returns an error only
@@ -195,7 +178,7 @@ func (r *receiver) release(n int) {
 func (r *receiver) readLoop(ctx context.Context) error {
 	delay := minRetryDelay
 	for ctx.Err() == nil {
-		n := r.acquire(ctx, cap(r.slots))
+		n := r.pool.Acquire(ctx, r.pool.Capacity())
 		if n == 0 {
 			return nil
 		}
@@ -207,11 +190,11 @@ func (r *receiver) readLoop(ctx context.Context) error {
 			Count: int64(n), Block: r.t.opts.Block,
 		}).Result()
 		if errors.Is(err, goredis.Nil) {
-			r.release(n)
+			r.pool.Release(n)
 			continue
 		}
 		if err != nil {
-			r.release(n)
+			r.pool.Release(n)
 			if errors.Is(err, goredis.ErrClosed) {
 				return err
 			}
@@ -237,7 +220,7 @@ func (r *receiver) readLoop(ctx context.Context) error {
 				r.dispatch(m)
 			}
 		}
-		r.release(n - got)
+		r.pool.Release(n - got)
 	}
 	return nil
 }
@@ -256,7 +239,7 @@ func (r *receiver) claimLoop(ctx context.Context) {
 func (r *receiver) claimIdle(ctx context.Context) {
 	start := "0-0"
 	for ctx.Err() == nil {
-		n := r.acquire(ctx, r.t.opts.ClaimBatch)
+		n := r.pool.Acquire(ctx, r.t.opts.ClaimBatch)
 		if n == 0 {
 			return
 		}
@@ -265,7 +248,7 @@ func (r *receiver) claimIdle(ctx context.Context) {
 			MinIdle: r.t.opts.Lease, Start: start, Count: int64(n),
 		}).Result()
 		if err != nil {
-			r.release(n)
+			r.pool.Release(n)
 			if !errors.Is(err, goredis.Nil) {
 				r.log.Warn("redis: taking over idle messages failed", logError, err)
 			}
@@ -280,7 +263,7 @@ func (r *receiver) claimIdle(ctx context.Context) {
 			r.log.Info("redis: took over a message idle for longer than the lease", logEntry, m.ID)
 			r.dispatch(m)
 		}
-		r.release(n - got)
+		r.pool.Release(n - got)
 		if next == "0-0" || next == "" {
 			return
 		}
@@ -295,32 +278,25 @@ func (r *receiver) dispatch(m goredis.XMessage) {
 	r.mu.Lock()
 	if _, dup := r.held[m.ID]; dup { // taken over from ourselves
 		r.mu.Unlock()
-		r.release(1)
+		r.pool.Release(1)
 		return
 	}
 	dctx, cancel := context.WithCancel(r.hctx)
 	d := &delivery{id: m.ID, env: decode(m), ctx: dctx, cancel: cancel}
 	r.held[m.ID] = d
 	r.mu.Unlock()
-	r.work <- d // never blocks: work holds as many as there are slots
+	r.pool.Put(d)
 }
 
-// runWorker handles queued messages until work is closed and empty. Once
+// handle runs the handler on one message in hand and settles it. Once
 // Receive is stopping, a message not started yet is handed back instead.
-func (r *receiver) runWorker() {
-	for d := range r.work {
-		r.handle(d)
-	}
-}
-
 func (r *receiver) handle(d *delivery) {
-	defer r.release(1)
-	defer r.forget(d)
-	defer d.cancel()
 	if r.stop.Err() != nil {
-		r.requeue(d, "not started before Receive stopped")
+		r.giveBack(d, "not started before Receive stopped")
 		return
 	}
+	defer r.forget(d)
+	defer d.cancel()
 	if err := r.h(d.ctx, d.env); err != nil {
 		if d.lost.Load() {
 			return // another consumer has it
@@ -328,7 +304,14 @@ func (r *receiver) handle(d *delivery) {
 		r.requeue(d, "handler failed")
 		return
 	}
-	r.acks <- d.id
+	r.acks.Add(d.id)
+}
+
+// giveBack hands an unstarted message back to the stream.
+func (r *receiver) giveBack(d *delivery, why string) {
+	defer r.forget(d)
+	defer d.cancel()
+	r.requeue(d, why)
 }
 
 func (r *receiver) forget(d *delivery) {
@@ -364,32 +347,6 @@ func (r *receiver) requeue(d *delivery, why string) {
 	}
 }
 
-// ackLoop acknowledges and deletes handled messages, in batches, until
-// r.acks is closed.
-func (r *receiver) ackLoop() {
-	batch := make([]string, 0, DefaultSettleBatch)
-	for id := range r.acks {
-		batch = append(batch[:0], id)
-		// Let the handlers finishing about now join the batch: one round
-		// trip then settles many messages, at the cost of keeping them
-		// pending a little longer.
-		time.Sleep(ackGather)
-	more:
-		for len(batch) < DefaultSettleBatch {
-			select {
-			case id, ok := <-r.acks:
-				if !ok {
-					break more
-				}
-				batch = append(batch, id)
-			default:
-				break more
-			}
-		}
-		r.ack(batch)
-	}
-}
-
 // ack acknowledges and deletes handled messages. A failed try (a
 // connection cut) is tried again, with backoff, for two thirds of a lease:
 // a message is renewed every Lease/3 while it is in hand, and no other
@@ -399,25 +356,19 @@ func (r *receiver) ackLoop() {
 // that matters: that consumer has the message already.
 func (r *receiver) ack(ids []string) {
 	until := time.Now().Add(r.t.opts.Lease * 2 / 3)
-	wait := minRetryDelay
-	for {
-		ctx, cancel := context.WithTimeout(r.hctx, defaultShutdownWait)
+	err := driver.Retry(r.hctx, until, minRetryDelay, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, defaultShutdownWait)
+		defer cancel()
 		_, err := r.t.rdb.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			p.XAck(ctx, r.key, r.group, ids...)
 			p.XDel(ctx, r.key, ids...)
 			return nil
 		})
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().Add(wait).After(until) {
-			r.log.Warn("redis: acknowledging handled messages failed; they are delivered again after the lease",
-				"count", len(ids), logError, err)
-			return
-		}
-		time.Sleep(wait)
-		wait = min(2*wait, time.Second)
+		return err
+	})
+	if err != nil {
+		r.log.Warn("redis: acknowledging handled messages failed; they are delivered again after the lease",
+			"count", len(ids), logError, err)
 	}
 }
 
