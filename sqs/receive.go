@@ -13,6 +13,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 // Log keys.
@@ -73,18 +74,31 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		h:    h,
 		qurl: qurl,
 		hctx: context.WithoutCancel(ctx),
-		sem:  make(chan struct{}, conc),
 		log:  t.opts.Logger.With(logQueue, queue),
 	}
-	r.del = newDeleter(r)
+	// Received messages wait for a handler in one FIFO queue; the pollers
+	// ask only for free handler slots, so none waits long. Those received
+	// as Receive stops are still handled.
+	pool, err := driver.NewPool(driver.PoolOptions[sqstypes.Message]{Concurrency: conc, Handle: r.handle})
+	if err != nil {
+		return fmt.Errorf("sqs: receive %s: %w", queue, err)
+	}
+	del, err := driver.NewBatcher(driver.BatcherOptions[deleteEntry]{
+		Max: maxBatch, Linger: deleteLinger, Parallel: deleteParallel, Flush: r.deleteBatch,
+	})
+	if err != nil {
+		pool.Close()
+		return fmt.Errorf("sqs: receive %s: %w", queue, err)
+	}
+	r.pool, r.del = pool, del
 	pollers := min((conc+pollersPerBatch-1)/pollersPerBatch, maxPollers)
 	var polls sync.WaitGroup
 	for range pollers {
 		polls.Go(func() { r.poll(ctx) })
 	}
 	polls.Wait()
-	r.wg.Wait()
-	r.del.close()
+	pool.Close()
+	del.Close()
 	return nil
 }
 
@@ -93,9 +107,8 @@ type receiver struct {
 	h    bus.DeliveryHandler
 	qurl string
 	hctx context.Context // handlers' parent: outlives Receive's ctx
-	sem  chan struct{}   // one slot per handler call in flight
-	wg   sync.WaitGroup
-	del  *deleter
+	pool *driver.Pool[sqstypes.Message]
+	del  *driver.Batcher[deleteEntry] // deletes of handled messages
 	log  *slog.Logger
 }
 
@@ -103,20 +116,9 @@ type receiver struct {
 func (r *receiver) poll(ctx context.Context) {
 	delay := minRetryDelay
 	for {
-		select {
-		case r.sem <- struct{}{}:
-		case <-ctx.Done():
+		n := r.pool.Acquire(ctx, maxBatch)
+		if n == 0 {
 			return
-		}
-		n := 1
-		for n < maxBatch {
-			select {
-			case r.sem <- struct{}{}:
-				n++
-				continue
-			default:
-			}
-			break
 		}
 		out, err := r.t.sqs.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(r.qurl),
@@ -130,14 +132,9 @@ func (r *receiver) poll(ctx context.Context) {
 		if out != nil {
 			msgs = out.Messages
 		}
-		for range n - len(msgs) {
-			<-r.sem
-		}
+		r.pool.Release(n - len(msgs))
 		for _, m := range msgs {
-			r.wg.Go(func() {
-				defer func() { <-r.sem }()
-				r.handle(m)
-			})
+			r.pool.Put(m)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -170,7 +167,7 @@ func (r *receiver) handle(m sqstypes.Message) {
 	err := r.h(dctx, env)
 	stop()
 	if err == nil {
-		r.del.add(receipt, env.ID)
+		r.del.Add(deleteEntry{receipt, env.ID})
 		return
 	}
 	ctx, done := context.WithTimeout(r.hctx, settleTimeout)
@@ -236,70 +233,11 @@ func (r *receiver) heartbeat(ctx context.Context, cancel context.CancelCauseFunc
 	}
 }
 
-// deleter batches the deletes of handled messages.
-type deleter struct {
-	r     *receiver
-	in    chan deleteEntry
-	done  chan struct{}
-	calls sync.WaitGroup
-	slots chan struct{}
-}
-
+// deleteEntry is a handled message to delete.
 type deleteEntry struct{ receipt, id string }
 
-func newDeleter(r *receiver) *deleter {
-	d := &deleter{r: r, in: make(chan deleteEntry, maxBatch), done: make(chan struct{}), slots: make(chan struct{}, deleteParallel)}
-	go d.run()
-	return d
-}
-
-func (d *deleter) add(receipt, id string) { d.in <- deleteEntry{receipt, id} }
-
-// close flushes what is pending and waits for every delete call.
-func (d *deleter) close() {
-	close(d.in)
-	<-d.done
-	d.calls.Wait()
-}
-
-func (d *deleter) run() {
-	defer close(d.done)
-	var batch []deleteEntry
-	var linger <-chan time.Time
-	flush := func() {
-		if len(batch) == 0 {
-			return
-		}
-		b := batch
-		batch = nil
-		linger = nil
-		d.slots <- struct{}{}
-		d.calls.Go(func() {
-			defer func() { <-d.slots }()
-			d.send(b)
-		})
-	}
-	for {
-		select {
-		case e, ok := <-d.in:
-			if !ok {
-				flush()
-				return
-			}
-			batch = append(batch, e)
-			if len(batch) == maxBatch {
-				flush()
-			} else if linger == nil {
-				linger = time.After(deleteLinger)
-			}
-		case <-linger:
-			flush()
-		}
-	}
-}
-
-func (d *deleter) send(b []deleteEntry) {
-	r := d.r
+// deleteBatch deletes handled messages in one DeleteMessageBatch call.
+func (r *receiver) deleteBatch(b []deleteEntry) {
 	entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(b))
 	for i, e := range b {
 		entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(e.receipt)}
