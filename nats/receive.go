@@ -13,6 +13,7 @@ import (
 	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 // Log keys.
@@ -73,11 +74,17 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		t:        t,
 		h:        h,
 		hctx:     context.WithoutCancel(ctx),
-		sem:      make(chan struct{}, conc),
-		conc:     conc,
 		log:      t.opts.Logger.With(logQueue, queue),
 		prefetch: max(t.opts.Prefetch, conc),
 	}
+	// The pulls of every consumer of the queue feed one FIFO worker pool;
+	// a pull callback waits while every handler is busy, so the client
+	// buffers at most Prefetch messages more per consumer.
+	pool, err := driver.NewPool(driver.PoolOptions[jetstream.Msg]{Concurrency: conc, Handle: r.handle})
+	if err != nil {
+		return fmt.Errorf("nats: receive %s: %w", queue, err)
+	}
+	r.pool = pool
 	pullCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	errs := make([]error, len(consumers))
@@ -92,7 +99,7 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		})
 	}
 	pulls.Wait()
-	r.wg.Wait()
+	pool.Close()
 	if t.nc.IsConnected() {
 		if ferr := t.nc.FlushTimeout(flushTimeout); ferr != nil {
 			r.log.Warn("nats: flushing acknowledgements", logError, ferr)
@@ -140,11 +147,9 @@ type receiver struct {
 	t    *Transport
 	h    bus.DeliveryHandler
 	hctx context.Context
-	sem  chan struct{} // one slot per handler call in flight
-	conc int
+	pool *driver.Pool[jetstream.Msg] // one slot per handler call in flight
 	// prefetch is how many messages each pull buffers ahead of the handlers.
 	prefetch int
-	wg       sync.WaitGroup
 	log      *slog.Logger
 }
 
@@ -176,8 +181,8 @@ func (r *receiver) run(ctx context.Context, cons jetstream.Consumer) error {
 	return nil
 }
 
-// consume hands the consumer's messages to handler goroutines, at most
-// r.conc at once. The pull callback blocks while every slot is taken, so
+// consume hands the consumer's messages to the pool's workers, at most
+// Concurrency at once. The pull callback blocks while every slot is taken, so
 // the client buffers at most Prefetch messages more. consume returns nil
 // when ctx ended and an error when the pull stopped by itself.
 func (r *receiver) consume(ctx context.Context, cons jetstream.Consumer) error {
@@ -192,20 +197,11 @@ func (r *receiver) consume(ctx context.Context, cons jetstream.Consumer) error {
 		mu.Unlock()
 	}
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		if ctx.Err() != nil {
+		if r.pool.Acquire(ctx, 1) == 0 {
 			keep(msg)
 			return
 		}
-		select {
-		case r.sem <- struct{}{}:
-		case <-ctx.Done():
-			keep(msg)
-			return
-		}
-		r.wg.Go(func() {
-			defer func() { <-r.sem }()
-			r.handle(msg)
-		})
+		r.pool.Put(msg)
 	},
 		jetstream.PullMaxMessages(r.prefetch),
 		jetstream.PullExpiry(r.t.opts.PullExpiry),
