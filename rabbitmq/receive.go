@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 // Receive consumes queue with prefetch = opts.Concurrency (at least 1;
@@ -44,8 +45,16 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		conc:  conc,
 		h:     h,
 		hctx:  context.WithoutCancel(ctx),
-		sem:   make(chan struct{}, conc),
 	}
+	// One pool of Concurrency workers serves every channel of this Receive,
+	// so the bound holds across reconnections; deliveries start in the
+	// order the broker sent them.
+	pool, err := driver.NewPool(driver.PoolOptions[started]{Concurrency: conc, Handle: c.run})
+	if err != nil {
+		return fmt.Errorf("rabbitmq: receive from %q: %w", queue, err)
+	}
+	c.pool = pool
+	defer pool.Close()
 	defer c.running.Wait()
 	delay := t.opts.ReconnectMin
 	for {
@@ -85,8 +94,20 @@ type consumer struct {
 	conc    int
 	h       bus.DeliveryHandler
 	hctx    context.Context
-	sem     chan struct{}  // bounds handler calls across reconnections
-	running sync.WaitGroup // every handler call Receive started
+	pool    *driver.Pool[started] // bounds handler calls across reconnections
+	running sync.WaitGroup        // channel closes waiting for their handlers
+}
+
+// started is a delivery given to the pool, with the handler calls of its
+// channel, which must end before the channel closes.
+type started struct {
+	d        amqp.Delivery
+	inflight *sync.WaitGroup
+}
+
+func (c *consumer) run(s started) {
+	defer s.inflight.Done()
+	c.handle(&s.d)
 }
 
 // consume runs one consumer on a fresh channel of s. It returns nil after
@@ -131,24 +152,12 @@ func (c *consumer) consume(ctx context.Context, s *session) error {
 				}()
 				return channelError(closes)
 			}
-			if ctx.Err() != nil { // do not start work after the end
-				_ = d.Nack(false, true)
-				continue
-			}
-			select {
-			case c.sem <- struct{}{}:
-			case <-ctx.Done():
+			if c.pool.Acquire(ctx, 1) == 0 { // do not start work after the end
 				_ = d.Nack(false, true)
 				continue
 			}
 			inflight.Add(1)
-			c.running.Add(1)
-			go func() {
-				defer c.running.Done()
-				defer inflight.Done()
-				defer func() { <-c.sem }()
-				c.handle(&d)
-			}()
+			c.pool.Put(started{d: d, inflight: &inflight})
 		}
 	}
 }
