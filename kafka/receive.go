@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 // Log keys.
@@ -175,17 +176,17 @@ type partition struct {
 	tp        topicPartition
 	ctx       context.Context // handlers' parent; cancelled on revocation
 	cancel    context.CancelFunc
-	pending   []*entry            // unsettled records in offset order (a settled prefix is popped)
-	keys      map[string][]*entry // per key, records waiting behind the one running
-	mark      kgo.EpochOffset     // next offset to commit; Offset -1: nothing settled yet
-	committed int64               // last committed offset
-	inflight  sync.WaitGroup      // records being handled
+	order     driver.Ordered[*kgo.Record] // unsettled records in offset order (a settled prefix is popped)
+	keys      map[string][]*entry         // per key, records waiting behind the one running
+	mark      kgo.EpochOffset             // next offset to commit; Offset -1: nothing settled yet
+	committed int64                       // last committed offset
+	inflight  sync.WaitGroup              // records being handled
 	removed   bool
 }
 
 type entry struct {
-	rec  *kgo.Record
-	done bool
+	rec *kgo.Record
+	pos *driver.Position[*kgo.Record] // its place in the partition's order
 }
 
 // poll fetches records until ctx ends, keeping at most prefetch unsettled.
@@ -236,8 +237,7 @@ func (r *receiver) add(rec *kgo.Record) {
 			mark: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: -1}
 		r.parts[tp] = p
 	}
-	e := &entry{rec: rec}
-	p.pending = append(p.pending, e)
+	e := &entry{rec: rec, pos: p.order.Add(rec)}
 	r.buffered++
 	if len(rec.Key) == 0 {
 		r.startLocked(p, e)
@@ -345,20 +345,13 @@ func (r *receiver) settle(p *partition, e *entry) {
 	if p.removed {
 		return
 	}
-	e.done = true
 	r.buffered--
 	select {
 	case r.room <- struct{}{}:
 	default:
 	}
-	i := 0
-	for ; i < len(p.pending) && p.pending[i].done; i++ {
-		rec := p.pending[i].rec
+	if rec, advanced := p.order.Settle(e.pos); advanced {
 		p.mark = kgo.EpochOffset{Epoch: rec.LeaderEpoch, Offset: rec.Offset + 1}
-	}
-	if i > 0 {
-		clear(p.pending[:i])
-		p.pending = p.pending[i:]
 	}
 	if len(e.rec.Key) == 0 {
 		return
@@ -480,11 +473,7 @@ func (r *receiver) release(ctx context.Context, tps map[string][]int32, commit b
 	}
 	r.mu.Lock()
 	for _, p := range parts {
-		for _, e := range p.pending {
-			if !e.done {
-				r.buffered--
-			}
-		}
+		r.buffered -= len(p.order.Unsettled())
 		p.removed = true
 		delete(r.parts, p.tp)
 	}
