@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/postgres"
@@ -52,6 +54,9 @@ func postgresDriver() persistenceDriver {
 		idleQueries: func(ctx context.Context, o *options) (int64, error) {
 			// Scans of the run's own table: every claim and next-due query
 			// reads it, and other databases' traffic does not count.
+			if err := flushPoolStats(ctx, o.pgPool); err != nil {
+				return 0, err
+			}
 			conn, err := pgx.Connect(ctx, o.postgresURL)
 			if err != nil {
 				return 0, err
@@ -66,6 +71,37 @@ func postgresDriver() persistenceDriver {
 }
 
 func postgresSchema(run string) string { return "bench_" + run }
+
+// flushPoolStats makes the idle connections of pool publish the table
+// statistics they hold back. A backend publishes its counters at most once
+// a second, and one that falls idle keeps the rest for up to ten seconds:
+// read right after scheduling, the counters would miss the last second of
+// the INSERTs (each row's ON CONFLICT check counts an index scan), and the
+// next reading, in the middle of an idle window, would charge those scans
+// to the idle dispatcher, the more the larger the backlog just stored.
+// pg_stat_force_next_flush (PostgreSQL 15) makes the statement's own end
+// publish them; an older server has none, and its figures stay approximate.
+func flushPoolStats(ctx context.Context, pool *pgxpool.Pool) error {
+	if pool == nil {
+		return nil
+	}
+	conns := pool.AcquireAllIdle(ctx)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for _, c := range conns {
+		if _, err := c.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "42883" { // undefined_function
+				return nil
+			}
+			return fmt.Errorf("flush table statistics: %w", err)
+		}
+	}
+	return nil
+}
 
 // postgresSessionPIDs returns the server processes of the run's sessions,
 // in every process of the run.

@@ -40,8 +40,8 @@
 //
 // # Receiving
 //
-// Receive sets the prefetch to four times the requested concurrency
-// (Options.Prefetch overrides it), runs at most that concurrency of handlers,
+// Receive sets the prefetch to four times the requested concurrency, at
+// least 32 (Options.Prefetch overrides it), runs at most that concurrency of handlers,
 // acknowledges a message after its handler returned nil and
 // requeues it after an error.
 // Stopping (the context ends) cancels the consumer, requeues what was not

@@ -36,7 +36,7 @@ type Options struct {
 	MaxInFlight int
 	// Prefetch is the number of unacknowledged messages the broker sends
 	// each consumer ahead of its handlers. Default: 4× the Receive call's
-	// concurrency. With prefetch equal to the concurrency, each handler
+	// concurrency, at least 32. With prefetch equal to the concurrency, each handler
 	// waits for its ack to pass through the quorum queue's log before it
 	// gets the next message, which costs about half the throughput on
 	// short handlers. Handlers in flight stay bounded by the concurrency

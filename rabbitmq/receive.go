@@ -15,8 +15,8 @@ import (
 	"github.com/postbus/bus/driver"
 )
 
-// Receive consumes queue with prefetch = opts.Concurrency (at least 1;
-// Options.Prefetch overrides it) and
+// Receive consumes queue with a prefetch of 4× opts.Concurrency, at least
+// minPrefetch (Options.Prefetch overrides it), and
 // runs up to that many calls of h at once. A message is acknowledged after h
 // returned nil and negatively acknowledged with requeue after an error, so
 // the broker delivers it again.
@@ -113,13 +113,18 @@ func (c *consumer) run(s started) {
 // consume runs one consumer on a fresh channel of s. It returns nil after
 // ctx ended and everything in flight was settled, or the error that ended
 // consuming.
+// minPrefetch is the smallest default prefetch: with one or two handlers,
+// four times the concurrency leaves too few messages on their way to hide
+// the acknowledgements' round trips through a quorum queue's log.
+const minPrefetch = 32
+
 func (c *consumer) consume(ctx context.Context, s *session) error {
 	ch, err := s.conn.Channel()
 	if err != nil {
 		return fmt.Errorf("open channel: %w", err)
 	}
 	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
-	if err := ch.Qos(cmp.Or(c.t.opts.Prefetch, 4*c.conc), 0, false); err != nil {
+	if err := ch.Qos(cmp.Or(c.t.opts.Prefetch, max(4*c.conc, minPrefetch)), 0, false); err != nil {
 		_ = ch.Close()
 		return fmt.Errorf("set prefetch: %w", err)
 	}
