@@ -160,14 +160,24 @@
 // leases every Lease/3 while handlers run, and cancels a delivery's ctx
 // (cause ErrLeaseLost) when another consumer took the row. A handled
 // message's row is deleted; a failed one is made available again at once
-// (native redelivery). Once its rows are committed, a send notifies the
-// table's channel with each queue as the payload, in a statement of its
-// own: PostgreSQL serializes notifying commits together with their WAL
-// flush, so a notification inside the insert would cost every send a flush
-// of its own. An idle Receive wakes on it, or after PollInterval when
-// notifications are off or were lost. Sends commit synchronously; claims,
-// lease extensions, releases, acknowledgements and notifications commit
-// without waiting for the WAL flush, since a database crash that undoes
+// (native redelivery).
+//
+// Transport sends and publishes (those that do not join an outbox
+// handling's or a caller's transaction: WithTx stores rows in that
+// transaction, and the dispatcher hands them over after the commit) are
+// committed in groups (group commit): the rows of the calls that arrive while a commit
+// is in flight share the next transaction, up to MaxSendBatch rows, taken
+// as soon as that commit ends, with no timer. Each group is one statement
+// that inserts the rows and notifies the table's channel once for each
+// queue it inserted into, with the queue as the payload, so receivers
+// wake when the rows become visible. Each caller returns when its own row
+// is committed, with its own error: a row the database refuses fails only
+// its caller. A caller whose ctx ends returns at once; its message may
+// still be sent when its commit had begun. Close waits for the sends it
+// accepted. An idle Receive wakes on the notification, or after
+// PollInterval when notifications are off or were lost. Sends commit
+// synchronously; claims, lease extensions, releases and acknowledgements
+// commit without waiting for the WAL flush, since a database crash that undoes
 // one only delivers a message again (or later).
 //
 // The error and dead-letter queues are queues like others: their rows
