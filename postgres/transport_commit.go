@@ -12,28 +12,32 @@ import (
 //
 // Every Send and Publish outside a caller's transaction waits for its row
 // to be committed with a WAL flush, and a flush costs the same for one row
-// as for hundreds. So concurrent sends share one transaction: the rows of
-// every caller that arrives while a commit is in flight wait in a queue,
-// and as soon as that commit ends its goroutine takes the whole queue (up
-// to MaxSendBatch rows) into the next one, with no timer: a lone send is
-// committed at once, and under load the group grows by itself to what
-// arrived during one commit. Each commit is one statement (INSERT, then
-// pg_notify once per queue it inserted into), so receivers are woken when
-// the rows become visible, never before.
+// as for hundreds. So concurrent sends share transactions: a call that
+// finds fewer than maxCommitsInFlight commits running starts one at once
+// with its row (a lone send is one round trip); the rows of the calls that
+// arrive while they all run wait in a queue, and as soon as a commit ends
+// its goroutine takes the whole queue (up to MaxSendBatch rows) into the
+// next one, with no timer, so under load a group is what arrived during
+// one commit. Each group is one statement: one transaction, one commit.
 //
 // Each caller is released when its row is committed, with the error of
 // its own row: when the database refuses a group because of one row's
 // data, the rows are committed one by one so that only the bad row's
-// caller fails. A caller whose context ends returns at once; a row still
-// queued is dropped, a row already in a commit may still be committed
-// (as a broker may still deliver a message whose confirmation was not
-// awaited). Close waits for the queued and committing rows.
+// caller fails. Then, with the callers already released, the goroutine
+// notifies each queue the group inserted into, once. A caller whose
+// context ends returns at once; a row still queued is dropped, a row
+// already in a commit may still be committed (as a broker may still
+// deliver a message whose confirmation was not awaited). Close waits for
+// the queued and committing rows.
 
-// maxCommitsInFlight is how many group commits run at once. One is the
-// classic group commit: the notification inside the transaction makes
-// PostgreSQL serialize notifying commits anyway, and a second commit in
-// flight would only split the group.
-const maxCommitsInFlight = 1
+// maxCommitsInFlight is how many group commits run at once. More than one
+// keeps a sender that arrives during a commit from waiting for it before
+// its own begins, and lets PostgreSQL flush the WAL of concurrent commits
+// together. With 8 senders on the shared test machine 4 measured best
+// (docs/benchmarks.md, "Group commit"); 1, the classic group commit with
+// the notification inside the transaction, measured lowest, since
+// PostgreSQL serializes notifying commits with their WAL flush.
+const maxCommitsInFlight = 4
 
 // pendingSend is one Send or Publish waiting for its commit.
 type pendingSend struct {
@@ -45,7 +49,9 @@ type pendingSend struct {
 // committer groups concurrent sends into shared commits. Its goroutines
 // run only while there are rows to commit.
 type committer struct {
-	commit  func(ctx context.Context, rows []sendRow) []error // one error per row
+	// commit commits rows and returns one error per row, and work to run
+	// once their callers are released (nil: none).
+	commit  func(ctx context.Context, rows []sendRow) ([]error, func())
 	maxRows int
 
 	life   context.Context // ends when Close gives up on waiting rows
@@ -58,7 +64,7 @@ type committer struct {
 	drained chan struct{} // closed when closing and running reaches 0
 }
 
-func newCommitter(maxRows int, commit func(context.Context, []sendRow) []error) *committer {
+func newCommitter(maxRows int, commit func(context.Context, []sendRow) ([]error, func())) *committer {
 	life, cancel := context.WithCancel(context.Background())
 	return &committer{commit: commit, maxRows: maxRows, life: life, cancel: cancel}
 }
@@ -116,10 +122,13 @@ func (c *committer) run(group []*pendingSend) {
 			rows[i] = p.row
 		}
 		ctx, stop := c.groupContext(group)
-		errs := c.commit(ctx, rows)
+		errs, then := c.commit(ctx, rows)
 		stop()
 		for i, p := range group {
 			p.done <- errs[i]
+		}
+		if then != nil {
+			then()
 		}
 		c.mu.Lock()
 		if len(c.queue) == 0 {

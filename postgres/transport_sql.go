@@ -71,7 +71,8 @@ const asyncCommit = `(SELECT set_config('synchronous_commit', 'off', true)) IS N
 
 // tstatements is the SQL of every transport operation.
 type tstatements struct {
-	send      string // group commit of sends and publishes, with the queues' wake-up
+	send      string // grouped insert of sends and publishes
+	notify    string // wake-up of the queues a send inserted into
 	subscribe string
 	claim     string
 	ack       string
@@ -98,13 +99,17 @@ func newTStatements(n tnames) tstatements {
 	RETURNING queue
 )
 `, m, n.subs)
-	// $7, the channel, notifies each queue the statement inserted into,
-	// once, in the insert's transaction: receivers are woken when the
-	// rows become visible. NULL notifies nothing (DisableNotify). The
-	// insert runs to completion whatever the outer query reads.
-	send := insert + `SELECT pg_notify($7::text, d.q) FROM (SELECT DISTINCT queue FROM ins) AS d(q) WHERE $7::text IS NOT NULL`
+	// The inserted queues come back for the notification, which is a
+	// statement of its own (see notify).
+	send := insert + `SELECT DISTINCT queue FROM ins`
 	return tstatements{
-		send:      send,
+		send: send,
+		// Not in the insert's transaction: PostgreSQL serializes the
+		// commits of notifying transactions, WAL flush included, which
+		// would cost every send a flush of its own. Sent after the insert
+		// committed, with an asynchronous commit, it holds that lock only
+		// briefly and never wakes a receiver before the rows are visible.
+		notify:    `SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q WHERE ` + asyncCommit,
 		subscribe: `INSERT INTO ` + n.subs + ` (event_type, queue) SELECT e, $2 FROM unnest($1::text[]) AS e ON CONFLICT DO NOTHING`,
 		claim: fmt.Sprintf(`WITH c AS (
 	SELECT seq FROM %[1]s WHERE queue = $1 AND available_at <= now() AND %[3]s
