@@ -99,8 +99,10 @@ func provisioned(t *testing.T, pool *pgxpool.Pool, queue string, opts postgres.T
 }
 
 // Eight senders that each wait for their commit share commits: the rows
-// they insert carry fewer distinct inserting transactions (xmin) than half
-// the sends, and each commit wakes the queue's receivers once.
+// they insert carry fewer distinct inserting transactions (xmin) than
+// three quarters of the sends (with four commits in flight and eight rows
+// always waiting, a commit holds two rows on average), and each commit
+// wakes the queue's receivers once.
 func TestTransportGroupCommitSharesCommits(t *testing.T) {
 	t.Parallel()
 	queue := bustest.Namespace() + "-group"
@@ -136,8 +138,8 @@ func TestTransportGroupCommitSharesCommits(t *testing.T) {
 		t.Fatalf("%d rows, want %d", rows, senders*each)
 	}
 	t.Logf("%d sends in %d commits", rows, commits)
-	if commits > rows/2 {
-		t.Errorf("%d sends took %d commits, want at most %d: concurrent sends do not share commits", rows, commits, rows/2)
+	if commits > rows*3/4 {
+		t.Errorf("%d sends took %d commits, want at most %d: concurrent sends do not share commits", rows, commits, rows*3/4)
 	}
 	notified := 0
 	for {
