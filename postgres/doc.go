@@ -165,19 +165,21 @@
 // Transport sends and publishes (those that do not join an outbox
 // handling's or a caller's transaction: WithTx stores rows in that
 // transaction, and the dispatcher hands them over after the commit) are
-// committed in groups (group commit): the rows of the calls that arrive while a commit
-// is in flight share the next transaction, up to MaxSendBatch rows, taken
-// as soon as that commit ends, with no timer. Each group is one statement
-// that inserts the rows and notifies the table's channel once for each
-// queue it inserted into, with the queue as the payload, so receivers
-// wake when the rows become visible. Each caller returns when its own row
-// is committed, with its own error: a row the database refuses fails only
-// its caller. A caller whose ctx ends returns at once; its message may
-// still be sent when its commit had begun. Close waits for the sends it
-// accepted. An idle Receive wakes on the notification, or after
-// PollInterval when notifications are off or were lost. Sends commit
-// synchronously; claims, lease extensions, releases and acknowledgements
-// commit without waiting for the WAL flush, since a database crash that undoes
+// committed in groups (group commit): up to four commits run at once,
+// and the rows of the calls that arrive while they all run share the next
+// transaction, up to MaxSendBatch rows, taken as soon as one of them ends,
+// with no timer. Each group is one INSERT statement. Each caller returns
+// when its own row is committed, with its own error: a row the database
+// refuses fails only its caller. Then, with its callers released, the
+// group notifies the table's channel once for each queue it inserted
+// into, with the queue as the payload, in a statement of its own
+// (PostgreSQL serializes notifying commits with their WAL flush). A caller
+// whose ctx ends returns at once; its message may still be sent when its
+// commit had begun. Close waits for the sends it accepted. An idle
+// Receive wakes on the notification, or after PollInterval when
+// notifications are off or were lost. Sends commit synchronously; claims,
+// lease extensions, releases, acknowledgements and notifications commit
+// without waiting for the WAL flush, since a database crash that undoes
 // one only delivers a message again (or later).
 //
 // The error and dead-letter queues are queues like others: their rows
