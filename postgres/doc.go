@@ -160,11 +160,23 @@
 // leases every Lease/3 while handlers run, and cancels a delivery's ctx
 // (cause ErrLeaseLost) when another consumer took the row. A handled
 // message's row is deleted; a failed one is made available again at once
-// (native redelivery). Once its rows are committed, a send notifies the
-// table's channel with each queue as the payload, in a statement of its
-// own: PostgreSQL serializes notifying commits together with their WAL
-// flush, so a notification inside the insert would cost every send a flush
-// of its own. An idle Receive wakes on it, or after PollInterval when
+// (native redelivery).
+//
+// Transport sends and publishes (those that do not join an outbox
+// handling's or a caller's transaction: WithTx stores rows in that
+// transaction, and the dispatcher hands them over after the commit) are
+// committed in groups (group commit): up to four commits run at once,
+// and the rows of the calls that arrive while they all run share the next
+// transaction, up to MaxSendBatch rows, taken as soon as one of them ends,
+// with no timer. Each group is one INSERT statement. Each caller returns
+// when its own row is committed, with its own error: a row the database
+// refuses fails only its caller. Then, with its callers released, the
+// group notifies the table's channel once for each queue it inserted
+// into, with the queue as the payload, in a statement of its own
+// (PostgreSQL serializes notifying commits with their WAL flush). A caller
+// whose ctx ends returns at once; its message may still be sent when its
+// commit had begun. Close waits for the sends it accepted. An idle
+// Receive wakes on the notification, or after PollInterval when
 // notifications are off or were lost. Sends commit synchronously; claims,
 // lease extensions, releases, acknowledgements and notifications commit
 // without waiting for the WAL flush, since a database crash that undoes

@@ -35,7 +35,7 @@ type Transport struct {
 	sql      tstatements
 	log      *slog.Logger
 	identity string
-	sends    *batcher[sendRow]
+	sends    *committer
 	acks     *batcher[heldRow]
 	listen   *listener
 
@@ -59,7 +59,7 @@ func NewTransport(pool *pgxpool.Pool, opts TransportOptions) (*Transport, error)
 	t := &Transport{pool: pool, opts: opts, names: newTNames(opts), log: opts.Logger}
 	t.sql = newTStatements(t.names)
 	t.identity = "postgres:" + pool.Config().ConnConfig.Database + "/" + opts.Schema + "." + opts.TablePrefix
-	t.sends = newBatcher(opts.MaxSendBatch, 2, t.insert)
+	t.sends = newCommitter(opts.MaxSendBatch, t.commitRows)
 	t.acks = newBatcher(1000, 2, t.ack)
 	t.listen = &listener{t: t, subs: map[string]map[chan struct{}]struct{}{}}
 	return t, nil
@@ -123,10 +123,16 @@ func (t *Transport) ensureTables(ctx context.Context) error {
 }
 
 // Close marks the transport closed: later sends fail with
-// ErrTransportClosed. Receive calls end with their own contexts; the LISTEN
-// connection is released when the last one ends. The pool stays open.
+// ErrTransportClosed. It waits until the sends already accepted are
+// committed or have failed; when ctx ends first, it abandons their
+// commits (those sends fail) and returns ctx's error. Receive calls end
+// with their own contexts; the LISTEN connection is released when the last
+// one ends. The pool stays open.
 func (t *Transport) Close(ctx context.Context) error {
 	t.closed.Store(true)
+	if err := t.sends.close(ctx); err != nil {
+		return err
+	}
 	return ctx.Err()
 }
 
@@ -140,7 +146,9 @@ type sendRow struct {
 }
 
 // Send inserts env into queue and returns once the row is committed.
-// Concurrent sends are grouped into one INSERT.
+// Concurrent sends share one transaction and one commit (group commit),
+// each with its own outcome. When ctx ends first, Send returns ctx's
+// error at once, but a message whose commit had begun may still be sent.
 func (t *Transport) Send(ctx context.Context, queue string, env *bus.Envelope) error {
 	if err := checkQueue(queue); err != nil {
 		return err
@@ -169,10 +177,10 @@ func (t *Transport) enqueue(ctx context.Context, queue string, env *bus.Envelope
 	if err != nil {
 		return err
 	}
-	err = t.sends.store(ctx, []sendRow{row})
+	err = t.sends.send(ctx, row)
 	if isUndefinedTable(err) { // sent before anything was provisioned
 		if err = t.ensureTables(ctx); err == nil {
-			err = t.sends.store(ctx, []sendRow{row})
+			err = t.sends.send(ctx, row)
 		}
 	}
 	if err != nil {
@@ -197,34 +205,6 @@ func newSendRow(queue string, env *bus.Envelope) (sendRow, error) {
 	rest.Body = nil // in its own column
 	row.envelope = bus.MarshalEnvelope(&rest)
 	return row, nil
-}
-
-// insert is the batcher's flush: one statement for a group of sends.
-func (t *Transport) insert(ctx context.Context, rows []sendRow) error {
-	queues := make([]string, len(rows))
-	ids := make([]string, len(rows))
-	types := make([]string, len(rows))
-	headers := make([]string, len(rows))
-	bodies := make([][]byte, len(rows))
-	envs := make([][]byte, len(rows))
-	for i, r := range rows {
-		queues[i], ids[i], types[i], headers[i] = r.queue, cleanText(r.id), cleanText(r.typ), r.headers
-		bodies[i], envs[i] = r.body, r.envelope
-	}
-	rs, err := t.pool.Query(ctx, t.sql.send, queues, ids, types, headers, bodies, envs)
-	if err != nil {
-		return err
-	}
-	inserted, err := pgx.CollectRows(rs, pgx.RowTo[string])
-	if err != nil || t.opts.DisableNotify || len(inserted) == 0 {
-		return err
-	}
-	// The rows are committed; a lost notification only delays them until
-	// the receivers' next poll, so its failure is not the send's.
-	if _, err := t.pool.Exec(ctx, t.sql.notify, t.names.channel, inserted); err != nil && ctx.Err() == nil {
-		t.log.Warn("postgres: notification failed; receivers find the messages at their next poll", slog.Any("error", err))
-	}
-	return nil
 }
 
 func isUndefinedTable(err error) bool {
