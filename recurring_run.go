@@ -59,6 +59,7 @@ func (rs *recurringState) prepare() chan struct{} {
 		return nil
 	}
 	rs.ready, rs.done = make(chan struct{}), make(chan struct{})
+	rs.poke = make(chan struct{}, 1)
 	return rs.ready
 }
 
@@ -96,17 +97,21 @@ func (b *Bus) startRecurring(ctx context.Context) error {
 	}
 	st := b.cfg.Persistence.(RecurringStore) // AddRecurring checked it
 	began := b.clock.Now()
+	rs.passBegan.Store(began.UnixNano())
 	for _, name := range rs.names {
 		e := rs.entries[name]
 		if err := b.declareRecurring(ctx, st, e); err != nil {
 			close(rs.done)
 			return err
 		}
-		if _, err := b.stepRecurring(ctx, st, e); err != nil {
+		w, err := b.stepRecurring(ctx, st, e, nil)
+		if err != nil {
 			close(rs.done)
 			return fmt.Errorf("bus: recurring %q: reconcile: %w", name, err)
 		}
+		e.setDue(w)
 	}
+	rs.passBegan.Store(0)
 	rs.pass.Store(int64(b.clock.Now().Sub(began)))
 	go func() {
 		defer close(rs.done)
@@ -134,14 +139,45 @@ func (b *Bus) stopRecurring() {
 	}
 }
 
+// recurringLoop steps each schedule when it is due: when the first tick
+// stored ahead falls due (or a failed step is retried), so an idle
+// schedule costs nothing between its ticks. Every recurringRefresh it
+// reads all records with one ListRecurring and steps each with its record,
+// which finds what other processes changed (a resume, a new definition, a
+// deleted record); a local resume wakes it at once.
 func (b *Bus) recurringLoop(ctx context.Context, st RecurringStore) {
 	limiter := newRateLimiter(logInterval)
-	poll := b.cfg.Dispatcher.PollInterval
+	rs := &b.recur
+	refresh := b.recurringRefresh()
+	nextRefresh := b.clock.Now().Add(refresh)
 	for ctx.Err() == nil {
 		began := b.clock.Now()
-		wake := began.Add(poll)
-		for _, name := range b.recur.names {
-			w, err := b.stepRecurring(ctx, st, b.recur.entries[name])
+		var listed map[string]RecurringRecord
+		if !began.Before(nextRefresh) {
+			recs, err := st.ListRecurring(ctx)
+			if err == nil {
+				listed = make(map[string]RecurringRecord, len(recs))
+				for _, r := range recs {
+					listed[r.Name] = r
+				}
+			} else if ctx.Err() == nil && limiter.allow("", began) {
+				b.log.Error("cannot list the recurring schedules; stepping each when due",
+					slog.Any(logKeyError, err))
+			}
+			nextRefresh = began.Add(refresh)
+		}
+		rs.passBegan.Store(began.UnixNano())
+		stepped := 0
+		for _, name := range rs.names {
+			e := rs.entries[name]
+			var rec *RecurringRecord
+			if r, ok := listed[name]; ok {
+				rec = &r
+			} else if listed == nil && e.dueAt().After(began) {
+				continue // not due
+			}
+			stepped++
+			w, err := b.stepRecurring(ctx, st, e, rec)
 			switch {
 			case ctx.Err() != nil:
 				return
@@ -150,14 +186,57 @@ func (b *Bus) recurringLoop(ctx context.Context, st RecurringStore) {
 					b.log.Error("cannot store the next occurrences of a recurring schedule; retrying",
 						slog.String("recurring", name), slog.Any(logKeyError, err))
 				}
-				continue
+				w = b.clock.Now().Add(b.cfg.Dispatcher.PollInterval)
 			}
-			if w.Before(wake) {
-				wake = w
-			}
+			e.setDue(w)
 		}
-		b.recur.pass.Store(int64(b.clock.Now().Sub(began)))
-		sleepCtx(ctx, b.clock, max(wake.Sub(b.clock.Now()), 0))
+		rs.passBegan.Store(0)
+		if stepped > 0 {
+			rs.pass.Store(int64(b.clock.Now().Sub(began)))
+		}
+		wake := nextRefresh
+		for _, name := range rs.names {
+			wake = minTime(wake, rs.entries[name].dueAt())
+		}
+		t := b.clock.NewTimer(max(wake.Sub(b.clock.Now()), 0))
+		select {
+		case <-t.C():
+		case <-rs.poke:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+}
+
+// recurringRefresh is how often a process reads every schedule's record
+// (10 × Dispatcher.PollInterval): the bound within which it sees what
+// another process changed that it does not learn otherwise.
+func (b *Bus) recurringRefresh() time.Duration { return 10 * b.cfg.Dispatcher.PollInterval }
+
+// passEstimate is how long this bus's pass over its due schedules takes:
+// the latest one's duration, or the time the pass under way has taken so
+// far when that is longer.
+func (rs *recurringState) passEstimate(now time.Time) time.Duration {
+	d := time.Duration(rs.pass.Load())
+	if began := rs.passBegan.Load(); began != 0 {
+		d = max(d, now.Sub(time.Unix(0, began)))
+	}
+	return d
+}
+
+// aliveSpan is how long after a step this bus vouches that it runs the
+// schedule (RecurringRecord.Alive): a poll interval and twice its pass,
+// within which it steps the schedule again if a tick falls due.
+func (b *Bus) aliveSpan(now time.Time) time.Duration {
+	return b.cfg.Dispatcher.PollInterval + 2*b.recur.passEstimate(now)
+}
+
+// wakeRecurring makes the loop step e at once.
+func (b *Bus) wakeRecurring(e *recurringEntry) {
+	e.setDue(time.Time{})
+	select {
+	case b.recur.poke <- struct{}{}:
+	default:
 	}
 }
 
@@ -212,14 +291,21 @@ func (b *Bus) cancelAhead(ctx context.Context, st RecurringStore, name string, g
 }
 
 // stepRecurring brings e's record up to date, and returns when the next
-// step is due.
-func (b *Bus) stepRecurring(ctx context.Context, st RecurringStore, e *recurringEntry) (time.Time, error) {
+// step is due. With known, the first attempt plans from that record
+// (read by ListRecurring) instead of loading it.
+func (b *Bus) stepRecurring(ctx context.Context, st RecurringStore, e *recurringEntry, known *RecurringRecord) (time.Time, error) {
 	name := e.r.Name
 	b.recur.mu.Lock()
 	gen := e.gen
 	b.recur.mu.Unlock()
 	for range recurringSteps {
-		rec, ok, err := st.LoadRecurring(ctx, name)
+		var rec RecurringRecord
+		ok, err := true, error(nil)
+		if known != nil {
+			rec, known = *known, nil
+		} else {
+			rec, ok, err = st.LoadRecurring(ctx, name)
+		}
 		if err != nil {
 			return time.Time{}, fmt.Errorf("load: %w", err)
 		}
@@ -232,7 +318,7 @@ func (b *Bus) stepRecurring(ctx context.Context, st RecurringStore, e *recurring
 		}
 		now := b.clock.Now()
 		if rec.Generation != gen { // a later declaration with another definition runs it
-			return now.Add(b.cfg.Dispatcher.PollInterval), nil
+			return now.Add(b.recurringRefresh()), nil
 		}
 		b.recur.mu.Lock()
 		ran := !e.stepped.IsZero() && now.Sub(e.stepped) <= b.cfg.Dispatcher.PollInterval+b.cfg.Dispatcher.Lease
@@ -247,8 +333,12 @@ func (b *Bus) stepRecurring(ctx context.Context, st RecurringStore, e *recurring
 			return time.Time{}, err
 		}
 		rows := b.rows(ps, now)
-		ok, err = st.AdvanceRecurring(ctx, RecurringAdvance{Name: name, Generation: gen, From: rec.Last,
-			Last: p.last, Ticks: p.ticks, Store: rows, Cancel: p.cancel})
+		adv := RecurringAdvance{Name: name, Generation: gen, From: rec.Last,
+			Last: p.last, Ticks: p.ticks, Store: rows, Cancel: p.cancel}
+		if !rec.Paused {
+			adv.Alive = now.Add(b.aliveSpan(now))
+		}
+		ok, err = st.AdvanceRecurring(ctx, adv)
 		if err != nil {
 			return time.Time{}, fmt.Errorf("advance: %w", err)
 		}
