@@ -11,33 +11,45 @@ import (
 // How recurring schedules run, with no leader.
 //
 // Every bus that declares a schedule runs the same step, at Start (before
-// its dispatcher claims anything) and then whenever a tick it stored falls
-// due, at least every Dispatcher.PollInterval. A step reads the schedule's
-// record, plans what the record says is missing, and applies the plan with
-// one AdvanceRecurring: a compare-and-set on the record's Generation and
-// Last that stores and cancels occurrences in the same step. When several
+// its dispatcher claims anything) and then whenever the first tick it
+// knows stored ahead falls due. A step reads the schedule's record, plans
+// what the record says is missing, and applies the plan with one
+// AdvanceRecurring: a compare-and-set on the record's Generation and Last
+// that stores and cancels occurrences in the same step. When several
 // processes plan the same step, one applies it and the others find the
 // record moved on and plan again from it, which usually finds nothing to
-// do. An occurrence's message ID comes from the name and the tick, so even
-// a step repeated on a stale record stores a tick that is not due yet
-// once.
+// do. An occurrence's message ID comes from the name and the tick, and a
+// step stores only ticks after the record's Last, which only moves
+// forward (a pause and a new definition excepted: they cancel the ticks
+// not yet due and plan them again), so a tick is stored once.
+//
+// Between its ticks a schedule costs nothing: the loop sleeps until the
+// earliest step due among this bus's schedules. Every recurringRefresh
+// (ten poll intervals) it reads all records with one ListRecurring and
+// steps each with its record, which finds what other processes changed:
+// a resume, a new definition, a deleted record.
 //
 // A step keeps recurringAhead ticks ahead of now stored, and more when
-// this bus's latest pass over its schedules took longer (the ticks through
-// twice that pass), so the occurrence after a tick is in the store before
-// that tick is handed over, a process that starts while others run finds
-// no tick missed, and a process killed at any moment loses no tick: the
-// rest of the fleet, or the next process to start, carries on from the
-// record.
+// this bus's latest pass over its due schedules took longer (the ticks
+// through twice that pass), so the occurrence after a tick is in the
+// store before that tick is handed over, a process that starts while
+// others run finds no tick missed, and a process killed at any moment
+// loses no tick: the rest of the fleet, or the next process to start,
+// carries on from the record.
 //
-// Ticks between the record's Last and now were missed: no process stored
-// them (nothing ran across them), unless this bus stepped the schedule
-// within the grace period before; then its pass was slow and they are
-// late, stored each once. Occurrences stored for ticks that passed
-// count as missed too when a tick was missed, or when they are older than
-// the grace period (Dispatcher.PollInterval + Dispatcher.Lease), within
-// which a running dispatcher would have taken them. The schedule's
-// MissedPolicy decides what is stored and cancelled for them.
+// Each step that moves the record on also moves its liveness mark
+// (RecurringRecord.Alive) to now plus the bus's liveness span (a poll
+// interval and twice its pass). A tick that passed is missed only when it
+// passed after the mark (widened by twice the reading bus's own pass: a
+// store slow for one process is slow for all) and this bus did not step
+// the schedule within the grace period (Dispatcher.PollInterval +
+// Dispatcher.Lease) before: then no declaring process was known to run
+// across it. Other ticks between the record's Last and now are late,
+// stored each once, and an occurrence stored for a tick that passed is
+// left to the dispatcher, however late (a row a killed dispatcher held
+// comes back after its lease). The schedule's MissedPolicy decides what
+// is stored and cancelled for missed ticks; an occurrence stored for a
+// missed tick counts as missed too.
 
 const (
 	// recurringAhead is how many ticks after now a schedule keeps stored.
