@@ -110,13 +110,31 @@ func (b *Bus) startRecurring(ctx context.Context) error {
 	st := b.cfg.Persistence.(RecurringStore) // AddRecurring checked it
 	began := b.clock.Now()
 	rs.passBegan.Store(began.UnixNano())
+	// One list finds the records already declared with this bus's
+	// definitions: those need no declaration, and their steps plan from
+	// the listed record, so a process starting beside running ones writes
+	// nothing for the schedules they keep ahead.
+	recs, err := st.ListRecurring(ctx)
+	if err != nil {
+		recs = nil // declare and load each
+	}
+	listed := make(map[string]RecurringRecord, len(recs))
+	for _, r := range recs {
+		listed[r.Name] = r
+	}
 	for _, name := range rs.names {
 		e := rs.entries[name]
-		if err := b.declareRecurring(ctx, st, e); err != nil {
+		var known *RecurringRecord
+		if r, ok := listed[name]; ok && r.Fingerprint == e.fingerprint {
+			rs.mu.Lock()
+			e.gen = r.Generation
+			rs.mu.Unlock()
+			known = &r
+		} else if err := b.declareRecurring(ctx, st, e); err != nil {
 			close(rs.done)
 			return err
 		}
-		w, err := b.stepRecurring(ctx, st, e, nil)
+		w, err := b.stepRecurring(ctx, st, e, known)
 		if err != nil {
 			close(rs.done)
 			return fmt.Errorf("bus: recurring %q: reconcile: %w", name, err)
