@@ -97,6 +97,9 @@ func (p *MemoryPersistence) AdvanceRecurring(ctx context.Context, adv RecurringA
 		}
 	}
 	cur.Last, cur.Ticks = adv.Last, slices.Clone(adv.Ticks)
+	if adv.Alive.After(cur.Alive) {
+		cur.Alive = adv.Alive
+	}
 	m.records[adv.Name] = cur
 	return true, nil
 }

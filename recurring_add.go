@@ -40,6 +40,22 @@ type recurringEntry struct {
 	// (zero before its first): a step within the grace period after it
 	// ran across the ticks in between, so they are late, not missed.
 	stepped time.Time
+	dueMu   sync.Mutex
+	due     time.Time // when the loop steps the schedule next
+}
+
+// dueAt returns when the loop steps e next.
+func (e *recurringEntry) dueAt() time.Time {
+	e.dueMu.Lock()
+	defer e.dueMu.Unlock()
+	return e.due
+}
+
+// setDue says when the loop steps e next.
+func (e *recurringEntry) setDue(t time.Time) {
+	e.dueMu.Lock()
+	defer e.dueMu.Unlock()
+	e.due = t
 }
 
 // recurringState is the bus's part of recurring schedules.
@@ -54,6 +70,10 @@ type recurringState struct {
 	// (nanoseconds): a step stores ticks ahead through twice that, so the
 	// fleet's records stay ahead of now however slow the store is.
 	pass atomic.Int64
+	// passBegan is when the pass under way began (Unix nanoseconds), 0
+	// between passes.
+	passBegan atomic.Int64
+	poke      chan struct{} // wakes the loop: a local resume
 }
 
 // AddRecurring declares a message sent on a schedule, by every process

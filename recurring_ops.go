@@ -72,9 +72,10 @@ func (b *Bus) ResumeRecurring(ctx context.Context, name string) error {
 		return fmt.Errorf("bus: resume recurring %q: %w", name, ErrUnknownRecurring)
 	}
 	if e := b.localRecurring(name); e != nil && b.recur.running() {
-		if _, err := b.stepRecurring(ctx, st, e); err != nil {
+		if _, err := b.stepRecurring(ctx, st, e, nil); err != nil {
 			return fmt.Errorf("bus: resume recurring %q: %w", name, err)
 		}
+		b.wakeRecurring(e) // the loop plans its next step from the record
 	}
 	return nil
 }

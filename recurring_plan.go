@@ -18,11 +18,16 @@ type recurringPlan struct {
 	wake   time.Time // when the next step is due
 }
 
-// planRecurring plans a step for rec at now (see the comment at the top).
-// ran says this bus stepped the schedule within the grace period before:
-// it ran across the ticks since, so ticks between the record's Last and
-// now are late, stored each once, not missed (a pass over many schedules
-// on a loaded store can last longer than the ticks stored ahead).
+// planRecurring plans a step for rec at now (see the comment at the top
+// of recurring_run.go). A tick that passed is missed only when no
+// declaring process was known to run across it: it is after the record's
+// liveness mark (rec.Alive), and this bus did not step the schedule within
+// the grace period before it (ran). Ticks between the record's Last and
+// now that some process ran across are late, stored each once: a pass
+// over many schedules on a loaded store can last longer than the ticks
+// stored ahead, and a process that starts meanwhile must not take them
+// for missed. An occurrence stored for a tick that passed is never
+// cancelled or replaced unless its tick was missed too.
 func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Time, ran bool) recurringPlan {
 	poll := b.cfg.Dispatcher.PollInterval
 	grace := poll + b.cfg.Dispatcher.Lease
@@ -51,16 +56,28 @@ func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Tim
 		if e.r.Missed == MissedAll {
 			limit = MaxMissedTicks
 		}
-		var missed, late []time.Time
-		switch {
-		case from.Before(now) && ran:
-			late = latestTicks(e.r.Schedule, from, now, MaxMissedTicks)
-		case from.Before(now):
-			missed = latestTicks(e.r.Schedule, from, now, limit)
+		// Someone ran across the ticks through alive: the record's mark,
+		// widened by twice this bus's own pass, since a store slow for
+		// this bus is slow for the others too.
+		alive := rec.Alive
+		if !alive.IsZero() {
+			alive = alive.Add(2 * b.recur.passEstimate(now))
 		}
-		var stale []time.Time
+		if ran {
+			alive = now
+		}
+		var missed, late []time.Time
+		if from.Before(now) {
+			if through := minTime(alive, now); through.After(from) {
+				late = latestTicks(e.r.Schedule, from, through, MaxMissedTicks)
+			}
+			if after := maxTime(from, alive); after.Before(now) {
+				missed = latestTicks(e.r.Schedule, after, now, limit)
+			}
+		}
+		var stale []time.Time // stored, passed after alive, and missed
 		for _, t := range passed {
-			if len(missed) > 0 || !t.After(now.Add(-grace)) {
+			if t.After(alive) && (len(missed) > 0 || !t.After(now.Add(-grace))) {
 				stale = append(stale, t)
 			}
 		}
@@ -77,11 +94,11 @@ func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Tim
 		case MissedSkip:
 			cancelled = stale
 		}
-		p.store = append(p.store, late...)
+		p.store = append(late, p.store...)
 		p.last = maxTime(rec.Last, now)
 		// At least recurringAhead ticks, and those through twice the
 		// latest pass, while the record can remember them.
-		ahead := now.Add(2 * time.Duration(b.recur.pass.Load()))
+		ahead := now.Add(2 * b.recur.passEstimate(now))
 		for cursor := p.last; ; {
 			t := e.r.Schedule.Next(cursor)
 			if t.IsZero() || !t.After(cursor) {
@@ -99,7 +116,7 @@ func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Tim
 		p.cancel = append(p.cancel, recurringID(e.r.Name, t, false))
 	}
 	p.ticks = keepTicks(passed, future, p.store, cancelled, now.Add(-grace))
-	p.wake = now.Add(poll)
+	p.wake = now.Add(b.recurringRefresh())
 	for _, t := range p.ticks {
 		if t.After(now) && t.Before(p.wake) {
 			p.wake = t
@@ -161,6 +178,13 @@ func walkTicks(s Schedule, from, to time.Time, limit int) []time.Time {
 		out = out[len(out)-limit:]
 	}
 	return out
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -11,33 +11,45 @@ import (
 // How recurring schedules run, with no leader.
 //
 // Every bus that declares a schedule runs the same step, at Start (before
-// its dispatcher claims anything) and then whenever a tick it stored falls
-// due, at least every Dispatcher.PollInterval. A step reads the schedule's
-// record, plans what the record says is missing, and applies the plan with
-// one AdvanceRecurring: a compare-and-set on the record's Generation and
-// Last that stores and cancels occurrences in the same step. When several
+// its dispatcher claims anything) and then whenever the first tick it
+// knows stored ahead falls due. A step reads the schedule's record, plans
+// what the record says is missing, and applies the plan with one
+// AdvanceRecurring: a compare-and-set on the record's Generation and Last
+// that stores and cancels occurrences in the same step. When several
 // processes plan the same step, one applies it and the others find the
 // record moved on and plan again from it, which usually finds nothing to
-// do. An occurrence's message ID comes from the name and the tick, so even
-// a step repeated on a stale record stores a tick that is not due yet
-// once.
+// do. An occurrence's message ID comes from the name and the tick, and a
+// step stores only ticks after the record's Last, which only moves
+// forward (a pause and a new definition excepted: they cancel the ticks
+// not yet due and plan them again), so a tick is stored once.
+//
+// Between its ticks a schedule costs nothing: the loop sleeps until the
+// earliest step due among this bus's schedules. Every recurringRefresh
+// (ten poll intervals) it reads all records with one ListRecurring and
+// steps each with its record, which finds what other processes changed:
+// a resume, a new definition, a deleted record.
 //
 // A step keeps recurringAhead ticks ahead of now stored, and more when
-// this bus's latest pass over its schedules took longer (the ticks through
-// twice that pass), so the occurrence after a tick is in the store before
-// that tick is handed over, a process that starts while others run finds
-// no tick missed, and a process killed at any moment loses no tick: the
-// rest of the fleet, or the next process to start, carries on from the
-// record.
+// this bus's latest pass over its due schedules took longer (the ticks
+// through twice that pass), so the occurrence after a tick is in the
+// store before that tick is handed over, a process that starts while
+// others run finds no tick missed, and a process killed at any moment
+// loses no tick: the rest of the fleet, or the next process to start,
+// carries on from the record.
 //
-// Ticks between the record's Last and now were missed: no process stored
-// them (nothing ran across them), unless this bus stepped the schedule
-// within the grace period before; then its pass was slow and they are
-// late, stored each once. Occurrences stored for ticks that passed
-// count as missed too when a tick was missed, or when they are older than
-// the grace period (Dispatcher.PollInterval + Dispatcher.Lease), within
-// which a running dispatcher would have taken them. The schedule's
-// MissedPolicy decides what is stored and cancelled for them.
+// Each step that moves the record on also moves its liveness mark
+// (RecurringRecord.Alive) to now plus the bus's liveness span (a poll
+// interval and twice its pass). A tick that passed is missed only when it
+// passed after the mark (widened by twice the reading bus's own pass: a
+// store slow for one process is slow for all) and this bus did not step
+// the schedule within the grace period (Dispatcher.PollInterval +
+// Dispatcher.Lease) before: then no declaring process was known to run
+// across it. Other ticks between the record's Last and now are late,
+// stored each once, and an occurrence stored for a tick that passed is
+// left to the dispatcher, however late (a row a killed dispatcher held
+// comes back after its lease). The schedule's MissedPolicy decides what
+// is stored and cancelled for missed ticks; an occurrence stored for a
+// missed tick counts as missed too.
 
 const (
 	// recurringAhead is how many ticks after now a schedule keeps stored.
@@ -59,6 +71,7 @@ func (rs *recurringState) prepare() chan struct{} {
 		return nil
 	}
 	rs.ready, rs.done = make(chan struct{}), make(chan struct{})
+	rs.poke = make(chan struct{}, 1)
 	return rs.ready
 }
 
@@ -96,17 +109,39 @@ func (b *Bus) startRecurring(ctx context.Context) error {
 	}
 	st := b.cfg.Persistence.(RecurringStore) // AddRecurring checked it
 	began := b.clock.Now()
+	rs.passBegan.Store(began.UnixNano())
+	// One list finds the records already declared with this bus's
+	// definitions: those need no declaration, and their steps plan from
+	// the listed record, so a process starting beside running ones writes
+	// nothing for the schedules they keep ahead.
+	recs, err := st.ListRecurring(ctx)
+	if err != nil {
+		recs = nil // declare and load each
+	}
+	listed := make(map[string]RecurringRecord, len(recs))
+	for _, r := range recs {
+		listed[r.Name] = r
+	}
 	for _, name := range rs.names {
 		e := rs.entries[name]
-		if err := b.declareRecurring(ctx, st, e); err != nil {
+		var known *RecurringRecord
+		if r, ok := listed[name]; ok && r.Fingerprint == e.fingerprint {
+			rs.mu.Lock()
+			e.gen = r.Generation
+			rs.mu.Unlock()
+			known = &r
+		} else if err := b.declareRecurring(ctx, st, e); err != nil {
 			close(rs.done)
 			return err
 		}
-		if _, err := b.stepRecurring(ctx, st, e); err != nil {
+		w, err := b.stepRecurring(ctx, st, e, known)
+		if err != nil {
 			close(rs.done)
 			return fmt.Errorf("bus: recurring %q: reconcile: %w", name, err)
 		}
+		e.setDue(w)
 	}
+	rs.passBegan.Store(0)
 	rs.pass.Store(int64(b.clock.Now().Sub(began)))
 	go func() {
 		defer close(rs.done)
@@ -134,14 +169,45 @@ func (b *Bus) stopRecurring() {
 	}
 }
 
+// recurringLoop steps each schedule when it is due: when the first tick
+// stored ahead falls due (or a failed step is retried), so an idle
+// schedule costs nothing between its ticks. Every recurringRefresh it
+// reads all records with one ListRecurring and steps each with its record,
+// which finds what other processes changed (a resume, a new definition, a
+// deleted record); a local resume wakes it at once.
 func (b *Bus) recurringLoop(ctx context.Context, st RecurringStore) {
 	limiter := newRateLimiter(logInterval)
-	poll := b.cfg.Dispatcher.PollInterval
+	rs := &b.recur
+	refresh := b.recurringRefresh()
+	nextRefresh := b.clock.Now().Add(refresh)
 	for ctx.Err() == nil {
 		began := b.clock.Now()
-		wake := began.Add(poll)
-		for _, name := range b.recur.names {
-			w, err := b.stepRecurring(ctx, st, b.recur.entries[name])
+		var listed map[string]RecurringRecord
+		if !began.Before(nextRefresh) {
+			recs, err := st.ListRecurring(ctx)
+			if err == nil {
+				listed = make(map[string]RecurringRecord, len(recs))
+				for _, r := range recs {
+					listed[r.Name] = r
+				}
+			} else if ctx.Err() == nil && limiter.allow("", began) {
+				b.log.Error("cannot list the recurring schedules; stepping each when due",
+					slog.Any(logKeyError, err))
+			}
+			nextRefresh = began.Add(refresh)
+		}
+		rs.passBegan.Store(began.UnixNano())
+		stepped := 0
+		for _, name := range rs.names {
+			e := rs.entries[name]
+			var rec *RecurringRecord
+			if r, ok := listed[name]; ok {
+				rec = &r
+			} else if listed == nil && e.dueAt().After(began) {
+				continue // not due
+			}
+			stepped++
+			w, err := b.stepRecurring(ctx, st, e, rec)
 			switch {
 			case ctx.Err() != nil:
 				return
@@ -150,14 +216,57 @@ func (b *Bus) recurringLoop(ctx context.Context, st RecurringStore) {
 					b.log.Error("cannot store the next occurrences of a recurring schedule; retrying",
 						slog.String("recurring", name), slog.Any(logKeyError, err))
 				}
-				continue
+				w = b.clock.Now().Add(b.cfg.Dispatcher.PollInterval)
 			}
-			if w.Before(wake) {
-				wake = w
-			}
+			e.setDue(w)
 		}
-		b.recur.pass.Store(int64(b.clock.Now().Sub(began)))
-		sleepCtx(ctx, b.clock, max(wake.Sub(b.clock.Now()), 0))
+		rs.passBegan.Store(0)
+		if stepped > 0 {
+			rs.pass.Store(int64(b.clock.Now().Sub(began)))
+		}
+		wake := nextRefresh
+		for _, name := range rs.names {
+			wake = minTime(wake, rs.entries[name].dueAt())
+		}
+		t := b.clock.NewTimer(max(wake.Sub(b.clock.Now()), 0))
+		select {
+		case <-t.C():
+		case <-rs.poke:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+}
+
+// recurringRefresh is how often a process reads every schedule's record
+// (10 × Dispatcher.PollInterval): the bound within which it sees what
+// another process changed that it does not learn otherwise.
+func (b *Bus) recurringRefresh() time.Duration { return 10 * b.cfg.Dispatcher.PollInterval }
+
+// passEstimate is how long this bus's pass over its due schedules takes:
+// the latest one's duration, or the time the pass under way has taken so
+// far when that is longer.
+func (rs *recurringState) passEstimate(now time.Time) time.Duration {
+	d := time.Duration(rs.pass.Load())
+	if began := rs.passBegan.Load(); began != 0 {
+		d = max(d, now.Sub(time.Unix(0, began)))
+	}
+	return d
+}
+
+// aliveSpan is how long after a step this bus vouches that it runs the
+// schedule (RecurringRecord.Alive): a poll interval and twice its pass,
+// within which it steps the schedule again if a tick falls due.
+func (b *Bus) aliveSpan(now time.Time) time.Duration {
+	return b.cfg.Dispatcher.PollInterval + 2*b.recur.passEstimate(now)
+}
+
+// wakeRecurring makes the loop step e at once.
+func (b *Bus) wakeRecurring(e *recurringEntry) {
+	e.setDue(time.Time{})
+	select {
+	case b.recur.poke <- struct{}{}:
+	default:
 	}
 }
 
@@ -212,14 +321,21 @@ func (b *Bus) cancelAhead(ctx context.Context, st RecurringStore, name string, g
 }
 
 // stepRecurring brings e's record up to date, and returns when the next
-// step is due.
-func (b *Bus) stepRecurring(ctx context.Context, st RecurringStore, e *recurringEntry) (time.Time, error) {
+// step is due. With known, the first attempt plans from that record
+// (read by ListRecurring) instead of loading it.
+func (b *Bus) stepRecurring(ctx context.Context, st RecurringStore, e *recurringEntry, known *RecurringRecord) (time.Time, error) {
 	name := e.r.Name
 	b.recur.mu.Lock()
 	gen := e.gen
 	b.recur.mu.Unlock()
 	for range recurringSteps {
-		rec, ok, err := st.LoadRecurring(ctx, name)
+		var rec RecurringRecord
+		ok, err := true, error(nil)
+		if known != nil {
+			rec, known = *known, nil
+		} else {
+			rec, ok, err = st.LoadRecurring(ctx, name)
+		}
 		if err != nil {
 			return time.Time{}, fmt.Errorf("load: %w", err)
 		}
@@ -232,7 +348,7 @@ func (b *Bus) stepRecurring(ctx context.Context, st RecurringStore, e *recurring
 		}
 		now := b.clock.Now()
 		if rec.Generation != gen { // a later declaration with another definition runs it
-			return now.Add(b.cfg.Dispatcher.PollInterval), nil
+			return now.Add(b.recurringRefresh()), nil
 		}
 		b.recur.mu.Lock()
 		ran := !e.stepped.IsZero() && now.Sub(e.stepped) <= b.cfg.Dispatcher.PollInterval+b.cfg.Dispatcher.Lease
@@ -247,8 +363,12 @@ func (b *Bus) stepRecurring(ctx context.Context, st RecurringStore, e *recurring
 			return time.Time{}, err
 		}
 		rows := b.rows(ps, now)
-		ok, err = st.AdvanceRecurring(ctx, RecurringAdvance{Name: name, Generation: gen, From: rec.Last,
-			Last: p.last, Ticks: p.ticks, Store: rows, Cancel: p.cancel})
+		adv := RecurringAdvance{Name: name, Generation: gen, From: rec.Last,
+			Last: p.last, Ticks: p.ticks, Store: rows, Cancel: p.cancel}
+		if !rec.Paused {
+			adv.Alive = now.Add(b.aliveSpan(now))
+		}
+		ok, err = st.AdvanceRecurring(ctx, adv)
 		if err != nil {
 			return time.Time{}, fmt.Errorf("advance: %w", err)
 		}

@@ -56,21 +56,31 @@ func (l *namedTicks) handle(ctx context.Context, _ Tick) error {
 // late, not missed, and each is still sent once.
 func TestRecurringSlowPassLosesNoTick(t *testing.T) {
 	t.Parallel()
-	slowPass(t, false)
+	slowPass(t, false, 0)
 }
 
 // A process that starts while the others' passes are slow finds the ticks
 // stored far enough ahead: its reconcile takes none of them for missed.
 func TestRecurringStartBesideSlowPassesLosesNoTick(t *testing.T) {
 	t.Parallel()
-	slowPass(t, true)
+	slowPass(t, true, 0)
+}
+
+// A process that starts while the store grows slower than the passes
+// measured so far (every read takes 400 ms instead of 150 ms) finds the
+// ticks stored ahead passed: the others still run, so they are late, not
+// missed, and none of them is collapsed or cancelled.
+func TestRecurringStartWhileTheStoreSlowsDownLosesNoTick(t *testing.T) {
+	t.Parallel()
+	slowPass(t, true, 400*time.Millisecond)
 }
 
 // slowPass runs buses declaring 5 schedules of 200 ms on a store whose
 // every LoadRecurring takes 150 ms of the fake clock, so a pass lasts 750
 // ms while 2 ticks (400 ms) are stored ahead; with second, another bus
-// starts 2 s in. Every tick in the run is sent once, none early.
-func slowPass(t *testing.T, second bool) {
+// starts 2 s in, and from then on every LoadRecurring takes slower when it
+// is not zero. Every tick in the run is sent once, none early.
+func slowPass(t *testing.T, second bool, slower time.Duration) {
 	t.Helper()
 	const every = 200 * time.Millisecond
 	clock := bustest.NewFakeClock(recT0)
@@ -107,9 +117,11 @@ func slowPass(t *testing.T, second bool) {
 	started := clock.Now() // after Start's reconcile: every schedule is stored from here on
 	end := started.Add(6 * time.Second)
 	// The loop's passes move the clock on by themselves: each ends after
-	// the next tick, so the loop never sleeps.
+	// the next tick. Between them (a pass that read every record with one
+	// list) the clock moves a millisecond at a time.
 	waitClock := func(to time.Time) {
 		for deadline := time.Now().Add(20 * time.Second); clock.Now().Before(to); time.Sleep(time.Millisecond) {
+			clock.Advance(time.Millisecond)
 			if time.Now().After(deadline) {
 				t.Fatalf("the recurring loop's passes moved the clock to %v in 20 s, want %v", clock.Now(), to)
 			}
@@ -117,6 +129,9 @@ func slowPass(t *testing.T, second bool) {
 	}
 	if second {
 		waitClock(started.Add(2 * time.Second))
+		if slower > 0 {
+			store.delay.Store(int64(slower))
+		}
 		start()
 	}
 	waitClock(end)

@@ -34,8 +34,9 @@ type RecurringStore interface {
 	// it cancels the rows adv.Cancel names that are not leased (as
 	// CancelOutgoing), then stores adv.Store (ignoring IDs still stored,
 	// as StoreOutgoing: an ID both cancelled and stored gets the new
-	// row), and sets Last and Ticks; all or nothing. Times keep at least
-	// millisecond precision.
+	// row), and sets Last and Ticks, and Alive to adv.Alive when that is
+	// later than the stored one (Alive never moves back); all or nothing.
+	// Times keep at least millisecond precision.
 	AdvanceRecurring(ctx context.Context, adv RecurringAdvance) (bool, error)
 	// SetRecurringPaused pauses or resumes the record name and reports
 	// whether it exists. Resuming also moves Last to at when it is
@@ -67,6 +68,13 @@ type RecurringRecord struct {
 	// period. They let a process cancel them (pause, a new definition,
 	// MissedSkip) and find them after an outage.
 	Ticks []time.Time
+	// Alive is the liveness mark: the time through which a declaring
+	// process that stepped the schedule vouches that it runs, set by each
+	// step to its time plus the process's liveness span; zero before the
+	// first. It only moves forward. A tick that passed after it passed
+	// while no declaring process was known to run: only such ticks count
+	// as missed.
+	Alive time.Time
 }
 
 // RecurringAdvance is one step of a schedule (RecurringStore.AdvanceRecurring).
@@ -78,4 +86,5 @@ type RecurringAdvance struct {
 	Ticks      []time.Time
 	Store      []OutgoingMessage // occurrences to store
 	Cancel     []string          // IDs of occurrences to cancel unless leased
+	Alive      time.Time         // the new liveness mark, kept only when later than the stored one; zero: unchanged
 }

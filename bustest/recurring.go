@@ -31,6 +31,7 @@ func RecurringTests(t *testing.T, newStore RecurringStoreFactory) {
 		{"PauseAndResume", testRecPause},
 		{"DeleteRemovesTheRecordAndCancelsRows", testRecDelete},
 		{"ListReturnsEveryRecordByName", testRecList},
+		{"AdvanceKeepsTheLatestLivenessMark", testRecAlive},
 	}
 	runStoreCases(t, newStore, cases, func(t *testing.T, s bus.RecurringStore) {
 		assertEmpty(t, s)
@@ -288,4 +289,39 @@ func testRecList(t *testing.T, s bus.RecurringStore) {
 	for _, n := range names {
 		mustDeleteRec(t, s, n)
 	}
+}
+
+func testRecAlive(t *testing.T, s bus.RecurringStore) {
+	name := recName(t)
+	now := msec(time.Now())
+	mustDeclare(t, s, name, "fp")
+	if rec := mustLoadRec(t, s, name); !rec.Alive.IsZero() {
+		t.Fatalf("liveness mark of a new record = %v, want zero", rec.Alive)
+	}
+	t1, t2 := now.Add(time.Minute), now.Add(2*time.Minute)
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Last: t1, Ticks: []time.Time{t1}, Alive: t2}, true)
+	if rec := mustLoadRec(t, s, name); !rec.Alive.Equal(t2) {
+		t.Fatalf("liveness mark after an advance = %v, want %v", rec.Alive, t2)
+	}
+	// An earlier mark, or none, leaves the later one.
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, From: t1, Last: t1, Ticks: []time.Time{t1}, Alive: now}, true)
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, From: t1, Last: t2, Ticks: []time.Time{t1}}, true)
+	rec := mustLoadRec(t, s, name)
+	if !rec.Alive.Equal(t2) || !rec.Last.Equal(t2) {
+		t.Fatalf("record after earlier marks = %+v; want Alive %v kept and Last %v", rec, t2, t2)
+	}
+	// A declaration, a pause and a list keep it.
+	mustDeclare(t, s, name, "fp2")
+	if _, err := s.SetRecurringPaused(ctxT(t), name, true, now); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.ListRecurring(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(recs, func(r bus.RecurringRecord) bool { return r.Name == name })
+	if i < 0 || !recs[i].Alive.Equal(t2) {
+		t.Fatalf("listed records %+v; want %s with Alive %v", recs, name, t2)
+	}
+	mustDeleteRec(t, s, name)
 }

@@ -50,19 +50,23 @@ func fromNanos(n int64) time.Time {
 // (Deleted). Pending is the rows the advance that wrote this document
 // still has to store and cancel, until Done.
 type recurringDoc struct {
-	ID          string          `bson:"_id"`
-	Name        string          `bson:"name"`
-	Seq         int64           `bson:"seq"`
-	Fingerprint string          `bson:"fingerprint"`
-	Schedule    string          `bson:"schedule"`
-	Generation  int64           `bson:"generation"`
-	Paused      bool            `bson:"paused"`
-	Last        int64           `bson:"last"`
-	Ticks       []int64         `bson:"ticks"`
-	Deleted     bool            `bson:"deleted,omitempty"`
-	Pending     *pendingAdvance `bson:"pending,omitempty"`
-	Done        bool            `bson:"done,omitempty"`
-	WrittenAt   time.Time       `bson:"written_at"`
+	ID          string  `bson:"_id"`
+	Name        string  `bson:"name"`
+	Seq         int64   `bson:"seq"`
+	Fingerprint string  `bson:"fingerprint"`
+	Schedule    string  `bson:"schedule"`
+	Generation  int64   `bson:"generation"`
+	Paused      bool    `bson:"paused"`
+	Last        int64   `bson:"last"`
+	Ticks       []int64 `bson:"ticks"`
+	// Alive is the liveness mark (bus.RecurringRecord.Alive) in Unix
+	// nanoseconds; absent (0) before the first step, and in the writes of
+	// versions before it, which therefore need no migration.
+	Alive     int64           `bson:"alive,omitempty"`
+	Deleted   bool            `bson:"deleted,omitempty"`
+	Pending   *pendingAdvance `bson:"pending,omitempty"`
+	Done      bool            `bson:"done,omitempty"`
+	WrittenAt time.Time       `bson:"written_at"`
 }
 
 func recurringDocID(name string, seq int64) string {
@@ -76,6 +80,9 @@ func (d *recurringDoc) record() bus.RecurringRecord {
 	}
 	for _, n := range d.Ticks {
 		r.Ticks = append(r.Ticks, fromNanos(n))
+	}
+	if d.Alive != 0 {
+		r.Alive = time.Unix(0, d.Alive).UTC()
 	}
 	return r
 }

@@ -126,6 +126,9 @@ func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdv
 	for i, t := range adv.Ticks {
 		d.Ticks[i] = toNanos(t)
 	}
+	if !adv.Alive.IsZero() && adv.Alive.UnixNano() > d.Alive {
+		d.Alive = adv.Alive.UnixNano() // the mark only moves forward
+	}
 	if len(adv.Store) > 0 || len(adv.Cancel) > 0 {
 		d.Pending = &pendingAdvance{Cancel: adv.Cancel, Store: make([]pendingRow, len(adv.Store))}
 		for i, m := range adv.Store {

@@ -112,6 +112,9 @@ func ExampleMigrations() {
 	// 	paused      boolean       NOT NULL DEFAULT false,
 	// 	last_tick   timestamptz,
 	// 	ticks       timestamptz[] NOT NULL DEFAULT '{}',
-	// 	updated_at  timestamptz   NOT NULL DEFAULT now()
+	// 	updated_at  timestamptz   NOT NULL DEFAULT now(),
+	// 	alive_until timestamptz
 	// );
+	// ALTER TABLE "public"."outgoing_messages_recurring"
+	// 	ADD COLUMN IF NOT EXISTS alive_until timestamptz;
 }

@@ -18,9 +18,11 @@ const recurringSuffix = "_recurring"
 // recurringDDL is the table of recurring schedules (bus.RecurringStore),
 // one row per schedule name: the current definition (fingerprint,
 // schedule text, generation), whether it is paused, the time up to which
-// its ticks are dealt with (last_tick, NULL before the first) and the
-// recent ticks whose occurrences may still be stored. The occurrences
-// themselves are ordinary rows of the scheduled-message table.
+// its ticks are dealt with (last_tick, NULL before the first), the
+// recent ticks whose occurrences may still be stored, and the liveness
+// mark (alive_until, NULL before the first step: see
+// bus.RecurringRecord.Alive). The occurrences themselves are ordinary rows
+// of the scheduled-message table.
 func recurringDDL(n names) string {
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
 	name        text          COLLATE "C" PRIMARY KEY,
@@ -30,24 +32,35 @@ func recurringDDL(n names) string {
 	paused      boolean       NOT NULL DEFAULT false,
 	last_tick   timestamptz,
 	ticks       timestamptz[] NOT NULL DEFAULT '{}',
-	updated_at  timestamptz   NOT NULL DEFAULT now()
+	updated_at  timestamptz   NOT NULL DEFAULT now(),
+	alive_until timestamptz
 )`, n.recur)
+}
+
+// recurringMigrateDDL adds the liveness mark to a recurring table made by
+// an earlier version (NULL: no step seen yet).
+func recurringMigrateDDL(n names) string {
+	return fmt.Sprintf(`ALTER TABLE %s
+	ADD COLUMN IF NOT EXISTS alive_until timestamptz`, n.recur)
 }
 
 // RecurringTable returns the quoted, schema-qualified table of recurring
 // schedules: Options.Table + "_recurring".
 func (p *Persistence) RecurringTable() string { return p.names.recur }
 
-const recurringColumns = `name, fingerprint, schedule, generation, paused, last_tick, ticks`
+const recurringColumns = `name, fingerprint, schedule, generation, paused, last_tick, ticks, alive_until`
 
 func scanRecurring(row pgx.Row) (bus.RecurringRecord, error) {
 	var r bus.RecurringRecord
-	var last *time.Time
-	if err := row.Scan(&r.Name, &r.Fingerprint, &r.Schedule, &r.Generation, &r.Paused, &last, &r.Ticks); err != nil {
+	var last, alive *time.Time
+	if err := row.Scan(&r.Name, &r.Fingerprint, &r.Schedule, &r.Generation, &r.Paused, &last, &r.Ticks, &alive); err != nil {
 		return bus.RecurringRecord{}, err
 	}
 	if last != nil {
 		r.Last = last.UTC()
+	}
+	if alive != nil {
+		r.Alive = alive.UTC()
 	}
 	if len(r.Ticks) == 0 {
 		r.Ticks = nil
@@ -135,9 +148,10 @@ func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdv
 	}
 	var done bool
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE %s SET last_tick = $4, ticks = $5, updated_at = now()
+		tag, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE %s SET last_tick = $4, ticks = $5, updated_at = now(),
+	alive_until = greatest(alive_until, $6)
 WHERE name = $1 AND generation = $2 AND last_tick IS NOT DISTINCT FROM $3`, p.names.recur),
-			adv.Name, adv.Generation, nullTime(adv.From), nullTime(adv.Last), ticks)
+			adv.Name, adv.Generation, nullTime(adv.From), nullTime(adv.Last), ticks, nullTime(adv.Alive))
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}

@@ -89,7 +89,8 @@ func TestRecurringGuideShowsTheTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ddl := postgres.Migrations()[len(postgres.Migrations())-1]
+	m := postgres.Migrations()
+	ddl := m[len(m)-2] + ";\n" + m[len(m)-1]
 	if !strings.Contains(ddl, "outgoing_messages_recurring") || !strings.Contains(string(doc), ddl+";") {
 		t.Errorf("docs/guide/recurring.md does not show the recurring table as Setup creates it:\n%s;", ddl)
 	}
@@ -166,5 +167,39 @@ func TestRecurringMultiProcess(t *testing.T) {
 		if seen[tick.UTC()] == 0 {
 			t.Errorf("tick %v never handled (%d ticks handled)", tick.UTC(), len(seen))
 		}
+	}
+}
+
+// A recurring table made before the liveness mark existed gets its
+// column from Setup, and its records keep working.
+func TestRecurringSetupMigratesTheLivenessMark(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	schema := freshSchema(t, pool)
+	table := pgx.Identifier{schema, "outgoing_messages_recurring"}.Sanitize()
+	ctx := t.Context()
+	for _, stmt := range []string{
+		`CREATE SCHEMA ` + pgx.Identifier{schema}.Sanitize(),
+		`CREATE TABLE ` + table + ` (name text COLLATE "C" PRIMARY KEY, fingerprint text NOT NULL, schedule text NOT NULL,
+	generation bigint NOT NULL, paused boolean NOT NULL DEFAULT false, last_tick timestamptz,
+	ticks timestamptz[] NOT NULL DEFAULT '{}', updated_at timestamptz NOT NULL DEFAULT now())`,
+		`INSERT INTO ` + table + ` (name, fingerprint, schedule, generation, last_tick) VALUES ('old', 'fp', 'every 1h0m0s', 1, '2030-01-01T00:00:00Z')`,
+	} {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := newStore(t, pool, postgres.Options{Schema: schema})
+	last := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	rec, ok, err := store.LoadRecurring(ctx, "old")
+	if err != nil || !ok || !rec.Last.Equal(last) || !rec.Alive.IsZero() {
+		t.Fatalf("record made before the mark = %+v, %v, %v; want Last %v and no mark", rec, ok, err, last)
+	}
+	alive := last.Add(time.Hour)
+	if ok, err := store.AdvanceRecurring(ctx, bus.RecurringAdvance{Name: "old", Generation: 1, From: last, Last: last, Alive: alive}); err != nil || !ok {
+		t.Fatalf("AdvanceRecurring = %v, %v", ok, err)
+	}
+	if rec, _, _ := store.LoadRecurring(ctx, "old"); !rec.Alive.Equal(alive) {
+		t.Fatalf("mark after an advance = %v, want %v", rec.Alive, alive)
 	}
 }

@@ -190,6 +190,7 @@ func ddl(n names) []string {
 		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (last_failed, id)`, n.fLastIdx, n.failed),
 		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (failure_group, last_failed, id) INCLUDE (first_failed)`, n.fGrpIdx, n.failed),
 		recurringDDL(n),
+		recurringMigrateDDL(n),
 	}
 }
 

@@ -21,8 +21,10 @@ func (p *Persistence) recurringTable() string { return p.q.table + "_recurring" 
 // one row per schedule name: the current definition (fingerprint,
 // schedule text, generation), paused (0 or 1), the time up to which its
 // ticks are dealt with (last_tick, Unix nanoseconds, 0 before the first)
-// and its recent ticks as a JSON array of Unix nanoseconds. The
-// occurrences are ordinary rows of the scheduled-message table.
+// its recent ticks as a JSON array of Unix nanoseconds, and the liveness
+// mark (alive_until, Unix nanoseconds, 0 before the first step: see
+// bus.RecurringRecord.Alive). The occurrences are ordinary rows of the
+// scheduled-message table.
 func recurringDDL(table string) string {
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
 	name        TEXT    NOT NULL PRIMARY KEY,
@@ -32,22 +34,40 @@ func recurringDDL(table string) string {
 	paused      INTEGER NOT NULL DEFAULT 0,
 	last_tick   INTEGER NOT NULL DEFAULT 0,
 	ticks       TEXT    NOT NULL DEFAULT '[]',
-	updated_at  INTEGER NOT NULL
+	updated_at  INTEGER NOT NULL,
+	alive_until INTEGER NOT NULL DEFAULT 0
 )`, table+"_recurring")
 }
 
-const recurringColumns = `name, fingerprint, schedule, generation, paused, last_tick, ticks`
+// migrateRecurring adds the liveness mark to a recurring table made by an
+// earlier version (0: no step seen yet), inside Setup's write transaction.
+func (p *Persistence) migrateRecurring(ctx context.Context, tx *sql.Tx) error {
+	have, err := columnsOf(ctx, tx, p.q.columns, p.recurringTable())
+	if err != nil {
+		return err
+	}
+	if have["alive_until"] {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`ALTER TABLE %s ADD COLUMN alive_until INTEGER NOT NULL DEFAULT 0`, p.recurringTable())); err != nil {
+		return fmt.Errorf("add column alive_until: %w", err)
+	}
+	p.log.Info("sqlite: added a column to the recurring table", "table", p.recurringTable(), "column", "alive_until")
+	return nil
+}
+
+const recurringColumns = `name, fingerprint, schedule, generation, paused, last_tick, ticks, alive_until`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
 func scanRecurring(row rowScanner) (bus.RecurringRecord, error) {
 	var r bus.RecurringRecord
-	var last int64
+	var last, alive int64
 	var ticks string
-	if err := row.Scan(&r.Name, &r.Fingerprint, &r.Schedule, &r.Generation, &r.Paused, &last, &ticks); err != nil {
+	if err := row.Scan(&r.Name, &r.Fingerprint, &r.Schedule, &r.Generation, &r.Paused, &last, &ticks, &alive); err != nil {
 		return bus.RecurringRecord{}, err
 	}
-	r.Last = fromNanos(last)
+	r.Last, r.Alive = fromNanos(last), fromNanos(alive)
 	var ns []int64
 	if err := json.Unmarshal([]byte(ticks), &ns); err != nil {
 		return bus.RecurringRecord{}, fmt.Errorf("ticks of %q: %w", r.Name, err)
@@ -152,9 +172,10 @@ func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdv
 	var done bool
 	err := p.inTx(ctx, func(tx *sql.Tx) error {
 		now := p.now()
-		res, err := tx.ExecContext(ctx, fmt.Sprintf(`UPDATE %s SET last_tick = ?4, ticks = ?5, updated_at = ?6
+		res, err := tx.ExecContext(ctx, fmt.Sprintf(`UPDATE %s SET last_tick = ?4, ticks = ?5, updated_at = ?6,
+	alive_until = max(alive_until, ?7)
 WHERE name = ?1 AND generation = ?2 AND last_tick = ?3`, p.recurringTable()),
-			adv.Name, adv.Generation, nanos(adv.From), nanos(adv.Last), ticksJSON(adv.Ticks), nanos(now))
+			adv.Name, adv.Generation, nanos(adv.From), nanos(adv.Last), ticksJSON(adv.Ticks), nanos(now), nanos(adv.Alive))
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,8 @@ package sqlite_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -111,5 +113,41 @@ func TestRecurringCallInOutboxHandlingFailsAtOnce(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the handler never ran")
+	}
+}
+
+// A recurring table made before the liveness mark existed gets its column
+// from Setup (twice changes nothing more), and its records keep working.
+func TestRecurringSetupMigratesTheLivenessMark(t *testing.T) {
+	t.Parallel()
+	p, err := sqlite.Open(filepath.Join(t.TempDir(), "old.db"), sqlite.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := t.Context()
+	last := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := p.DB().ExecContext(ctx, `CREATE TABLE outgoing_messages_recurring (name TEXT NOT NULL PRIMARY KEY,
+	fingerprint TEXT NOT NULL, schedule TEXT NOT NULL, generation INTEGER NOT NULL, paused INTEGER NOT NULL DEFAULT 0,
+	last_tick INTEGER NOT NULL DEFAULT 0, ticks TEXT NOT NULL DEFAULT '[]', updated_at INTEGER NOT NULL);
+INSERT INTO outgoing_messages_recurring (name, fingerprint, schedule, generation, last_tick, updated_at)
+	VALUES ('old', 'fp', 'every 1h0m0s', 1, ?, 0)`, last.UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := p.Setup(ctx); err != nil {
+			t.Fatalf("Setup: %v", err)
+		}
+	}
+	rec, ok, err := p.LoadRecurring(ctx, "old")
+	if err != nil || !ok || !rec.Last.Equal(last) || !rec.Alive.IsZero() {
+		t.Fatalf("record made before the mark = %+v, %v, %v; want Last %v and no mark", rec, ok, err, last)
+	}
+	alive := last.Add(time.Hour)
+	if ok, err := p.AdvanceRecurring(ctx, bus.RecurringAdvance{Name: "old", Generation: 1, From: last, Last: last, Alive: alive}); err != nil || !ok {
+		t.Fatalf("AdvanceRecurring = %v, %v", ok, err)
+	}
+	if rec, _, _ := p.LoadRecurring(ctx, "old"); !rec.Alive.Equal(alive) {
+		t.Fatalf("mark after an advance = %v, want %v", rec.Alive, alive)
 	}
 }

@@ -12,7 +12,8 @@ import (
 // handled_at, the saga table (Options.Table + "_sagas") and the table of
 // recurring schedules (Options.Table + "_recurring"); it brings a table created by an earlier version up to date: it adds the lease_token
 // and transport columns when they are missing (existing rows get no token
-// and the transport ”), creates the claim index and drops the index the
+// and the transport ”) and the recurring table's liveness mark
+// (alive_until), creates the claim index and drops the index the
 // claim no longer uses. It is idempotent and safe to call from several
 // processes at once: it runs in one write transaction. bus.Start calls it
 // unless the bus is configured to skip setup.
@@ -32,6 +33,9 @@ func (p *Persistence) Setup(ctx context.Context) error {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("sqlite: setup: %w", err)
 		}
+	}
+	if err := p.migrateRecurring(ctx, tx); err != nil {
+		return fmt.Errorf("sqlite: setup: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite: setup: %w", err)

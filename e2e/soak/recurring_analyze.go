@@ -30,7 +30,7 @@ type recurringReport struct {
 	lost       []tickKey
 	early      int       // handlings before their tick
 	duplicates int       // handlings of a tick after its first
-	explained  int       // duplicates whose first handler was killed before the second handling
+	explained  int       // duplicates a kill explains (see analyzeRecurring)
 	idsPerTick int       // ticks handled under more than one message ID (stored twice)
 	handlings  int       // every handling, in the window or not
 	lateness   []float64 // first handling minus tick, seconds, of the expected ticks outside dead spans
@@ -51,15 +51,22 @@ func (r *recurringReport) percentile(q float64) float64 {
 }
 
 // analyzeRecurring compares the ticks due in (from, to] of schedules
-// every apart with the handlings journaled. kills are the SIGKILLs, which
-// explain a duplicate when they hit the first handler between the two
-// handlings.
+// every apart with the handlings and hand-overs journaled. kills are the
+// SIGKILLs, which explain a duplicate as in analyze: when they hit a
+// handler of it between the two handlings (killed before its
+// acknowledgement), or a process that handed the occurrence over before
+// the second handling, between that hand-over and the second handling
+// (killed before it deleted the row, which came back after its lease).
 func analyzeRecurring(names []string, every time.Duration, from, to time.Time, dead []deadSpan,
 	events []event, kills []fault) *recurringReport {
 	r := &recurringReport{}
 	handled := map[tickKey][]event{}
 	ids := map[tickKey]map[string]bool{}
+	handOvers := map[string][]event{} // by message ID
 	for _, ev := range events {
+		if ev.kind == eventHandOver {
+			handOvers[ev.id] = append(handOvers[ev.id], ev)
+		}
 		if ev.kind != eventHandled {
 			continue
 		}
@@ -83,9 +90,11 @@ func analyzeRecurring(names []string, every time.Duration, from, to time.Time, d
 			r.idsPerTick++
 		}
 		slices.SortFunc(hs, func(a, b event) int { return a.at.Compare(b.at) })
-		for _, second := range hs[1:] {
+		for i := 1; i < len(hs); i++ {
 			r.duplicates++
-			if killedBetween(kills, hs[0].pid, hs[0].at, second.at) {
+			_, _, msgID, _ := parseTickID(hs[i].id)
+			if killedBetween(kills, hs[0].pid, hs[0].at, hs[i].at) ||
+				explain(msgID, hs[i-1], hs[i], handOvers[msgID], kills).by != nil {
 				r.explained++
 			}
 		}

@@ -56,3 +56,27 @@ func TestAnalyzeRecurringCountsADeadSpanOnce(t *testing.T) {
 		t.Errorf("lateness of %d ticks, want the 2 outside the span", len(r.lateness))
 	}
 }
+
+// A duplicate after a kill of the process that handed the occurrence over
+// (it died before deleting the row, which came back after its lease) is
+// explained, though no handler was killed.
+func TestAnalyzeRecurringExplainsAKilledDispatcher(t *testing.T) {
+	from := time.Date(2030, 1, 1, 12, 0, 0, 500_000_000, time.UTC)
+	to := from.Add(time.Second)
+	tick := time.Date(2030, 1, 1, 12, 0, 1, 0, time.UTC)
+	first := handledTick("a", tick, 2, tick.Add(10*time.Millisecond))
+	_, _, msgID, _ := parseTickID(first.id)
+	events := []event{
+		{kind: eventHandOver, id: msgID, pid: 1, at: tick},
+		first,
+		{kind: eventHandOver, id: msgID, pid: 3, at: tick.Add(30 * time.Second)},
+		handledTick("a", tick, 2, tick.Add(30*time.Second+10*time.Millisecond)),
+	}
+	kill := fault{kind: faultKill, pid: 1, start: tick.Add(time.Second), end: tick.Add(time.Second)}
+	if r := analyzeRecurring([]string{"a"}, time.Second, from, to, nil, events, []fault{kill}); r.duplicates != 1 || r.explained != 1 || r.failed() {
+		t.Errorf("duplicates %d (%d explained), failed %v; want 1 (1), passed", r.duplicates, r.explained, r.failed())
+	}
+	if r := analyzeRecurring([]string{"a"}, time.Second, from, to, nil, events, nil); r.explained != 0 || !r.failed() {
+		t.Errorf("with no kill: %d explained, failed %v; want 0, failed", r.explained, r.failed())
+	}
+}
