@@ -5,6 +5,6 @@ package mysql_test
 // asks for one; it never returns then. Otherwise it returns false.
 func runChildIfAsked() bool {
 	runOutboxChildIfAsked()
-	// runClaimerIfAsked()
+	runClaimerIfAsked()
 	return false
 }

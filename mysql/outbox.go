@@ -69,6 +69,17 @@ func (e *TxError) Unwrap() []error {
 // errDuplicate is the server's error number for a duplicate key.
 const errDuplicate = 1062
 
+// errDeadlock is the server's error number for a transaction rolled back
+// as a deadlock victim.
+const errDeadlock = 1213
+
+// isDeadlock reports a deadlock error: the server rolled the whole
+// transaction back.
+func isDeadlock(err error) bool {
+	var me *mysqldriver.MySQLError
+	return errors.As(err, &me) && me.Number == errDeadlock
+}
+
 // isDuplicate reports a duplicate-key error. In MySQL and MariaDB it
 // fails the statement only: the transaction stays usable.
 func isDuplicate(err error) bool {

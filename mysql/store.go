@@ -98,8 +98,26 @@ func (p *Persistence) insertRows(ctx context.Context, db execer, msgs []bus.Outg
 	return nil
 }
 
-// inTx runs fn in one READ COMMITTED transaction and commits it.
+// deadlockRetries is how often inTx runs a transaction that InnoDB chose
+// as a deadlock victim (the whole transaction was rolled back).
+const deadlockRetries = 3
+
+// inTx runs fn in one READ COMMITTED transaction and commits it. A
+// transaction that InnoDB rolled back as a deadlock victim runs again, up
+// to deadlockRetries times: fn must start from scratch on each call. Under
+// load, claims, settles and inserts on the claim index can deadlock with
+// one another although SKIP LOCKED keeps claims from waiting on rows.
 func (p *Persistence) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	var err error
+	for range deadlockRetries {
+		if err = p.inTxOnce(ctx, fn); !isDeadlock(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+func (p *Persistence) inTxOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := p.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return err
@@ -266,7 +284,11 @@ func (p *Persistence) settleByToken(ctx context.Context, head string, claims []b
 	case len(order) == 0:
 		return 0, ctx.Err()
 	case len(order) == 1 && len(byToken[order[0]]) <= settleChunk:
-		return run(p.db)
+		n, err := run(p.db)
+		for i := 1; i < deadlockRetries && isDeadlock(err) && ctx.Err() == nil; i++ {
+			n, err = run(p.db)
+		}
+		return n, err
 	}
 	total := 0
 	err := p.inTx(ctx, func(tx *sql.Tx) error {
@@ -287,6 +309,7 @@ func (p *Persistence) RecordOutgoingFailures(ctx context.Context, failures []bus
 	}
 	total := 0
 	err := p.inTx(ctx, func(tx *sql.Tx) error {
+		total = 0
 		for _, f := range failures {
 			if f.Token == "" {
 				continue
