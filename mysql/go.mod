@@ -7,3 +7,5 @@ require (
 	github.com/postbus/bus v0.3.0
 	go.uber.org/goleak v1.3.0
 )
+
+require filippo.io/edwards25519 v1.2.0 // indirect
