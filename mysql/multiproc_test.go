@@ -225,4 +225,3 @@ func startWorker(t *testing.T, spec string) (*exec.Cmd, <-chan string) {
 	}
 	return cmd, lines
 }
-

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
+	"github.com/jackc/pgx/v5/pgxpool"
 	natsio "github.com/nats-io/nats.go"
 
 	"github.com/postbus/bus"

@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/postbus/bus"
-	"github.com/postbus/bus/nats"
 	"github.com/postbus/bus/mysql"
+	"github.com/postbus/bus/nats"
 	"github.com/postbus/bus/postgres"
 	"github.com/postbus/bus/rabbitmq"
 	"github.com/postbus/bus/sqlite"
