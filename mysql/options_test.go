@@ -115,6 +115,9 @@ func TestSessionTimeZoneIsIrrelevant(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].ID != "due" || !got[0].DueAt.Equal(due) {
 		t.Fatalf("claimed %+v, %v; want the row due at %v only", got, err, due)
 	}
+	if n, err := p.DeleteOutgoing(t.Context(), []bus.Claim{got[0].Claim()}); err != nil || n != 1 {
+		t.Fatalf("DeleteOutgoing = %d, %v", n, err)
+	}
 	next, ok, err := p.NextDueOutgoing(t.Context(), "t")
 	if err != nil || !ok || next.Sub(time.Now()) < 59*time.Minute || next.Sub(time.Now()) > 61*time.Minute {
 		t.Fatalf("NextDueOutgoing = %v, %v, %v; want in an hour", next, ok, err)
