@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
+	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
 	"github.com/postbus/bus/mysql"
 )
@@ -83,4 +85,25 @@ func runOutboxChildIfAsked() {
 		os.Exit(2)
 	}
 	bustest.RunOutboxChild(p, insertBusiness(os.Getenv(outboxTableEnv)), args)
+}
+
+// A pool too small for the outbox's handlings and the dispatcher is
+// refused at Start, naming the numbers; one that fits starts.
+func TestOutboxPoolTooSmallIsRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	db := newDB(t, 4)
+	p := newStore(t, db, mysql.Options{})
+	b, err := bus.New(bus.Config{Endpoint: "pool-" + bustest.Namespace(), Persistence: p, Concurrency: 8,
+		Outbox: bus.OutboxConfig{Enabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.Start(t.Context())
+	var ce *bus.ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "MaxConns 4") {
+		_ = b.Stop(context.Background())
+		t.Fatalf("Start with a pool of 4 for Concurrency 8 = %v; want a *bus.ConfigError naming MaxConns 4", err)
+	}
+	bustest.StartBus(t, bus.Config{Endpoint: "pool-" + bustest.Namespace(), Persistence: p, Concurrency: 3,
+		Outbox: bus.OutboxConfig{Enabled: true}}, nil)
 }
