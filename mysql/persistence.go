@@ -35,6 +35,8 @@ type Persistence struct {
 	n    names
 	q    statements
 	log  *slog.Logger
+	// group shares INSERTs among concurrent StoreOutgoing calls (group.go).
+	group *grouper
 
 	mu         sync.Mutex
 	transports map[string]struct{} // the transports claimed for through this value, for WatchDue
@@ -57,8 +59,10 @@ func New(db *sql.DB, opts Options) (*Persistence, error) {
 		return nil, err
 	}
 	n := newNames(opts.Table)
-	return &Persistence{db: db, opts: opts, n: n, q: newStatements(n), log: opts.Logger,
-		transports: map[string]struct{}{}}, nil
+	p := &Persistence{db: db, opts: opts, n: n, q: newStatements(n), log: opts.Logger,
+		transports: map[string]struct{}{}}
+	p.group = &grouper{flush: p.flushRows}
+	return p, nil
 }
 
 // Durable reports true: rows survive restarts of the process and of the

@@ -24,8 +24,10 @@ const (
 const maxLastError = 4096
 
 // StoreOutgoing inserts rows in one transaction, in multi-row statements,
-// so a batch is stored all or none (a single row is one autocommitted
-// statement). An ID that is already stored keeps its row (ON DUPLICATE
+// so a batch is stored all or none. The rows of concurrent calls share
+// their INSERTs and commits (group commit, at most 2 at once and 2,000
+// rows each; a failure fails every call of the group, none of whose rows
+// is then stored). An ID that is already stored keeps its row (ON DUPLICATE
 // KEY UPDATE id = id), so a retried send cannot schedule twice. A row
 // with a Delay is due Delay after the server's UTC_TIMESTAMP(6) at the
 // statement; otherwise at its DueAt. A row with an empty ID or no
@@ -38,17 +40,25 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 	if err := checkRows(msgs); err != nil {
 		return err
 	}
-	if len(msgs) == 1 {
-		if err := p.insertRows(ctx, p.db, msgs); err != nil {
-			return fmt.Errorf("mysql: store: %w", err)
-		}
-		return nil
-	}
-	err := p.inTx(ctx, func(tx *sql.Tx) error { return p.insertRows(ctx, tx, msgs) })
-	if err != nil {
+	if err := p.group.store(ctx, msgs); err != nil {
 		return fmt.Errorf("mysql: store: %w", err)
 	}
 	return nil
+}
+
+// flushRows stores rows in one autocommitted statement when they fit in
+// one, else in one transaction.
+func (p *Persistence) flushRows(ctx context.Context, rows []bus.OutgoingMessage) error {
+	if len(rows) <= insertChunk {
+		size := 0
+		for i := range rows {
+			size += len(rows[i].Envelope)
+		}
+		if size <= insertChunkBytes {
+			return p.insertRows(ctx, p.db, rows)
+		}
+	}
+	return p.inTx(ctx, func(tx *sql.Tx) error { return p.insertRows(ctx, tx, rows) })
 }
 
 // checkRows refuses rows that cannot be stored: an empty ID or no
