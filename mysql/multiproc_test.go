@@ -67,7 +67,7 @@ func multiProcess(t *testing.T, db *sql.DB, kill bool) {
 	for _, name := range []string{"p1", "p2", "p3"} {
 		hangAfter := 0
 		if kill && name == "p2" {
-			hangAfter = 300 // p2 blocks mid-batch: the SIGKILL lands with claimed rows unsettled
+			hangAfter = 50 // p2 blocks mid-batch: the SIGKILL lands with claimed rows unsettled
 		}
 		var lines <-chan string
 		procs[name], lines = startWorker(t, fmt.Sprintf("%s|%s|%d", table, name, hangAfter))
