@@ -2,7 +2,11 @@ module github.com/postbus/bus/bench
 
 go 1.26.0
 
-require github.com/postbus/bus v0.3.0
+require (
+	github.com/go-sql-driver/mysql v1.10.1
+	github.com/postbus/bus v0.3.0
+	github.com/postbus/bus/mysql v0.3.0
+)
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
@@ -17,6 +21,7 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/aws/aws-sdk-go-v2 v1.48.0 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect

@@ -6,6 +6,7 @@ func extraPersistences() map[string]persistenceDriver {
 		"postgres": postgresDriver(),
 		"sqlite":   sqliteDriver(),
 		"mongodb":  mongodbDriver(),
+		"mysql":    mysqlDriver(),
 	}
 }
 

@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
 
+	_ "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
 	"github.com/jackc/pgx/v5/pgxpool"
 	natsio "github.com/nats-io/nats.go"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/mysql"
 	"github.com/postbus/bus/nats"
 	"github.com/postbus/bus/postgres"
 	"github.com/postbus/bus/rabbitmq"
@@ -44,7 +47,7 @@ func (b *backends) Close() {
 type opener func(ctx context.Context, s settings, n need) (*backends, error)
 
 var (
-	errNoPersistence = usagef("no persistence: give --postgres-url or --sqlite-path (or POSTBUS_POSTGRES_URL, POSTBUS_SQLITE_PATH)")
+	errNoPersistence = usagef("no persistence: give --postgres-url, --sqlite-path or --mysql-url (or POSTBUS_POSTGRES_URL, POSTBUS_SQLITE_PATH, POSTBUS_MYSQL_URL)")
 	errNoTransport   = usagef("no transport: give --rabbitmq-url or --nats-url (or POSTBUS_RABBITMQ_URL, POSTBUS_NATS_URL)")
 )
 
@@ -67,9 +70,15 @@ func openBackends(ctx context.Context, s settings, n need) (*backends, error) {
 }
 
 func openPersistence(ctx context.Context, s settings, b *backends) error {
+	given := 0
+	for _, v := range []string{s.PostgresURL, s.SQLitePath, s.MySQLURL} {
+		if v != "" {
+			given++
+		}
+	}
 	switch {
-	case s.PostgresURL != "" && s.SQLitePath != "":
-		return usagef("give one persistence: --postgres-url or --sqlite-path, not both")
+	case given > 1:
+		return usagef("give one persistence: --postgres-url, --sqlite-path or --mysql-url, not several")
 	case s.PostgresURL != "":
 		pool, err := pgxpool.New(ctx, s.PostgresURL)
 		if err != nil {
@@ -88,6 +97,13 @@ func openPersistence(ctx context.Context, s settings, b *backends) error {
 		}
 		b.closers = append(b.closers, func() { _ = p.Close() })
 		b.Persistence, b.PersistenceName = p, "sqlite"
+	case s.MySQLURL != "":
+		p, closeDB, err := openMySQL(ctx, s)
+		if err != nil {
+			return err
+		}
+		b.closers = append(b.closers, closeDB)
+		b.Persistence, b.PersistenceName = p, "mysql"
 	default:
 		return errNoPersistence
 	}
@@ -124,4 +140,25 @@ func openTransport(s settings, b *backends, log *slog.Logger) error {
 		return errNoTransport
 	}
 	return nil
+}
+
+// openMySQL opens the MySQL/MariaDB store that s names. Errors name the
+// server by its DSN with the password redacted: the driver's own errors
+// never carry the DSN.
+func openMySQL(ctx context.Context, s settings) (*mysql.Persistence, func(), error) {
+	where := mysql.RedactDSN(s.MySQLURL)
+	db, err := sql.Open("mysql", s.MySQLURL)
+	if err != nil {
+		return nil, nil, usagef("--mysql-url %s: not a go-sql-driver DSN (user:password@tcp(host:port)/database)", where)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, nil, fmt.Errorf("mysql %s: %w", where, err)
+	}
+	p, err := mysql.New(db, mysql.Options{Table: s.MySQLTable})
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, err
+	}
+	return p, func() { _ = db.Close() }, nil
 }

@@ -14,6 +14,7 @@ import (
 type settings struct {
 	PostgresURL, PostgresSchema, PostgresTable string
 	SQLitePath, SQLiteTable                    string
+	MySQLURL, MySQLTable                       string
 	RabbitMQURL, RabbitMQExchange              string
 	NATSURL, NATSStream, NATSPrefix            string
 }
@@ -38,6 +39,8 @@ func (a *app) newCommand(name, usage, example string) *command {
 	c.fs.StringVar(&s.PostgresTable, "postgres-table", env("POSTGRES_TABLE"), "PostgreSQL scheduled table (POSTBUS_POSTGRES_TABLE)")
 	c.fs.StringVar(&s.SQLitePath, "sqlite-path", env("SQLITE_PATH"), "SQLite file (POSTBUS_SQLITE_PATH)")
 	c.fs.StringVar(&s.SQLiteTable, "sqlite-table", env("SQLITE_TABLE"), "SQLite scheduled table (POSTBUS_SQLITE_TABLE)")
+	c.fs.StringVar(&s.MySQLURL, "mysql-url", env("MYSQL_URL"), "MySQL/MariaDB DSN, user:password@tcp(host:port)/database (POSTBUS_MYSQL_URL)")
+	c.fs.StringVar(&s.MySQLTable, "mysql-table", env("MYSQL_TABLE"), "MySQL/MariaDB scheduled table (POSTBUS_MYSQL_TABLE)")
 	c.fs.StringVar(&s.RabbitMQURL, "rabbitmq-url", env("RABBITMQ_URL"), "RabbitMQ URL (POSTBUS_RABBITMQ_URL)")
 	c.fs.StringVar(&s.RabbitMQExchange, "rabbitmq-exchange", env("RABBITMQ_EXCHANGE"), "RabbitMQ events exchange (POSTBUS_RABBITMQ_EXCHANGE)")
 	c.fs.StringVar(&s.NATSURL, "nats-url", env("NATS_URL"), "NATS URL (POSTBUS_NATS_URL)")

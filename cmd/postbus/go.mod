@@ -4,10 +4,12 @@ go 1.26.0
 
 require (
 	github.com/chromedp/chromedp v0.23.0
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/postbus/bus v0.3.0
 	github.com/postbus/bus/console v0.3.0
+	github.com/postbus/bus/mysql v0.3.0
 	github.com/postbus/bus/nats v0.3.0
 	github.com/postbus/bus/postgres v0.3.0
 	github.com/postbus/bus/rabbitmq v0.3.0
@@ -16,6 +18,7 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect

@@ -66,6 +66,9 @@ Connections (flags or environment variables):
   --postgres-table  POSTBUS_POSTGRES_TABLE   its scheduled table (default outgoing_messages)
   --sqlite-path     POSTBUS_SQLITE_PATH      SQLite persistence (a file path)
   --sqlite-table    POSTBUS_SQLITE_TABLE     its scheduled table (default outgoing_messages)
+  --mysql-url       POSTBUS_MYSQL_URL        MySQL/MariaDB persistence (a go-sql-driver DSN:
+                                             user:password@tcp(host:port)/database)
+  --mysql-table     POSTBUS_MYSQL_TABLE      its scheduled table (default outgoing_messages)
   --rabbitmq-url    POSTBUS_RABBITMQ_URL     RabbitMQ transport (retry, ingest, provision)
   --rabbitmq-exchange POSTBUS_RABBITMQ_EXCHANGE its events exchange (default postbus.events)
   --nats-url        POSTBUS_NATS_URL         NATS JetStream transport (retry, ingest, provision)

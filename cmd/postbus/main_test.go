@@ -213,9 +213,14 @@ func TestNoPersistenceNamed(t *testing.T) {
 	if r.code != exitUsage || !strings.Contains(r.stderr, "POSTBUS_POSTGRES_URL") {
 		t.Errorf("exit %d, stderr %s", r.code, r.stderr)
 	}
-	r = runApp(t, openBackends, map[string]string{"POSTBUS_POSTGRES_URL": "postgres://x", "POSTBUS_SQLITE_PATH": "/tmp/x"}, "failed", "ls")
-	if r.code != exitUsage || !strings.Contains(r.stderr, "not both") {
-		t.Errorf("two persistences: exit %d, stderr %s", r.code, r.stderr)
+	for _, env := range []map[string]string{
+		{"POSTBUS_POSTGRES_URL": "postgres://x", "POSTBUS_SQLITE_PATH": "/tmp/x"},
+		{"POSTBUS_MYSQL_URL": "root@tcp(127.0.0.1:1)/x", "POSTBUS_SQLITE_PATH": "/tmp/x"},
+	} {
+		r = runApp(t, openBackends, env, "failed", "ls")
+		if r.code != exitUsage || !strings.Contains(r.stderr, "not several") {
+			t.Errorf("two persistences %v: exit %d, stderr %s", env, r.code, r.stderr)
+		}
 	}
 }
 

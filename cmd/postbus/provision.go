@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/mysql"
 	"github.com/postbus/bus/nats"
 	"github.com/postbus/bus/postgres"
 	"github.com/postbus/bus/rabbitmq"
@@ -176,6 +177,9 @@ func planLines(s settings, top bus.Topology) []string {
 	case s.SQLitePath != "":
 		table := cmp.Or(s.SQLiteTable, sqlite.DefaultTable)
 		out = append(out, fmt.Sprintf("sqlite file %s: table %s (scheduled messages) and its index, with the inbox, saga, failed-message and recurring-schedule tables named after it", s.SQLitePath, table))
+	case s.MySQLURL != "":
+		table := cmp.Or(s.MySQLTable, mysql.DefaultTable)
+		out = append(out, fmt.Sprintf("mysql table %s (scheduled messages) and its indexes, with the tables %s_inbox, %s_sagas, %s_failed and %s_recurring", table, table, table, table, table))
 	}
 	return out
 }

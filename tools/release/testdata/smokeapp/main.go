@@ -16,6 +16,7 @@ import (
 	"github.com/postbus/bus/console"
 	"github.com/postbus/bus/kafka"
 	"github.com/postbus/bus/mongodb"
+	"github.com/postbus/bus/mysql"
 	"github.com/postbus/bus/nats"
 	otelbus "github.com/postbus/bus/otel"
 	"github.com/postbus/bus/postgres"
@@ -49,8 +50,9 @@ func run() error {
 	_, refusals["kafka"] = kafka.New([]string{"127.0.0.1:9092"}, kafka.Options{Partitions: -1})
 	_, refusals["sqs"] = sqs.New(nil, nil, sqs.Options{})
 	_, refusals["mongodb"] = mongodb.New(nil, mongodb.Options{})
+	_, refusals["mysql"] = mysql.New(nil, mysql.Options{})
 	_, refusals["console"] = console.Handler(console.Options{})
-	for _, name := range []string{"console", "kafka", "mongodb", "nats", "rabbitmq", "redis", "sqs"} {
+	for _, name := range []string{"console", "kafka", "mongodb", "mysql", "nats", "rabbitmq", "redis", "sqs"} {
 		if refusals[name] == nil {
 			return fmt.Errorf("%s accepted options it must refuse", name)
 		}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/mysql"
+)
+
+const defaultMySQLURL = "root@tcp(127.0.0.1:3306)/test"
+
+func mysqlURL() string {
+	if u := os.Getenv("POSTBUS_TEST_MYSQL_DSN"); u != "" {
+		return u
+	}
+	return defaultMySQLURL
+}
+
+// mysqlFixture sets up fresh tables with the fixture, and returns the
+// environment that points the command at them.
+func mysqlFixture(t *testing.T) (*mysql.Persistence, map[string]string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url := mysqlURL()
+	db, err := sql.Open("mysql", url)
+	if err == nil {
+		err = db.PingContext(ctx)
+	}
+	if err != nil {
+		if db != nil {
+			_ = db.Close()
+		}
+		bustest.SkipOutsideCI(t, "MariaDB/MySQL not reachable at %s (set POSTBUS_TEST_MYSQL_DSN): %v", mysql.RedactDSN(url), err)
+	}
+	table := "cli_" + bustest.Namespace()
+	p, err := mysql.New(db, mysql.Options{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, s := range []string{"", "_inbox", "_sagas", "_failed", "_recurring"} {
+			_, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS `"+table+s+"`")
+		}
+		_ = db.Close()
+	})
+	if err := p.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seed(t, p)
+	return p, map[string]string{"POSTBUS_MYSQL_URL": url, "POSTBUS_MYSQL_TABLE": table}
+}
+
+func TestGoldenMySQL(t *testing.T) {
+	t.Parallel()
+	p, env := mysqlFixture(t)
+	for _, c := range goldenCases {
+		r := runApp(t, openBackends, env, c.args...)
+		if r.code != exitOK {
+			t.Errorf("%s: exit %d, stderr %s", c.name, r.code, r.stderr)
+		}
+		golden(t, c.name, r.stdout)
+	}
+	assertUnchanged(t, p, p)
+}
+
+func TestChangesMySQL(t *testing.T) {
+	t.Parallel()
+	p, env := mysqlFixture(t)
+	ctx := context.Background()
+	r := runApp(t, openBackends, env, "scheduled", "cancel", "0190f5d6-0000-7000-8000-000000000000")
+	if r.code != exitOK || r.stdout != "cancelled 1 of 1 message(s)\n" {
+		t.Fatalf("cancel: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if _, ok, err := p.GetScheduled(ctx, "0190f5d6-0000-7000-8000-000000000000"); err != nil || ok {
+		t.Fatalf("after cancel the row is still there: %v %v", ok, err)
+	}
+	r = runApp(t, openBackends, env, "scheduled", "send-now", "0190f5d6-0000-7000-8000-000000000001")
+	if r.code != exitOK || r.stdout != "made due now 1 of 1 message(s)\n" {
+		t.Fatalf("send-now: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	m, ok, err := p.GetScheduled(ctx, "0190f5d6-0000-7000-8000-000000000001")
+	if err != nil || !ok || m.DueAt.After(time.Now().Add(time.Minute)) {
+		t.Errorf("send-now: %v %v due %v", ok, err, m.DueAt)
+	}
+	r = runApp(t, openBackends, env, "failed", "delete", "--group", bus.FailureGroup("billing.ChargeCard", "billing", "card 1 declined"))
+	if r.code != exitOK || r.stdout != "deleted 4 of 4 message(s)\n" {
+		t.Fatalf("delete group: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if n, _ := p.CountFailed(ctx, bus.FailedQuery{}); n != 1 {
+		t.Errorf("%d failed messages left, want 1", n)
+	}
+}
+
+// A password in --mysql-url never reaches the output, whatever fails.
+func TestMySQLPasswordIsNeverPrinted(t *testing.T) {
+	t.Parallel()
+	for _, url := range []string{
+		"app:s3cret-pw@tcp(" + bustest.DeadAddr(t) + ")/test?timeout=2s",
+		"app:s3cret-pw@tcp(127.0.0.1:3306)/test?no-such-param=%zz",
+	} {
+		r := runApp(t, openBackends, map[string]string{"POSTBUS_MYSQL_URL": url}, "scheduled", "ls")
+		if r.code == exitOK {
+			t.Errorf("%s: exit 0, want a failure", mysql.RedactDSN(url))
+		}
+		if strings.Contains(r.stdout+r.stderr, "s3cret-pw") {
+			t.Errorf("the password was printed: stdout %q stderr %q", r.stdout, r.stderr)
+		}
+		if r.stderr == "" {
+			t.Errorf("no error printed for %s", mysql.RedactDSN(url))
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/postbus/bus"
+)
+
+var (
+	_ bus.Persistence    = (*Persistence)(nil)
+	_ bus.ScheduledStore = (*Persistence)(nil)
+	_ bus.DueNotifier    = (*Persistence)(nil)
+	_ bus.ClockedStore   = (*Persistence)(nil)
+	_ bus.AheadClaimer   = (*Persistence)(nil)
+	_ bus.OutboxStore    = (*Persistence)(nil)
+	_ bus.SagaStore      = (*Persistence)(nil)
+	_ bus.TxCanceler     = (*Persistence)(nil)
+	_ bus.PoolReporter   = (*Persistence)(nil)
+)
+
+// Persistence is the durable MySQL/MariaDB store: scheduled messages, the
+// transactional outbox and inbox, sagas, recurring schedules and failed
+// messages. It is safe for concurrent use by many goroutines and by many
+// processes sharing the tables. Make one with New; the caller owns the
+// *sql.DB and closes it after the buses using this value have stopped.
+// Persistence holds no connection between calls and needs no Close.
+type Persistence struct {
+	db   *sql.DB
+	opts Options
+	n    names
+	q    statements
+	log  *slog.Logger
+	// group shares INSERTs among concurrent StoreOutgoing calls (group.go).
+	group *grouper
+
+	mu         sync.Mutex
+	transports map[string]struct{} // the transports claimed for through this value, for WatchDue
+	origin     string              // the database and server of p.db, for checkTx; empty until read
+}
+
+// New returns a Persistence on db, configured by opts (zero values mean
+// the documented defaults). It does not touch the database: call Setup
+// (the bus does at Start) or run Migrations yourself. The store compares
+// and computes every time on the server's UTC clock (UTC_TIMESTAMP(6)),
+// and reads and writes times as microseconds since the Unix epoch, so
+// neither the session's time zone nor the DSN's parseTime and loc
+// settings matter.
+func New(db *sql.DB, opts Options) (*Persistence, error) {
+	if db == nil {
+		return nil, ErrNilDB
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	n := newNames(opts.Table)
+	p := &Persistence{db: db, opts: opts, n: n, q: newStatements(n), log: opts.Logger,
+		transports: map[string]struct{}{}}
+	p.group = &grouper{flush: p.flushRows}
+	return p, nil
+}
+
+// Durable reports true: rows survive restarts of the process and of the
+// database.
+func (p *Persistence) Durable() bool { return true }
+
+// DB returns the handle the store uses.
+func (p *Persistence) DB() *sql.DB { return p.db }
+
+// Table returns the quoted name of the scheduled-message table.
+func (p *Persistence) Table() string { return p.n.table }
+
+// InboxTable returns the quoted name of the inbox table.
+func (p *Persistence) InboxTable() string { return p.n.inbox }
+
+// SagaTable returns the quoted name of the saga table.
+func (p *Persistence) SagaTable() string { return p.n.sagas }
+
+// StoreNow returns the server's clock, UTC_TIMESTAMP(6): the clock every
+// due, lease and retry time is compared on.
+func (p *Persistence) StoreNow(ctx context.Context) (time.Time, error) {
+	var now int64
+	if err := p.db.QueryRowContext(ctx, "SELECT "+us("UTC_TIMESTAMP(6)")).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("mysql: store now: %w", err)
+	}
+	return fromMicros(now), nil
+}
+
+// ConnectionPool describes db's pool for bus.Start's check: its
+// MaxOpenConnections (0, the database/sql default, is unlimited and
+// skips the check). WatchDue holds no connection between its polls.
+func (p *Persistence) ConnectionPool(bus.Transport) bus.ConnectionPool {
+	return bus.ConnectionPool{MaxConns: p.db.Stats().MaxOpenConnections}
+}
+
+// noteTransport remembers that a dispatcher of transport uses this
+// Persistence, so that WatchDue wakes it for that transport's rows.
+func (p *Persistence) noteTransport(transport string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.transports[transport] = struct{}{}
+}
+
+// claimers returns the transports noted by noteTransport.
+func (p *Persistence) claimers() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.transports))
+	for t := range p.transports {
+		out = append(out, t)
+	}
+	return out
+}

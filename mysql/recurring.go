@@ -1,0 +1,214 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/postbus/bus"
+)
+
+var _ bus.RecurringStore = (*Persistence)(nil)
+
+// The table of recurring schedules (Options.Table + "_recurring") has one
+// row per schedule name: the current definition (fingerprint, schedule
+// text, generation), paused, the time up to which its ticks are dealt
+// with (last_tick, NULL before the first), its recent ticks as a JSON
+// array of microseconds since the epoch, and a revision raised by every
+// change, so that the affected-row count of an update is its matched
+// count whatever the DSN's clientFoundRows says. The occurrences are
+// ordinary rows of the scheduled-message table.
+
+func (p *Persistence) recurringSelect() string {
+	return "SELECT name, fingerprint, schedule, generation, paused, " + us("last_tick") + ", ticks FROM " + p.n.recurring
+}
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanRecurring(row rowScanner) (bus.RecurringRecord, error) {
+	var r bus.RecurringRecord
+	var name, fp, ticks []byte
+	var last sql.NullInt64
+	if err := row.Scan(&name, &fp, &r.Schedule, &r.Generation, &r.Paused, &last, &ticks); err != nil {
+		return bus.RecurringRecord{}, err
+	}
+	r.Name, r.Fingerprint = string(name), string(fp)
+	if last.Valid {
+		r.Last = fromMicros(last.Int64)
+	}
+	var ns []int64
+	if err := json.Unmarshal(ticks, &ns); err != nil {
+		return bus.RecurringRecord{}, fmt.Errorf("ticks of %q: %w", r.Name, err)
+	}
+	for _, n := range ns {
+		r.Ticks = append(r.Ticks, fromMicros(n))
+	}
+	return r, nil
+}
+
+func ticksJSON(ticks []time.Time) []byte {
+	ns := make([]int64, len(ticks))
+	for i, t := range ticks {
+		ns[i] = micros(t)
+	}
+	b, _ := json.Marshal(ns) // an []int64 always marshals
+	return b
+}
+
+// lastTick is the parameter of a last_tick: NULL for the zero time.
+func lastTick(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return micros(t)
+}
+
+// DeclareRecurring inserts the schedule's record, or replaces its
+// definition when the fingerprint differs, raising the generation, in one
+// transaction (see bus.RecurringStore). Of two racing declarations of a
+// new name, one inserts; the other's insert waits for it on the key and
+// then finds the row.
+func (p *Persistence) DeclareRecurring(ctx context.Context, rec bus.RecurringRecord) (bus.RecurringRecord, bool, error) {
+	var got bus.RecurringRecord
+	var changed bool
+	err := p.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO "+p.n.recurring+
+			" (name, fingerprint, schedule, generation, ticks, updated_at) VALUES (?, ?, ?, 1, '[]', UTC_TIMESTAMP(6))",
+			[]byte(rec.Name), []byte(rec.Fingerprint), cleanText(rec.Schedule, 1<<16))
+		switch {
+		case err == nil:
+			changed = true
+		case isDuplicate(err):
+			n, err := execCount(ctx, tx, "UPDATE "+p.n.recurring+
+				" SET fingerprint = ?, schedule = ?, generation = generation + 1, revision = revision + 1, updated_at = UTC_TIMESTAMP(6)"+
+				" WHERE name = ? AND fingerprint <> ?",
+				[]byte(rec.Fingerprint), cleanText(rec.Schedule, 1<<16), []byte(rec.Name), []byte(rec.Fingerprint))
+			if err != nil {
+				return err
+			}
+			changed = n > 0
+		default:
+			return err
+		}
+		got, err = scanRecurring(tx.QueryRowContext(ctx, p.recurringSelect()+" WHERE name = ?", []byte(rec.Name)))
+		return err
+	})
+	if err != nil {
+		return bus.RecurringRecord{}, false, fmt.Errorf("mysql: declare recurring %q: %w", rec.Name, err)
+	}
+	return got, changed, nil
+}
+
+// LoadRecurring returns the record name.
+func (p *Persistence) LoadRecurring(ctx context.Context, name string) (bus.RecurringRecord, bool, error) {
+	r, err := scanRecurring(p.db.QueryRowContext(ctx, p.recurringSelect()+" WHERE name = ?", []byte(name)))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return bus.RecurringRecord{}, false, nil
+	case err != nil:
+		return bus.RecurringRecord{}, false, fmt.Errorf("mysql: load recurring %q: %w", name, err)
+	}
+	return r, true, nil
+}
+
+// ListRecurring returns every record, by name.
+func (p *Persistence) ListRecurring(ctx context.Context) ([]bus.RecurringRecord, error) {
+	rows, err := p.db.QueryContext(ctx, p.recurringSelect()+" ORDER BY name")
+	if err != nil {
+		return nil, fmt.Errorf("mysql: list recurring: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []bus.RecurringRecord
+	for rows.Next() {
+		r, err := scanRecurring(rows)
+		if err != nil {
+			return nil, fmt.Errorf("mysql: list recurring: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mysql: list recurring: %w", err)
+	}
+	return out, nil
+}
+
+// AdvanceRecurring applies adv in one transaction: the compare-and-set
+// update of the record, the cancellations (rows whose lease runs at the
+// server's now are kept), then the inserts.
+func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdvance) (bool, error) {
+	if err := checkRows(adv.Store); err != nil {
+		return false, err
+	}
+	var done bool
+	err := p.inTx(ctx, func(tx *sql.Tx) error {
+		n, err := execCount(ctx, tx, "UPDATE "+p.n.recurring+" SET last_tick = "+at("?")+", ticks = ?, revision = revision + 1,"+
+			" updated_at = UTC_TIMESTAMP(6) WHERE name = ? AND generation = ? AND last_tick <=> "+at("?"),
+			lastTick(adv.Last), ticksJSON(adv.Ticks), []byte(adv.Name), adv.Generation, lastTick(adv.From))
+		if err != nil || n == 0 {
+			return err
+		}
+		if err := p.cancelIn(ctx, tx, adv.Cancel); err != nil {
+			return err
+		}
+		if len(adv.Store) > 0 {
+			if err := p.insertRows(ctx, tx, adv.Store); err != nil {
+				return err
+			}
+		}
+		done = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("mysql: advance recurring %q: %w", adv.Name, err)
+	}
+	return done, nil
+}
+
+// cancelIn deletes the rows named that no running lease holds, in tx.
+func (p *Persistence) cancelIn(ctx context.Context, tx *sql.Tx, ids []string) error {
+	for _, id := range ids {
+		if _, err := tx.ExecContext(ctx, p.q.cancel, []byte(id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetRecurringPaused pauses or resumes the record name; resuming moves
+// last_tick forward to at.
+func (p *Persistence) SetRecurringPaused(ctx context.Context, name string, paused bool, at time.Time) (bool, error) {
+	// MySQL assigns left to right: last_tick is computed before paused
+	// changes, on the stored value.
+	n, err := execCount(ctx, p.db, "UPDATE "+p.n.recurring+
+		" SET last_tick = IF(NOT ? AND (last_tick IS NULL OR last_tick < "+atSQL+"), "+atSQL+", last_tick),"+
+		" paused = ?, revision = revision + 1, updated_at = UTC_TIMESTAMP(6) WHERE name = ?",
+		paused, micros(at), micros(at), paused, []byte(name))
+	if err != nil {
+		return false, fmt.Errorf("mysql: pause recurring %q: %w", name, err)
+	}
+	return n > 0, nil
+}
+
+// atSQL is at of one parameter.
+var atSQL = at("?")
+
+// DeleteRecurring removes the record name and cancels the rows named, in
+// one transaction.
+func (p *Persistence) DeleteRecurring(ctx context.Context, name string, cancel []string) (bool, error) {
+	var done bool
+	err := p.inTx(ctx, func(tx *sql.Tx) error {
+		n, err := execCount(ctx, tx, "DELETE FROM "+p.n.recurring+" WHERE name = ?", []byte(name))
+		if err != nil || n == 0 {
+			return err
+		}
+		done = true
+		return p.cancelIn(ctx, tx, cancel)
+	})
+	if err != nil {
+		return false, fmt.Errorf("mysql: delete recurring %q: %w", name, err)
+	}
+	return done, nil
+}
