@@ -17,13 +17,14 @@ var _ bus.RecurringStore = (*Persistence)(nil)
 // row per schedule name: the current definition (fingerprint, schedule
 // text, generation), paused, the time up to which its ticks are dealt
 // with (last_tick, NULL before the first), its recent ticks as a JSON
-// array of microseconds since the epoch, and a revision raised by every
+// array of microseconds since the epoch, its liveness mark (alive_until,
+// NULL before the first step: see bus.RecurringRecord.Alive), and a revision raised by every
 // change, so that the affected-row count of an update is its matched
 // count whatever the DSN's clientFoundRows says. The occurrences are
 // ordinary rows of the scheduled-message table.
 
 func (p *Persistence) recurringSelect() string {
-	return "SELECT name, fingerprint, schedule, generation, paused, " + us("last_tick") + ", ticks FROM " + p.n.recurring
+	return "SELECT name, fingerprint, schedule, generation, paused, " + us("last_tick") + ", ticks, " + us("alive_until") + " FROM " + p.n.recurring
 }
 
 type rowScanner interface{ Scan(dest ...any) error }
@@ -31,13 +32,16 @@ type rowScanner interface{ Scan(dest ...any) error }
 func scanRecurring(row rowScanner) (bus.RecurringRecord, error) {
 	var r bus.RecurringRecord
 	var name, fp, ticks []byte
-	var last sql.NullInt64
-	if err := row.Scan(&name, &fp, &r.Schedule, &r.Generation, &r.Paused, &last, &ticks); err != nil {
+	var last, alive sql.NullInt64
+	if err := row.Scan(&name, &fp, &r.Schedule, &r.Generation, &r.Paused, &last, &ticks, &alive); err != nil {
 		return bus.RecurringRecord{}, err
 	}
 	r.Name, r.Fingerprint = string(name), string(fp)
 	if last.Valid {
 		r.Last = fromMicros(last.Int64)
+	}
+	if alive.Valid {
+		r.Alive = fromMicros(alive.Int64)
 	}
 	var ns []int64
 	if err := json.Unmarshal(ticks, &ns); err != nil {
@@ -58,7 +62,8 @@ func ticksJSON(ticks []time.Time) []byte {
 	return b
 }
 
-// lastTick is the parameter of a last_tick: NULL for the zero time.
+// lastTick is the parameter of a last_tick or alive_until: NULL for the
+// zero time.
 func lastTick(t time.Time) any {
 	if t.IsZero() {
 		return nil
@@ -144,9 +149,13 @@ func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdv
 	}
 	var done bool
 	err := p.inTx(ctx, func(tx *sql.Tx) error {
-		n, err := execCount(ctx, tx, "UPDATE "+p.n.recurring+" SET last_tick = "+at("?")+", ticks = ?, revision = revision + 1,"+
+		// The liveness mark only moves forward; a zero adv.Alive leaves it.
+		alive := lastTick(adv.Alive)
+		n, err := execCount(ctx, tx, "UPDATE "+p.n.recurring+" SET last_tick = "+at("?")+", ticks = ?,"+
+			" alive_until = CASE WHEN ? IS NULL OR (alive_until IS NOT NULL AND alive_until >= "+at("?")+")"+
+			" THEN alive_until ELSE "+at("?")+" END, revision = revision + 1,"+
 			" updated_at = UTC_TIMESTAMP(6) WHERE name = ? AND generation = ? AND last_tick <=> "+at("?"),
-			lastTick(adv.Last), ticksJSON(adv.Ticks), []byte(adv.Name), adv.Generation, lastTick(adv.From))
+			lastTick(adv.Last), ticksJSON(adv.Ticks), alive, alive, alive, []byte(adv.Name), adv.Generation, lastTick(adv.From))
 		if err != nil || n == 0 {
 			return err
 		}

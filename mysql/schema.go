@@ -109,6 +109,7 @@ func ddl(n names) []string {
 	paused      BOOLEAN         NOT NULL DEFAULT FALSE,
 	last_tick   DATETIME(6)     NULL,
 	ticks       LONGBLOB        NOT NULL,
+	alive_until DATETIME(6)     NULL,
 	revision    BIGINT          NOT NULL DEFAULT 0,
 	updated_at  DATETIME(6)     NOT NULL,
 	PRIMARY KEY (name)
