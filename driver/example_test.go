@@ -39,8 +39,7 @@ func ExampleUndecodable() {
 	}
 	fmt.Println(env.ID, env.Header(bus.HeaderDecodeError))
 	// Output:
-	// id-7 mybroker: header Postbus-Kind: bus: unknown message kind "urgent"
-	// header Postbus-Type: missing
+	// id-7 mybroker: header Postbus-Kind: bus: unknown message kind "urgent"; header Postbus-Type: missing
 }
 
 func ExampleFit() {

@@ -189,8 +189,9 @@ func (m Mapping) formatKind(k bus.Kind) string {
 // Decode rebuilds an envelope (without its Body) from headers, given as
 // key/value pairs; a key given twice keeps its last value, and keys the
 // Mapping does not name are ignored. It reads what it can: on error the
-// envelope holds every field that decoded, and the error joins one
-// *HeaderError per header it could not read (a missing Type among them).
+// envelope holds every field that decoded, and the error wraps one
+// *HeaderError per header it could not read (a missing Type among them),
+// its text theirs joined by "; ".
 func (m Mapping) Decode(headers iter.Seq2[string, string]) (*bus.Envelope, error) {
 	env := &bus.Envelope{}
 	val, mk := m.values(), orVerbatim(m.MapKeys)
@@ -252,9 +253,25 @@ func (m Mapping) Decode(headers iter.Seq2[string, string]) (*bus.Envelope, error
 			errs = append(errs, &HeaderError{Key: t.key, Reason: err.Error(), Err: err})
 		}
 	}
+	if len(errs) == 0 {
+		return env, nil
+	}
 	slices.SortStableFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-	return env, errors.Join(errs...)
+	return env, headerErrors(errs)
 }
+
+// headerErrors are the problems of one message, in one line.
+type headerErrors []error
+
+func (e headerErrors) Error() string {
+	s := make([]string, len(e))
+	for i, err := range e {
+		s[i] = err.Error()
+	}
+	return strings.Join(s, "; ")
+}
+
+func (e headerErrors) Unwrap() []error { return e }
 
 func (m Mapping) parseKind(s string) (bus.Kind, error) {
 	if !m.KindNumber || s == "" {
