@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
 )
 
 // Receiver is the part of a transport Receive needs.
@@ -27,4 +28,18 @@ func Receive(tb testing.TB, tr Receiver, queue string, opts bus.ReceiveOptions, 
 			tb.Error(err)
 		}
 	}
+}
+
+// CountReceived receives queue with Concurrency 8 until the test ends and
+// counts each message in the returned countdown of n: the consumer of a
+// send→handler benchmark. It keeps nothing of what arrives, so the
+// benchmark measures the transport, not the test's bookkeeping.
+func CountReceived(tb testing.TB, tr Receiver, queue string, n int64) *bustest.Countdown {
+	tb.Helper()
+	handled := bustest.NewCountdown(n)
+	tb.Cleanup(Receive(tb, tr, queue, bus.ReceiveOptions{Concurrency: 8}, func(context.Context, *bus.Envelope) error {
+		handled.Done()
+		return nil
+	}))
+	return handled
 }
