@@ -100,15 +100,7 @@ func (c *collector) waitFor(t testing.TB, n int, within time.Duration) {
 // receive runs Receive until the test ends.
 func receive(t testing.TB, tr *redis.Transport, queue string, conc int, h bus.DeliveryHandler) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- tr.Receive(ctx, queue, bus.ReceiveOptions{Concurrency: conc}, h) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Receive: %v", err)
-		}
-	})
+	drivertest.ReceiveUntilEnd(t, tr, queue, conc, h)
 }
 
 // A consumer that read messages and went silent (a raw XREADGROUP that

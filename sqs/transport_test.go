@@ -46,15 +46,7 @@ func TestConformance(t *testing.T) {
 // receiveAll runs Receive in the background with h until the test ends.
 func receiveAll(t *testing.T, tr *sqs.Transport, queue string, conc int, h bus.DeliveryHandler) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- tr.Receive(ctx, queue, bus.ReceiveOptions{Concurrency: conc}, h) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Receive: %v", err)
-		}
-	})
+	drivertest.ReceiveUntilEnd(t, tr, queue, conc, h)
 }
 
 func envelope(id string) *bus.Envelope {
