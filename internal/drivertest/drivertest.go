@@ -1,6 +1,5 @@
 // Package drivertest holds what the tests of the transport modules share:
-// the server address and its reachability (skip outside CI, fail in it),
-// unique names, a test context and logger, the background receiver of the
+// the server address, unique names, a test context and logger, the background receiver of the
 // benchmarks, and golden files of a wire format. The driver modules import
 // it from their tests only.
 package drivertest
@@ -11,12 +10,9 @@ import (
 	"encoding/hex"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"testing"
 	"time"
-
-	"github.com/postbus/bus/bustest"
 )
 
 // Addr returns the value of the environment variable env, or def when it
@@ -26,19 +22,6 @@ func Addr(env, def string) string {
 		return v
 	}
 	return def
-}
-
-// RequireTCP dials addr (host:port) and, when nothing answers within two
-// seconds, skips the test, or fails it under CI=true, naming the service
-// and env, the variable that points the tests elsewhere.
-func RequireTCP(t testing.TB, service, env, addr string) {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		bustest.SkipOutsideCI(t, "%s at %s unreachable (set %s): %v", service, addr, env, err)
-		return
-	}
-	_ = c.Close()
 }
 
 // Unique returns prefix followed by 12 random hex digits: a queue, stream,
