@@ -195,60 +195,53 @@ func (m Mapping) formatKind(k bus.Kind) string {
 func (m Mapping) Decode(headers iter.Seq2[string, string]) (*bus.Envelope, error) {
 	env := &bus.Envelope{}
 	val, mk := m.values(), orVerbatim(m.MapKeys)
-	var kind, sent, due, exp string
-	fields := m.fixed(&bus.Envelope{})
-	dsts := []*string{&env.ID, &env.Type, &kind, &env.ContentType, &env.CorrelationID, &env.Source,
-		&env.Destination, &sent, &due, &exp, &env.OrderingKey}
-	raw := make([]*string, len(fields))
+	k := &m.Keys
+	keys := [...]string{k.ID, k.Type, k.Kind, k.ContentType, k.CorrelationID, k.Source, k.Destination,
+		k.SentAt, k.DueAt, k.ExpiresAt, k.OrderingKey}
+	var raw [len(keys)]string
+	var seen [len(keys)]bool
+	maps := [...]mapField{{k.Header, &env.Headers}, {k.Attribute, &env.Attributes}, {k.Sticky, &env.StickyAttributes}}
 	var errs []error
 	for key, v := range headers {
-		if i := slices.IndexFunc(fields, func(f fixedField) bool { return f.key != "" && f.key == key }); i >= 0 {
-			raw[i] = &v
+		if i := indexKey(&keys, key); i >= 0 {
+			raw[i], seen[i] = v, true
 			continue
 		}
-		for _, e := range m.maps(env) {
+		for _, e := range maps {
 			if e.prefix == "" || !strings.HasPrefix(key, e.prefix) {
 				continue
 			}
-			k, err := mk.Unescape(key[len(e.prefix):])
-			if err != nil {
-				errs = append(errs, &HeaderError{Key: key, Reason: "key: " + err.Error(), Err: err})
-				break
-			}
-			uv, err := val.Unescape(v)
-			if err != nil {
+			if err := putEntry(e.m, key[len(e.prefix):], v, mk, val); err != nil {
 				errs = append(errs, &HeaderError{Key: key, Reason: err.Error(), Err: err})
-				break
 			}
-			if *e.m == nil {
-				*e.m = make(map[string]string, 4)
-			}
-			(*e.m)[k] = uv
 			break
 		}
 	}
-	for i, r := range raw {
-		if r == nil {
+	var kind, sent, due, exp string
+	dsts := [len(keys)]*string{&env.ID, &env.Type, &kind, &env.ContentType, &env.CorrelationID, &env.Source,
+		&env.Destination, &sent, &due, &exp, &env.OrderingKey}
+	for i := range raw {
+		if !seen[i] {
 			continue
 		}
-		v, err := val.Unescape(*r)
+		v, err := val.Unescape(raw[i])
 		if err != nil {
-			errs = append(errs, &HeaderError{Key: fields[i].key, Reason: err.Error(), Err: err})
+			errs = append(errs, &HeaderError{Key: keys[i], Reason: err.Error(), Err: err})
 			continue
 		}
 		*dsts[i] = v
 	}
-	if env.Type == "" && m.Keys.Type != "" {
-		errs = append(errs, &HeaderError{Key: m.Keys.Type, Reason: "missing"})
+	if env.Type == "" && k.Type != "" {
+		errs = append(errs, &HeaderError{Key: k.Type, Reason: "missing"})
 	}
 	var err error
 	if env.Kind, err = m.parseKind(kind); err != nil {
-		errs = append(errs, &HeaderError{Key: m.Keys.Kind, Reason: err.Error(), Err: err})
+		errs = append(errs, &HeaderError{Key: k.Kind, Reason: err.Error(), Err: err})
 	}
-	for _, t := range []struct {
+	for _, t := range [...]struct {
 		key, v string
 		dst    *time.Time
-	}{{m.Keys.SentAt, sent, &env.SentAt}, {m.Keys.DueAt, due, &env.DueAt}, {m.Keys.ExpiresAt, exp, &env.ExpiresAt}} {
+	}{{k.SentAt, sent, &env.SentAt}, {k.DueAt, due, &env.DueAt}, {k.ExpiresAt, exp, &env.ExpiresAt}} {
 		if *t.dst, err = ParseTime(t.v); err != nil {
 			errs = append(errs, &HeaderError{Key: t.key, Reason: err.Error(), Err: err})
 		}
@@ -258,6 +251,32 @@ func (m Mapping) Decode(headers iter.Seq2[string, string]) (*bus.Envelope, error
 	}
 	slices.SortStableFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return env, headerErrors(errs)
+}
+
+// indexKey returns the index of key among the non-empty keys, or -1.
+func indexKey(keys *[11]string, key string) int {
+	for i, k := range keys {
+		if k != "" && k == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// putEntry unescapes one map entry into *m.
+func putEntry(m *map[string]string, escKey, v string, mk, val Escaper) error {
+	k, err := mk.Unescape(escKey)
+	if err != nil {
+		return fmt.Errorf("key: %w", err)
+	}
+	if v, err = val.Unescape(v); err != nil {
+		return err
+	}
+	if *m == nil {
+		*m = make(map[string]string, 4)
+	}
+	(*m)[k] = v
+	return nil
 }
 
 // headerErrors are the problems of one message, in one line.
