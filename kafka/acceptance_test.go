@@ -14,6 +14,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // Step is the message of the ordering test.
@@ -36,7 +37,7 @@ func TestOrderPerKeyWithEightHandlers(t *testing.T) {
 		total   atomic.Int64
 	)
 	all := make(chan struct{})
-	c := bus.Config{Endpoint: "ordered", Transport: tr, Concurrency: 8, Logger: quietLogger()}
+	c := bus.Config{Endpoint: "ordered", Transport: tr, Concurrency: 8, Logger: drivertest.Logger()}
 	b := bustest.StartBus(t, c, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(_ context.Context, m Step) error {
 			now := running.Add(1)
@@ -58,7 +59,7 @@ func TestOrderPerKeyWithEightHandlers(t *testing.T) {
 		key := "key-" + strconv.Itoa(k)
 		senders.Go(func() {
 			for i := range perKey {
-				if err := b.Send(testCtx(t), Step{Key: key, N: i}, bus.To(c.Endpoint), bus.WithOrderingKey(key)); err != nil {
+				if err := b.Send(drivertest.Ctx(t, 0), Step{Key: key, N: i}, bus.To(c.Endpoint), bus.WithOrderingKey(key)); err != nil {
 					t.Errorf("Send: %v", err)
 					return
 				}
@@ -108,7 +109,7 @@ func TestFailingMessageReachesErrorTopicWhileItsPartitionContinues(t *testing.T)
 		othersIn  = make(chan struct{})
 		waited    atomic.Bool
 	)
-	c := bus.Config{Endpoint: "jobs", Transport: tr, Concurrency: 4, ErrorQueue: "jobs-error", Logger: quietLogger()}
+	c := bus.Config{Endpoint: "jobs", Transport: tr, Concurrency: 4, ErrorQueue: "jobs-error", Logger: drivertest.Logger()}
 	c.Retries.Immediate = 2 // three attempts; the in-memory store means no delayed retries
 	b := bustest.StartBus(t, c, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(_ context.Context, m Job) error {
@@ -147,11 +148,11 @@ func TestFailingMessageReachesErrorTopicWhileItsPartitionContinues(t *testing.T)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 
-	if err := b.Send(testCtx(t), Job{Key: "bad"}, bus.To("jobs"), bus.WithOrderingKey("bad"), bus.WithMessageID("bad-1")); err != nil {
+	if err := b.Send(drivertest.Ctx(t, 0), Job{Key: "bad"}, bus.To("jobs"), bus.WithOrderingKey("bad"), bus.WithMessageID("bad-1")); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i <= others; i++ {
-		if err := b.Send(testCtx(t), Job{Key: "good", N: i}, bus.To("jobs"), bus.WithOrderingKey(fmt.Sprint("good-", i%5))); err != nil {
+		if err := b.Send(drivertest.Ctx(t, 0), Job{Key: "good", N: i}, bus.To("jobs"), bus.WithOrderingKey(fmt.Sprint("good-", i%5))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -202,7 +203,7 @@ func TestRevocationCancelsHandlersAndRedelivers(t *testing.T) {
 	t.Parallel()
 	tr, _ := newTransport(t)
 	const queue, n = "rebalanced", 16
-	if err := tr.Provision(testCtx(t), bus.Topology{Queue: queue}); err != nil {
+	if err := tr.Provision(drivertest.Ctx(t, 0), bus.Topology{Queue: queue}); err != nil {
 		t.Fatal(err)
 	}
 	release := make(chan struct{})
@@ -229,7 +230,7 @@ func TestRevocationCancelsHandlersAndRedelivers(t *testing.T) {
 	for i := range n {
 		env := &bus.Envelope{ID: fmt.Sprint("r-", i), Type: "test.Rebalanced", Kind: bus.KindCommand, Body: []byte(`{}`),
 			ContentType: "application/json", Destination: queue, SentAt: time.Now().UTC(), OrderingKey: fmt.Sprint("key-", i)}
-		if err := tr.Send(testCtx(t), queue, env); err != nil {
+		if err := tr.Send(drivertest.Ctx(t, 0), queue, env); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -278,14 +279,14 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func TestForeignRecordGoesToErrorTopic(t *testing.T) {
 	t.Parallel()
 	tr, opts := newTransport(t)
-	c := bus.Config{Endpoint: "inbox", Transport: tr, ErrorQueue: "inbox-error", Logger: quietLogger()}
+	c := bus.Config{Endpoint: "inbox", Transport: tr, ErrorQueue: "inbox-error", Logger: drivertest.Logger()}
 	bustest.StartBus(t, c, func(b *bus.Bus) { _ = bus.Handle(b, func(context.Context, Job) error { return nil }) })
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if err := cl.ProduceSync(testCtx(t), &kgo.Record{Topic: opts.TopicPrefix + ".q.inbox", Value: []byte("not an envelope")}).FirstErr(); err != nil {
+	if err := cl.ProduceSync(drivertest.Ctx(t, 0), &kgo.Record{Topic: opts.TopicPrefix + ".q.inbox", Value: []byte("not an envelope")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan *bus.Envelope, 1)

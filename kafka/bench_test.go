@@ -11,6 +11,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // BenchmarkSendToHandler measures send→handler throughput through the
@@ -28,18 +29,10 @@ func BenchmarkSendToHandler(b *testing.B) {
 func benchSendToHandler(b *testing.B, senders int) {
 	tr, _ := newTransport(b)
 	const queue = "bench"
-	if err := tr.Provision(testCtx(b), bus.Topology{Queue: queue}); err != nil {
+	if err := tr.Provision(drivertest.Ctx(b, 0), bus.Topology{Queue: queue}); err != nil {
 		b.Fatal(err)
 	}
-	handled := bustest.NewCountdown(int64(b.N))
-	ctx, cancel := context.WithCancel(context.Background())
-	received := make(chan error, 1)
-	go func() {
-		received <- tr.Receive(ctx, queue, bus.ReceiveOptions{Concurrency: 8}, func(context.Context, *bus.Envelope) error {
-			handled.Done()
-			return nil
-		})
-	}()
+	handled := drivertest.CountReceived(b, tr, queue, int64(b.N))
 	body := make([]byte, 1024)
 	b.SetBytes(1024)
 	bustest.MeasureThroughput(b, senders, handled, func(i int64) error {
@@ -47,10 +40,6 @@ func benchSendToHandler(b *testing.B, senders int) {
 			ContentType: "application/json", Destination: queue, Source: "bench", SentAt: time.Now().UTC()}
 		return tr.Send(context.Background(), queue, env)
 	})
-	cancel()
-	if err := <-received; err != nil {
-		b.Error(err)
-	}
 }
 
 // BenchmarkRawClientCeiling does the same work with franz-go alone, no
@@ -83,7 +72,7 @@ func benchRawClient(b *testing.B, senders int, roundRobin bool) {
 		b.Fatal(err)
 	}
 	defer prod.Close()
-	if _, err := kadm.NewClient(prod).CreateTopics(testCtx(b), int32(opts.Partitions), 1, nil, topic); err != nil {
+	if _, err := kadm.NewClient(prod).CreateTopics(drivertest.Ctx(b, 0), int32(opts.Partitions), 1, nil, topic); err != nil {
 		b.Fatal(err)
 	}
 	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(opts.TopicPrefix+".g.raw"),

@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // BenchmarkEventLayout compares, with franz-go alone, the two event
@@ -48,7 +50,7 @@ func benchEventLayout(b *testing.B, layout string) {
 			topics = append(topics, t)
 		}
 	}
-	if _, err := kadm.NewClient(prod).CreateTopics(testCtx(b), int32(opts.Partitions), 1, nil, topics...); err != nil {
+	if _, err := kadm.NewClient(prod).CreateTopics(drivertest.Ctx(b, 0), int32(opts.Partitions), 1, nil, topics...); err != nil {
 		b.Fatal(err)
 	}
 	per := max(b.N/types, 1)

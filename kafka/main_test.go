@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/kafka"
 )
 
@@ -40,15 +39,6 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
-}
-
-// quietLogger drops logs below Error, so tests stay readable; with
-// POSTBUS_TEST_LOG set it writes everything to stderr.
-func quietLogger() *slog.Logger {
-	if os.Getenv("POSTBUS_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError}))
 }
 
 // fastGroups makes group members notice a rebalance quickly.
@@ -75,7 +65,7 @@ func testOptions(t testing.TB, at []string) kafka.Options {
 		Partitions:      4,
 		CommitInterval:  100 * time.Millisecond,
 		ConsumerOptions: consumer,
-		Logger:          quietLogger(),
+		Logger:          drivertest.Logger(),
 	}
 }
 
@@ -138,10 +128,4 @@ func mustNew(t testing.TB, at []string, opts kafka.Options) *kafka.Transport {
 	}
 	t.Cleanup(func() { _ = tr.Close(context.Background()) })
 	return tr
-}
-
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
 }

@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/postbus/bus/driver"
 )
 
 // Defaults used for zero Options fields.
@@ -75,49 +76,36 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	o.TopicPrefix = cmp.Or(o.TopicPrefix, DefaultTopicPrefix)
-	o.Partitions = cmp.Or(o.Partitions, DefaultPartitions)
-	o.ReplicationFactor = cmp.Or(o.ReplicationFactor, DefaultReplicationFactor)
-	o.CommitInterval = cmp.Or(o.CommitInterval, DefaultCommitInterval)
-	o.PublishTimeout = cmp.Or(o.PublishTimeout, DefaultPublishTimeout)
-	o.RevokeWait = cmp.Or(o.RevokeWait, DefaultRevokeWait)
-	o.Prefetch = cmp.Or(o.Prefetch, DefaultPrefetch)
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	driver.Default(&o.TopicPrefix, DefaultTopicPrefix)
+	driver.Default(&o.Partitions, DefaultPartitions)
+	driver.Default(&o.ReplicationFactor, DefaultReplicationFactor)
+	driver.Default(&o.CommitInterval, DefaultCommitInterval)
+	driver.Default(&o.PublishTimeout, DefaultPublishTimeout)
+	driver.Default(&o.RevokeWait, DefaultRevokeWait)
+	driver.Default(&o.Prefetch, DefaultPrefetch)
+	o.Logger = driver.Logger(o.Logger)
 	return o
 }
 
 func (o Options) validate() error {
-	switch {
-	case !validPrefix(o.TopicPrefix):
-		return &OptionsError{Field: "TopicPrefix", Reason: fmt.Sprintf("%q may hold only ASCII letters, digits, '.', '_' and '-', and at most 100 of them", o.TopicPrefix)}
-	case o.Partitions < 1:
-		return &OptionsError{Field: "Partitions", Reason: "must be positive"}
-	case o.ReplicationFactor < 1:
-		return &OptionsError{Field: "ReplicationFactor", Reason: "must be positive"}
-	case o.CommitInterval < 0:
-		return &OptionsError{Field: "CommitInterval", Reason: "must not be negative"}
-	case o.PublishTimeout < 0:
-		return &OptionsError{Field: "PublishTimeout", Reason: "must not be negative"}
-	case o.RevokeWait < 0:
-		return &OptionsError{Field: "RevokeWait", Reason: "must not be negative"}
-	case o.Prefetch < 0:
-		return &OptionsError{Field: "Prefetch", Reason: "must not be negative"}
+	p := driver.First(
+		driver.Check(validPrefix(o.TopicPrefix), "TopicPrefix", fmt.Sprintf("%q may hold only ASCII letters, digits, '.', '_' and '-', and at most 100 of them", o.TopicPrefix)),
+		driver.Positive("Partitions", o.Partitions),
+		driver.Positive("ReplicationFactor", o.ReplicationFactor),
+		driver.NotNegative("CommitInterval", o.CommitInterval),
+		driver.NotNegative("PublishTimeout", o.PublishTimeout),
+		driver.NotNegative("RevokeWait", o.RevokeWait),
+		driver.NotNegative("Prefetch", o.Prefetch),
+	)
+	if p == nil {
+		return nil
 	}
-	return nil
+	return &OptionsError{Field: p.Field, Reason: p.Reason}
 }
 
 func validPrefix(s string) bool {
-	if s == "" || len(s) > 100 || strings.HasPrefix(s, "__") {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !isPlain(s[i]) && s[i] != '.' && s[i] != '_' {
-			return false
-		}
-	}
-	return true
+	return s != "" && len(s) <= 100 && !strings.HasPrefix(s, "__") &&
+		driver.Valid(s, func(c byte) bool { return driver.TokenByte(c) || c == '.' || c == '_' })
 }
 
 // Sentinel errors; the typed errors below wrap them.

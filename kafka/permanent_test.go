@@ -11,6 +11,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // TestTooLargeIsPermanent: a record over the producer's maximum batch
@@ -19,16 +20,16 @@ import (
 func TestTooLargeIsPermanent(t *testing.T) {
 	t.Parallel()
 	tr, _ := newTransport(t)
-	if err := tr.Provision(testCtx(t), bus.Topology{Queue: "big"}); err != nil {
+	if err := tr.Provision(drivertest.Ctx(t, 0), bus.Topology{Queue: "big"}); err != nil {
 		t.Fatal(err)
 	}
 	env := &bus.Envelope{ID: "big-1", Type: "test.Cmd", Kind: bus.KindCommand, Body: make([]byte, 2<<20), Destination: "big"}
-	err := tr.Send(testCtx(t), "big", env)
+	err := tr.Send(drivertest.Ctx(t, 0), "big", env)
 	if !errors.Is(err, kerr.MessageTooLarge) || !errors.Is(err, bus.ErrPermanent) {
 		t.Errorf("send of 2 MiB: got %v, want kerr.MessageTooLarge and bus.ErrPermanent", err)
 	}
 	env.ID, env.Body = "small-1", []byte("{}")
-	if err := tr.Send(testCtx(t), "big", env); err != nil {
+	if err := tr.Send(drivertest.Ctx(t, 0), "big", env); err != nil {
 		t.Errorf("send of a small message: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/nats"
 )
 
@@ -27,14 +28,14 @@ func TestSendBatchSettlesEachMessageByItsOwnAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateStream(testCtx(t), jetstream.StreamConfig{
+	if _, err := js.CreateStream(drivertest.Ctx(t, 0), jetstream.StreamConfig{
 		Name: opts.Stream, Subjects: []string{opts.SubjectPrefix + ".q.*"}, Retention: jetstream.InterestPolicy,
 	}); err != nil {
 		t.Fatal(err)
 	}
 	tr := mustNew(t, nc, opts)
 	const queue = "batch"
-	if err := tr.Provision(testCtx(t), bus.Topology{Queue: queue}); err != nil {
+	if err := tr.Provision(drivertest.Ctx(t, 0), bus.Topology{Queue: queue}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -56,7 +57,7 @@ func TestSendBatchSettlesEachMessageByItsOwnAck(t *testing.T) {
 		}
 		batch[i] = out
 	}
-	errs := tr.SendBatch(testCtx(t), batch)
+	errs := tr.SendBatch(drivertest.Ctx(t, 0), batch)
 	if len(errs) != n {
 		t.Fatalf("%d results for %d messages", len(errs), n)
 	}
@@ -99,7 +100,7 @@ func TestSendBatchLargerThanTheWindow(t *testing.T) {
 	for i := range batch {
 		batch[i] = bus.Outbound{Queue: queue, Envelope: command(queue, i)}
 	}
-	for i, err := range tr.SendBatch(testCtx(t), batch) {
+	for i, err := range tr.SendBatch(drivertest.Ctx(t, 0), batch) {
 		if err != nil {
 			t.Errorf("message %d: %v", i, err)
 		}
@@ -121,10 +122,10 @@ func BenchmarkSendBatch(b *testing.B) {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
 			tr, _, _ := newTransport(b)
 			const queue = "bench"
-			if err := tr.Provision(testCtx(b), bus.Topology{Queue: queue}); err != nil {
+			if err := tr.Provision(drivertest.Ctx(b, 0), bus.Topology{Queue: queue}); err != nil {
 				b.Fatal(err)
 			}
-			handled := countReceived(b, tr, queue)
+			handled := drivertest.CountReceived(b, tr, queue, int64(b.N))
 			batches := make([][]bus.Outbound, 0, b.N/size+1)
 			for lo := 0; lo < b.N; lo += size {
 				batch := make([]bus.Outbound, min(size, b.N-lo))

@@ -12,7 +12,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
-	"github.com/postbus/bus/nats"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // BenchmarkSendToHandler measures send→handler throughput: 8 or 64
@@ -27,10 +27,10 @@ func BenchmarkSendToHandler(b *testing.B) {
 func benchSendToHandler(b *testing.B, senders int) {
 	tr, nc, opts := newTransport(b)
 	const queue = "bench"
-	if err := tr.Provision(testCtx(b), bus.Topology{Queue: queue}); err != nil {
+	if err := tr.Provision(drivertest.Ctx(b, 0), bus.Topology{Queue: queue}); err != nil {
 		b.Fatal(err)
 	}
-	handled := countReceived(b, tr, queue)
+	handled := drivertest.CountReceived(b, tr, queue, int64(b.N))
 	body := make([]byte, 1024)
 	b.SetBytes(1024)
 	go func() { // diagnostic
@@ -56,29 +56,6 @@ func benchSendToHandler(b *testing.B, senders int) {
 	})
 }
 
-// countReceived receives queue with concurrency 8 until the benchmark ends
-// and counts each message in the returned countdown of b.N. It receives
-// directly: the tests' recording receiver keeps every envelope, which
-// would make a benchmark measure its maps and the GC.
-func countReceived(b *testing.B, tr *nats.Transport, queue string) *bustest.Countdown {
-	handled := bustest.NewCountdown(int64(b.N))
-	ctx, cancel := context.WithCancel(context.Background())
-	received := make(chan error, 1)
-	go func() {
-		received <- tr.Receive(ctx, queue, bus.ReceiveOptions{Concurrency: 8}, func(context.Context, *bus.Envelope) error {
-			handled.Done()
-			return nil
-		})
-	}()
-	b.Cleanup(func() {
-		cancel()
-		if err := <-received; err != nil {
-			b.Error(err)
-		}
-	})
-	return handled
-}
-
 // BenchmarkLayout compares the two stream layouts the transport could use,
 // with raw JetStream calls: one stream holding 4 queues on 4 subjects (4
 // filtered consumers), against 4 streams of one subject each. Each of 4
@@ -92,7 +69,7 @@ func BenchmarkLayout(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ctx := testCtx(b)
+			ctx := drivertest.Ctx(b, 0)
 			const queues = 4
 			streams := make([]string, queues)
 			for q := range queues {

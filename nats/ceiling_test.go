@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/nats"
 )
 
@@ -68,7 +69,7 @@ func benchRawClient(b *testing.B, senders, conns int, headers bool) {
 // of its subjects (64 messages per pull) that acknowledges each message and
 // counts it in handled. It returns the subject.
 func rawConsumer(b *testing.B, js jetstream.JetStream, opts nats.Options, handled *bustest.Countdown) string {
-	ctx := testCtx(b)
+	ctx := drivertest.Ctx(b, 0)
 	subject := opts.SubjectPrefix + ".q.raw"
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: opts.Stream, Subjects: []string{opts.SubjectPrefix + ".q.*"}, Retention: jetstream.InterestPolicy,

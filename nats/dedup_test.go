@@ -13,6 +13,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/nats"
 )
 
@@ -36,10 +37,10 @@ func TestNATSRetryAfterFailedSendIsStoredOnce(t *testing.T) {
 	env := command(queue, 1)
 	env.ExpiresAt = env.SentAt.Add(time.Hour)
 	env.SetHeader("postbus.timer.reach-queue-by", env.SentAt.Add(time.Minute).Format(time.RFC3339Nano))
-	if err := tr.Send(testCtx(t), queue, env); err != nil {
+	if err := tr.Send(drivertest.Ctx(t, 0), queue, env); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
-	if err := tr.Send(testCtx(t), queue, asRetry(env)); err != nil {
+	if err := tr.Send(drivertest.Ctx(t, 0), queue, asRetry(env)); err != nil {
 		t.Fatalf("retried Send: %v", err)
 	}
 	if got := streamMsgs(t, nc, opts); got != 1 {
@@ -62,10 +63,10 @@ func TestNATSFailedPublishNeverLandsLater(t *testing.T) {
 	opts := uniqueOptions()
 	tr := mustNew(t, nc, opts)
 	const queue = "cut"
-	if err := tr.Provision(testCtx(t), bus.Topology{Queue: queue, Queues: []string{"warm-up"}}); err != nil {
+	if err := tr.Provision(drivertest.Ctx(t, 0), bus.Topology{Queue: queue, Queues: []string{"warm-up"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Send(testCtx(t), "warm-up", command("warm-up", 0)); err != nil {
+	if err := tr.Send(drivertest.Ctx(t, 0), "warm-up", command("warm-up", 0)); err != nil {
 		t.Fatalf("Send before the cut: %v", err)
 	}
 
@@ -90,7 +91,7 @@ func TestNATSFailedPublishNeverLandsLater(t *testing.T) {
 		t.Fatalf("the failed Send reached the stream after the reconnect: %d pending", info.NumPending)
 	}
 
-	if err := tr.Send(testCtx(t), queue, asRetry(env)); err != nil {
+	if err := tr.Send(drivertest.Ctx(t, 0), queue, asRetry(env)); err != nil {
 		t.Fatalf("the caller's retry: %v", err)
 	}
 	expectHandledOnce(t, tr, nc, opts, queue, env.ID)
@@ -114,17 +115,17 @@ func TestNATSSendWhoseAckWasLostReportsSuccess(t *testing.T) {
 	opts := uniqueOptions()
 	tr := mustNew(t, nc, opts)
 	const queue = "lost-ack"
-	if err := tr.Provision(testCtx(t), bus.Topology{Queue: queue, Queues: []string{"warm-up"}}); err != nil {
+	if err := tr.Provision(drivertest.Ctx(t, 0), bus.Topology{Queue: queue, Queues: []string{"warm-up"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Send(testCtx(t), "warm-up", command("warm-up", 0)); err != nil {
+	if err := tr.Send(drivertest.Ctx(t, 0), "warm-up", command("warm-up", 0)); err != nil {
 		t.Fatalf("Send before the fault: %v", err)
 	}
 
 	p.muted.Store(true)
 	env := command(queue, 1)
 	sent := make(chan error, 1)
-	go func() { sent <- tr.Send(testCtx(t), queue, env) }()
+	go func() { sent <- tr.Send(drivertest.Ctx(t, 0), queue, env) }()
 	eventually(t, 30*time.Second, "the stream to store the message", func() bool {
 		return consumerInfo(t, direct, opts, queue).NumPending == 1
 	})
@@ -172,7 +173,7 @@ func TestNATSReplayIsNotSwallowedAsDuplicate(t *testing.T) {
 		}
 	})
 	for n := range 2 {
-		if err := b.Send(testCtx(t), replayPing{N: n + 1}); err != nil {
+		if err := b.Send(drivertest.Ctx(t, 0), replayPing{N: n + 1}); err != nil {
 			t.Fatalf("Send: %v", err)
 		}
 	}
@@ -181,7 +182,7 @@ func TestNATSReplayIsNotSwallowedAsDuplicate(t *testing.T) {
 		return info.NumPending == 2 && info.NumAckPending == 0
 	})
 	failing.Store(false)
-	moved, err := b.Replay(testCtx(t), bus.ReplayOptions{
+	moved, err := b.Replay(drivertest.Ctx(t, 0), bus.ReplayOptions{
 		Filter: func(env *bus.Envelope) bool { return strings.Contains(string(env.Body), `"N":1`) },
 	})
 	if err != nil || moved != 1 {

@@ -6,9 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/nats"
 )
 
@@ -27,12 +25,7 @@ func TestMain(m *testing.M) {
 }
 
 // serverURL is the JetStream server the integration tests use.
-func serverURL() string {
-	if u := os.Getenv("POSTBUS_TEST_NATS_URL"); u != "" {
-		return u
-	}
-	return "nats://127.0.0.1:4222"
-}
+func serverURL() string { return drivertest.Addr("POSTBUS_TEST_NATS_URL", "nats://127.0.0.1:4222") }
 
 // connect opens a connection that reconnects forever, or skips the test
 // when the server is absent (fails under CI=true).
@@ -49,11 +42,6 @@ func connect(t testing.TB, url string) *natsio.Conn {
 	return nc
 }
 
-// quietLogger drops logs below Error, so tests stay readable.
-func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
 // uniqueOptions returns Options with a stream and subject prefix of their
 // own, so tests never share them, even across checkouts on one server.
 func uniqueOptions() nats.Options {
@@ -63,7 +51,7 @@ func uniqueOptions() nats.Options {
 	return nats.Options{
 		Stream:        "PBTEST_" + suffix,
 		SubjectPrefix: "pbtest." + suffix,
-		Logger:        quietLogger(),
+		Logger:        drivertest.Logger(),
 	}
 }
 
@@ -104,12 +92,6 @@ func mustNew(t testing.TB, nc *natsio.Conn, opts nats.Options) *nats.Transport {
 	}
 	t.Cleanup(func() { _ = tr.Close() })
 	return tr
-}
-
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // receiver runs Receive in the background and records what arrived.
@@ -187,7 +169,7 @@ func eventually(t testing.TB, within time.Duration, what string, cond func() boo
 // command makes a small envelope with a unique ID.
 func command(queue string, i int) *bus.Envelope {
 	return &bus.Envelope{
-		ID: newID(), Type: "test.Cmd", Kind: bus.KindCommand, Body: fmt.Appendf(nil, `{"n":%d}`, i),
+		ID: drivertest.ID(), Type: "test.Cmd", Kind: bus.KindCommand, Body: fmt.Appendf(nil, `{"n":%d}`, i),
 		ContentType: "application/json", Destination: queue, Source: "tests", SentAt: time.Now().UTC(),
 	}
 }
@@ -199,11 +181,11 @@ func consumerInfo(t testing.TB, nc *natsio.Conn, opts nats.Options, name string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := js.Consumer(testCtx(t), opts.Stream, name)
+	c, err := js.Consumer(drivertest.Ctx(t, 0), opts.Stream, name)
 	if err != nil {
 		t.Fatalf("consumer %s: %v", name, err)
 	}
-	info, err := c.Info(testCtx(t))
+	info, err := c.Info(drivertest.Ctx(t, 0))
 	if err != nil {
 		t.Fatalf("consumer %s info: %v", name, err)
 	}
@@ -228,20 +210,13 @@ func streamState(t testing.TB, nc *natsio.Conn, opts nats.Options) jetstream.Str
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := js.Stream(testCtx(t), opts.Stream)
+	s, err := js.Stream(drivertest.Ctx(t, 0), opts.Stream)
 	if err != nil {
 		t.Fatalf("stream: %v", err)
 	}
-	info, err := s.Info(testCtx(t))
+	info, err := s.Info(drivertest.Ctx(t, 0))
 	if err != nil {
 		t.Fatalf("stream info: %v", err)
 	}
 	return info.State
-}
-
-// newID returns a random message ID.
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 // De-duplication. The stream drops a message whose Nats-Msg-Id it already
@@ -33,9 +34,9 @@ import (
 // messages. Body and user headers are not part of it: the ID names the
 // message.
 func msgID(subject string, env *bus.Envelope, origin string) string {
-	id := escapeValue(env.ID) + "@" + subject
+	id := values.Escape(env.ID) + "@" + subject
 	parts := [...]string{
-		formatTime(env.DueAt),
+		driver.FormatTime(env.DueAt),
 		env.Header(bus.HeaderDelayedRetries),
 		env.Header(bus.HeaderFailureTime),
 		env.Header(bus.HeaderDeadLetterTime),

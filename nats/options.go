@@ -1,13 +1,14 @@
 package nats
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/postbus/bus/driver"
 )
 
 // Defaults used for zero Options fields.
@@ -97,57 +98,47 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	o.Stream = cmp.Or(o.Stream, DefaultStream)
-	o.SubjectPrefix = cmp.Or(o.SubjectPrefix, DefaultSubjectPrefix)
-	o.Replicas = cmp.Or(o.Replicas, 1)
-	o.DuplicateWindow = cmp.Or(o.DuplicateWindow, DefaultDuplicateWindow)
-	o.AckWait = cmp.Or(o.AckWait, DefaultAckWait)
-	o.MaxDeliver = cmp.Or(o.MaxDeliver, -1)
-	o.MaxAckPending = cmp.Or(o.MaxAckPending, DefaultMaxAckPending)
-	o.PublishTimeout = cmp.Or(o.PublishTimeout, DefaultPublishTimeout)
-	o.PublishWindow = cmp.Or(o.PublishWindow, DefaultPublishWindow)
-	o.PullExpiry = cmp.Or(o.PullExpiry, DefaultPullExpiry)
-	o.Prefetch = cmp.Or(o.Prefetch, DefaultPrefetch)
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	driver.Default(&o.Stream, DefaultStream)
+	driver.Default(&o.SubjectPrefix, DefaultSubjectPrefix)
+	driver.Default(&o.Replicas, 1)
+	driver.Default(&o.DuplicateWindow, DefaultDuplicateWindow)
+	driver.Default(&o.AckWait, DefaultAckWait)
+	driver.Default(&o.MaxDeliver, -1)
+	driver.Default(&o.MaxAckPending, DefaultMaxAckPending)
+	driver.Default(&o.PublishTimeout, DefaultPublishTimeout)
+	driver.Default(&o.PublishWindow, DefaultPublishWindow)
+	driver.Default(&o.PullExpiry, DefaultPullExpiry)
+	driver.Default(&o.Prefetch, DefaultPrefetch)
+	o.Logger = driver.Logger(o.Logger)
 	return o
 }
 
 func (o Options) validate() error {
-	switch {
-	case !validStreamName(o.Stream):
-		return &OptionsError{Field: "Stream", Reason: fmt.Sprintf("%q is not a valid stream name", o.Stream)}
-	case !validSubjectPrefix(o.SubjectPrefix):
-		return &OptionsError{Field: "SubjectPrefix", Reason: fmt.Sprintf("%q is not a literal subject", o.SubjectPrefix)}
-	case o.Replicas < 1 || o.Replicas > 5:
-		return &OptionsError{Field: "Replicas", Reason: "must be between 1 and 5"}
-	case o.MaxAge < 0:
-		return &OptionsError{Field: "MaxAge", Reason: "must not be negative"}
-	case o.DuplicateWindow < 0:
-		return &OptionsError{Field: "DuplicateWindow", Reason: "must not be negative"}
-	case o.DuplicateWindow < o.PublishTimeout:
-		return &OptionsError{Field: "DuplicateWindow", Reason: "must not be shorter than PublishTimeout, within which a Send whose outcome a connection loss hid is sent again"}
-	case o.MaxAge > 0 && o.DuplicateWindow > o.MaxAge:
-		return &OptionsError{Field: "DuplicateWindow", Reason: "must not exceed MaxAge"}
-	case o.AckWait < time.Second:
-		return &OptionsError{Field: "AckWait", Reason: "must be at least 1s"}
-	case o.MaxDeliver < -1:
-		return &OptionsError{Field: "MaxDeliver", Reason: "must be positive, or -1 for unlimited"}
-	case o.MaxAckPending < -1:
-		return &OptionsError{Field: "MaxAckPending", Reason: "must be positive, or -1 for unlimited"}
-	case o.NakDelay < 0:
-		return &OptionsError{Field: "NakDelay", Reason: "must not be negative"}
-	case o.PublishTimeout < 0:
-		return &OptionsError{Field: "PublishTimeout", Reason: "must not be negative"}
-	case o.PublishWindow < 0:
-		return &OptionsError{Field: "PublishWindow", Reason: "must not be negative"}
-	case o.Prefetch < 0:
-		return &OptionsError{Field: "Prefetch", Reason: "must not be negative"}
-	case o.PullExpiry < time.Second:
-		return &OptionsError{Field: "PullExpiry", Reason: "must be at least 1s"}
+	return optionsError(driver.First(
+		driver.Check(validStreamName(o.Stream), "Stream", fmt.Sprintf("%q is not a valid stream name", o.Stream)),
+		driver.Check(validSubjectPrefix(o.SubjectPrefix), "SubjectPrefix", fmt.Sprintf("%q is not a literal subject", o.SubjectPrefix)),
+		driver.Between("Replicas", o.Replicas, 1, 5),
+		driver.NotNegative("MaxAge", o.MaxAge),
+		driver.NotNegative("DuplicateWindow", o.DuplicateWindow),
+		driver.Check(o.DuplicateWindow >= o.PublishTimeout, "DuplicateWindow", "must not be shorter than PublishTimeout, within which a Send whose outcome a connection loss hid is sent again"),
+		driver.Check(o.MaxAge <= 0 || o.DuplicateWindow <= o.MaxAge, "DuplicateWindow", "must not exceed MaxAge"),
+		driver.AtLeast("AckWait", o.AckWait, time.Second),
+		driver.Check(o.MaxDeliver >= -1, "MaxDeliver", "must be positive, or -1 for unlimited"),
+		driver.Check(o.MaxAckPending >= -1, "MaxAckPending", "must be positive, or -1 for unlimited"),
+		driver.NotNegative("NakDelay", o.NakDelay),
+		driver.NotNegative("PublishTimeout", o.PublishTimeout),
+		driver.NotNegative("PublishWindow", o.PublishWindow),
+		driver.NotNegative("Prefetch", o.Prefetch),
+		driver.AtLeast("PullExpiry", o.PullExpiry, time.Second),
+	))
+}
+
+// optionsError returns the *OptionsError of p, or nil.
+func optionsError(p *driver.Problem) error {
+	if p == nil {
+		return nil
 	}
-	return nil
+	return &OptionsError{Field: p.Field, Reason: p.Reason}
 }
 
 // Sentinel errors; the typed errors below wrap them.

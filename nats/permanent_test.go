@@ -10,6 +10,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/nats"
 )
 
@@ -21,25 +22,25 @@ func TestTooLargeAndNoStreamArePermanent(t *testing.T) {
 	t.Parallel()
 	tr, nc, opts := newTransport(t)
 	queue := "perm"
-	if err := tr.Provision(testCtx(t), bus.Topology{Queue: queue}); err != nil {
+	if err := tr.Provision(drivertest.Ctx(t, 0), bus.Topology{Queue: queue}); err != nil {
 		t.Fatal(err)
 	}
 	big := command(queue, 1)
 	big.Body = make([]byte, nc.MaxPayload()+1)
-	if err := tr.Send(testCtx(t), queue, big); !errors.Is(err, bus.ErrPermanent) {
+	if err := tr.Send(drivertest.Ctx(t, 0), queue, big); !errors.Is(err, bus.ErrPermanent) {
 		t.Errorf("send of %d bytes: got %v, want bus.ErrPermanent", len(big.Body), err)
 	}
-	if err := tr.Send(testCtx(t), queue, command(queue, 2)); err != nil {
+	if err := tr.Send(drivertest.Ctx(t, 0), queue, command(queue, 2)); err != nil {
 		t.Fatalf("send of a small message: %v", err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := js.DeleteStream(testCtx(t), opts.Stream); err != nil {
+	if err := js.DeleteStream(drivertest.Ctx(t, 0), opts.Stream); err != nil {
 		t.Fatal(err)
 	}
-	err = tr.Send(testCtx(t), queue, command(queue, 3))
+	err = tr.Send(drivertest.Ctx(t, 0), queue, command(queue, 3))
 	if !errors.Is(err, bus.ErrPermanent) || !errors.Is(err, nats.ErrNoAck) {
 		t.Errorf("send with the stream deleted: got %v, want bus.ErrPermanent and ErrNoAck", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // runServer starts an embedded JetStream server on 127.0.0.1 with its store
@@ -47,7 +48,7 @@ func TestServerRestartLosesNothing(t *testing.T) {
 	opts.AckWait = 5 * time.Second
 	tr := mustNew(t, nc, opts)
 	const queue, n = "restart", 400
-	if err := tr.Provision(testCtx(t), bus.Topology{Queue: queue}); err != nil {
+	if err := tr.Provision(drivertest.Ctx(t, 0), bus.Topology{Queue: queue}); err != nil {
 		t.Fatal(err)
 	}
 	r := startReceive(t, tr, queue, 4, nil)

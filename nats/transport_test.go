@@ -16,6 +16,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/nats"
 )
 
@@ -34,7 +35,7 @@ func TestConformance(t *testing.T) {
 // fullEnvelope sets every field, with values that need escaping.
 func fullEnvelope(kind bus.Kind, typ, dest string) *bus.Envelope {
 	return &bus.Envelope{
-		ID: newID(), Type: typ, Kind: kind, Body: []byte("body\x00with\r\nbytes"),
+		ID: drivertest.ID(), Type: typ, Kind: kind, Body: []byte("body\x00with\r\nbytes"),
 		ContentType: "application/json; charset=utf-8",
 		Headers: map[string]string{
 			"postbus.reply-to": "sales", "X-Case": "Mixed", "empty": "", "multi\nline key": " leading and trailing ",
@@ -80,15 +81,15 @@ func TestRoundTripEveryField(t *testing.T) {
 	tr, _, _ := newTransport(t)
 	const queue = "sales/orders v2"
 	typ := "github.com/acme/sales.OrderPlaced"
-	if err := tr.Provision(testCtx(t), bus.Topology{Queue: queue, Events: []string{typ}}); err != nil {
+	if err := tr.Provision(drivertest.Ctx(t, 0), bus.Topology{Queue: queue, Events: []string{typ}}); err != nil {
 		t.Fatalf("Provision: %v", err)
 	}
 	cmd := fullEnvelope(bus.KindCommand, "github.com/acme/sales.PlaceOrder", queue)
 	evt := fullEnvelope(bus.KindEvent, typ, "")
-	if err := tr.Send(testCtx(t), queue, cmd); err != nil {
+	if err := tr.Send(drivertest.Ctx(t, 0), queue, cmd); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
-	if err := tr.Publish(testCtx(t), evt); err != nil {
+	if err := tr.Publish(drivertest.Ctx(t, 0), evt); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
 	r := startReceive(t, tr, queue, 2, nil)
@@ -103,11 +104,11 @@ func TestPublishReachesEachSubscriberOnce(t *testing.T) {
 	tr, nc, opts := newTransport(t)
 	const typ = "acme.Shipped"
 	for _, q := range []string{"a", "b"} {
-		if err := tr.Provision(testCtx(t), bus.Topology{Queue: q, Events: []string{typ, "acme.Other"}}); err != nil {
+		if err := tr.Provision(drivertest.Ctx(t, 0), bus.Topology{Queue: q, Events: []string{typ, "acme.Other"}}); err != nil {
 			t.Fatalf("Provision %s: %v", q, err)
 		}
 	}
-	if err := tr.Provision(testCtx(t), bus.Topology{Queue: "c", Events: []string{"acme.Other"}}); err != nil {
+	if err := tr.Provision(drivertest.Ctx(t, 0), bus.Topology{Queue: "c", Events: []string{"acme.Other"}}); err != nil {
 		t.Fatalf("Provision c: %v", err)
 	}
 	const n = 50
@@ -116,7 +117,7 @@ func TestPublishReachesEachSubscriberOnce(t *testing.T) {
 		env := command("", i)
 		env.Type, env.Kind = typ, bus.KindEvent
 		ids[i] = env.ID
-		if err := tr.Publish(testCtx(t), env); err != nil {
+		if err := tr.Publish(drivertest.Ctx(t, 0), env); err != nil {
 			t.Fatalf("Publish: %v", err)
 		}
 	}
@@ -138,7 +139,7 @@ func TestPublishReachesEachSubscriberOnce(t *testing.T) {
 	// An event with no subscriber is accepted and dropped.
 	env := command("", 0)
 	env.Type = "acme.NobodyListens"
-	if err := tr.Publish(testCtx(t), env); err != nil {
+	if err := tr.Publish(drivertest.Ctx(t, 0), env); err != nil {
 		t.Fatalf("Publish without subscribers: %v", err)
 	}
 }
@@ -148,7 +149,7 @@ func TestCompetingConsumersHandleEachMessageOnce(t *testing.T) {
 	tr1, _, opts := newTransport(t)
 	tr2 := mustNew(t, connect(t, serverURL()), opts) // a second process
 	const queue, n = "work", 300
-	if err := tr1.Provision(testCtx(t), bus.Topology{Queue: queue}); err != nil {
+	if err := tr1.Provision(drivertest.Ctx(t, 0), bus.Topology{Queue: queue}); err != nil {
 		t.Fatal(err)
 	}
 	slow := func(context.Context, *bus.Envelope) error { time.Sleep(time.Millisecond); return nil }
@@ -173,7 +174,7 @@ func sendN(t *testing.T, tr *nats.Transport, queue string, n int) []string {
 	for i := range n {
 		env := command(queue, i)
 		ids[i] = env.ID
-		if err := tr.Send(testCtx(t), queue, env); err != nil {
+		if err := tr.Send(drivertest.Ctx(t, 0), queue, env); err != nil {
 			t.Fatalf("Send %d: %v", i, err)
 		}
 	}
@@ -260,7 +261,7 @@ func TestResendIsDeduplicatedPerDestination(t *testing.T) {
 	tr, nc, opts := newTransport(t)
 	env := command("q1", 1)
 	for range 3 {
-		if err := tr.Send(testCtx(t), "q1", env); err != nil {
+		if err := tr.Send(drivertest.Ctx(t, 0), "q1", env); err != nil {
 			t.Fatalf("Send: %v", err)
 		}
 	}
@@ -268,7 +269,7 @@ func TestResendIsDeduplicatedPerDestination(t *testing.T) {
 		t.Fatalf("stream holds %d copies after three sends of one message, want 1", got)
 	}
 	// The same message to another queue (the error queue, say) is not a duplicate.
-	if err := tr.Send(testCtx(t), "q2", env); err != nil {
+	if err := tr.Send(drivertest.Ctx(t, 0), "q2", env); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
 	if got := streamMsgs(t, nc, opts); got != 2 {
@@ -290,7 +291,7 @@ func TestSendBeforeReceiverExistsIsKept(t *testing.T) {
 	// The receiving endpoint starts afterwards, in another process, and
 	// subscribes to an event too: its Provision must keep the queued commands.
 	tr2 := mustNew(t, connect(t, serverURL()), opts)
-	if err := tr2.Provision(testCtx(t), bus.Topology{Queue: "later", Events: []string{"x.Evt"}}); err != nil {
+	if err := tr2.Provision(drivertest.Ctx(t, 0), bus.Topology{Queue: "later", Events: []string{"x.Evt"}}); err != nil {
 		t.Fatal(err)
 	}
 	r := startReceive(t, tr2, "later", 2, nil)
@@ -300,14 +301,14 @@ func TestSendBeforeReceiverExistsIsKept(t *testing.T) {
 func TestUndecodableMessageReachesHandler(t *testing.T) {
 	t.Parallel()
 	tr, nc, opts := newTransport(t)
-	if err := tr.Provision(testCtx(t), bus.Topology{Queue: "raw"}); err != nil {
+	if err := tr.Provision(drivertest.Ctx(t, 0), bus.Topology{Queue: "raw"}); err != nil {
 		t.Fatal(err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.Publish(testCtx(t), opts.SubjectPrefix+".q.raw", []byte("from another tool")); err != nil {
+	if _, err := js.Publish(drivertest.Ctx(t, 0), opts.SubjectPrefix+".q.raw", []byte("from another tool")); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan *bus.Envelope, 1)
@@ -325,13 +326,13 @@ func TestUndecodableMessageReachesHandler(t *testing.T) {
 func TestInvalidInput(t *testing.T) {
 	t.Parallel()
 	tr, _, _ := newTransport(t)
-	if err := tr.Send(testCtx(t), "", command("", 1)); !errors.Is(err, nats.ErrInvalidName) {
+	if err := tr.Send(drivertest.Ctx(t, 0), "", command("", 1)); !errors.Is(err, nats.ErrInvalidName) {
 		t.Errorf("Send to empty queue: %v, want ErrInvalidName", err)
 	}
-	if err := tr.Publish(testCtx(t), &bus.Envelope{ID: "x"}); !errors.Is(err, nats.ErrInvalidName) {
+	if err := tr.Publish(drivertest.Ctx(t, 0), &bus.Envelope{ID: "x"}); !errors.Is(err, nats.ErrInvalidName) {
 		t.Errorf("Publish without type: %v, want ErrInvalidName", err)
 	}
-	if err := tr.Provision(testCtx(t), bus.Topology{Events: []string{"a.B"}}); !errors.Is(err, nats.ErrInvalidName) {
+	if err := tr.Provision(drivertest.Ctx(t, 0), bus.Topology{Events: []string{"a.B"}}); !errors.Is(err, nats.ErrInvalidName) {
 		t.Errorf("Provision events without queue: %v, want ErrInvalidName", err)
 	}
 	nc := connect(t, serverURL())

@@ -10,35 +10,6 @@ import (
 	"github.com/postbus/bus"
 )
 
-func FuzzEscapeToken(f *testing.F) {
-	for _, s := range []string{"", "billing", "github.com/acme/sales.OrderPlaced", "a_b", "_G", "sp ace*>", "東京"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		e := escapeToken(s)
-		for i := 0; i < len(e); i++ {
-			if !isPlain(e[i]) && e[i] != '_' {
-				t.Fatalf("escapeToken(%q) = %q holds %q", s, e, e[i])
-			}
-		}
-		if back, err := unescapeToken(e); err != nil || back != s {
-			t.Fatalf("unescapeToken(%q) = %q, %v; want %q", e, back, err, s)
-		}
-	})
-}
-
-func FuzzHeaderValue(f *testing.F) {
-	for _, s := range []string{"", "plain", " lead", "trail\t", "100%", "a\r\nb", "\x00\x7f"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		e := escapeValue(s)
-		if back, err := unescapeValue(e); err != nil || back != s {
-			t.Fatalf("unescapeValue(%q) = %q, %v; want %q", e, back, err, s)
-		}
-	})
-}
-
 // FuzzDecodeHeaders feeds arbitrary header values: decoding never panics,
 // and either yields an envelope or flags bus.HeaderDecodeError.
 func FuzzDecodeHeaders(f *testing.F) {
@@ -129,7 +100,7 @@ func TestMsgIDSeparatesLegitimateResends(t *testing.T) {
 }
 
 func TestNames(t *testing.T) {
-	if got := escapeToken("github.com/acme/sales.OrderPlaced"); got != "github_2Ecom_2Facme_2Fsales_2EOrderPlaced" {
+	if got := token.Escape("github.com/acme/sales.OrderPlaced"); got != "github_2Ecom_2Facme_2Fsales_2EOrderPlaced" {
 		t.Errorf("escapeToken = %q", got)
 	}
 	long := string(make([]byte, 500))

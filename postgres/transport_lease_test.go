@@ -9,6 +9,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/postgres"
 )
 
@@ -19,15 +20,8 @@ func envelopeTo(queue, id string) *bus.Envelope {
 
 // receiveAll runs Receive on queue with h until the test ends.
 func receiveAll(t *testing.T, tr bus.Transport, queue string, conc int, h bus.DeliveryHandler) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- tr.Receive(ctx, queue, bus.ReceiveOptions{Concurrency: conc}, h) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Receive: %v", err)
-		}
-	})
+	t.Helper()
+	drivertest.ReceiveUntilEnd(t, tr, queue, conc, h)
 }
 
 // A handler that runs four times the lease keeps the message: the lease is
@@ -37,7 +31,7 @@ func TestTransportLongHandlerKeepsItsLease(t *testing.T) {
 	pool := testPool(t)
 	tr := newTransport(t, pool, freshSchema(t, pool), postgres.TransportOptions{Lease: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond})
 	queue := bustest.Namespace() + "-long"
-	ctx := ctxTimeout(t, time.Minute)
+	ctx := drivertest.Ctx(t, time.Minute)
 	if err := tr.Provision(ctx, bus.Topology{Queue: queue}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +66,7 @@ func TestTransportLostLeaseCancelsTheDelivery(t *testing.T) {
 	pool := testPool(t)
 	tr := newTransport(t, pool, freshSchema(t, pool), postgres.TransportOptions{Lease: 300 * time.Millisecond})
 	queue := bustest.Namespace() + "-lost"
-	ctx := ctxTimeout(t, time.Minute)
+	ctx := drivertest.Ctx(t, time.Minute)
 	if err := tr.Provision(ctx, bus.Topology{Queue: queue}); err != nil {
 		t.Fatal(err)
 	}

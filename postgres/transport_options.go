@@ -1,9 +1,10 @@
 package postgres
 
 import (
-	"cmp"
 	"log/slog"
 	"time"
+
+	"github.com/postbus/bus/driver"
 )
 
 // Defaults for the zero values of TransportOptions.
@@ -64,15 +65,13 @@ type TransportOptions struct {
 }
 
 func (o TransportOptions) withDefaults() TransportOptions {
-	o.Schema = cmp.Or(o.Schema, DefaultTransportSchema)
-	o.TablePrefix = cmp.Or(o.TablePrefix, DefaultTablePrefix)
-	o.Lease = cmp.Or(o.Lease, DefaultLease)
-	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
-	o.MaxMessageSize = cmp.Or(o.MaxMessageSize, DefaultMaxMessageSize)
-	o.MaxSendBatch = cmp.Or(o.MaxSendBatch, DefaultMaxSendBatch)
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	driver.Default(&o.Schema, DefaultTransportSchema)
+	driver.Default(&o.TablePrefix, DefaultTablePrefix)
+	driver.Default(&o.Lease, DefaultLease)
+	driver.Default(&o.PollInterval, DefaultPollInterval)
+	driver.Default(&o.MaxMessageSize, DefaultMaxMessageSize)
+	driver.Default(&o.MaxSendBatch, DefaultMaxSendBatch)
+	o.Logger = driver.Logger(o.Logger)
 	return o
 }
 
@@ -83,15 +82,14 @@ func (o TransportOptions) validate() error {
 	if err := checkName("TablePrefix", o.TablePrefix, maxIdentifierLen-len(queueIdxSuffix)); err != nil {
 		return err
 	}
-	switch {
-	case o.Lease < 100*time.Millisecond:
-		return &OptionsError{Field: "Lease", Reason: "must be at least 100ms"}
-	case o.PollInterval < 0:
-		return &OptionsError{Field: "PollInterval", Reason: "must not be negative"}
-	case o.MaxMessageSize < 0:
-		return &OptionsError{Field: "MaxMessageSize", Reason: "must not be negative"}
-	case o.MaxSendBatch < 0:
-		return &OptionsError{Field: "MaxSendBatch", Reason: "must not be negative"}
+	p := driver.First(
+		driver.AtLeast("Lease", o.Lease, 100*time.Millisecond),
+		driver.NotNegative("PollInterval", o.PollInterval),
+		driver.NotNegative("MaxMessageSize", o.MaxMessageSize),
+		driver.NotNegative("MaxSendBatch", o.MaxSendBatch),
+	)
+	if p == nil {
+		return nil
 	}
-	return nil
+	return &OptionsError{Field: p.Field, Reason: p.Reason}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/rabbitmq"
 )
 
@@ -211,13 +212,6 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-// ctxT returns a context cancelled after d or at the end of the test.
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -234,23 +228,7 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 // called; stop waits for Receive to return and fails the test on an error.
 func receive(t testing.TB, tr *rabbitmq.Transport, queue string, conc int, h bus.DeliveryHandler) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- tr.Receive(ctx, queue, bus.ReceiveOptions{Concurrency: conc}, h) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("receive %s: %v", queue, err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("receive %s did not return after its context ended", queue)
-			}
-		})
-	}
+	stop = drivertest.Receive(t, tr, queue, bus.ReceiveOptions{Concurrency: conc}, h)
 	t.Cleanup(stop)
 	return stop
 }
@@ -266,3 +244,6 @@ func newEnvelope(typ string, body []byte) *bus.Envelope {
 		SentAt:      time.Now(),
 	}
 }
+
+// ctxT returns a context cancelled after d or at the end of the test.
+func ctxT(t testing.TB, d time.Duration) context.Context { return drivertest.Ctx(t, d) }

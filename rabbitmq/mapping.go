@@ -1,13 +1,14 @@
 package rabbitmq
 
 import (
+	"cmp"
 	"fmt"
-	"strconv"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 // AMQP header names the transport writes. Envelope fields with a matching
@@ -83,7 +84,7 @@ func toPublishing(env *bus.Envelope) (amqp.Publishing, error) {
 		if y := f.t.UTC().Year(); y < 1 || y > 9999 {
 			return amqp.Publishing{}, &FieldError{Field: f.field, Reason: "year outside 1..9999"}
 		}
-		h[f.header] = f.t.UTC().Format(time.RFC3339Nano)
+		h[f.header] = driver.FormatTime(f.t)
 	}
 	for _, f := range []struct {
 		field, header string
@@ -163,13 +164,10 @@ func decodeHeaders(env *bus.Envelope, h amqp.Table) error {
 		dst    *time.Time
 	}{{HeaderSentAt, &env.SentAt}, {HeaderDueAt, &env.DueAt}, {HeaderExpiresAt, &env.ExpiresAt}} {
 		s, err := optString(h, f.header)
-		if err != nil || s == "" {
-			if err != nil {
-				return err
-			}
-			continue
+		if err != nil {
+			return err
 		}
-		if *f.dst, err = time.Parse(time.RFC3339Nano, s); err != nil {
+		if *f.dst, err = driver.ParseTime(s); err != nil {
 			return fmt.Errorf("header %s: %w", f.header, err)
 		}
 	}
@@ -184,29 +182,20 @@ func decodeHeaders(env *bus.Envelope, h amqp.Table) error {
 	return nil
 }
 
-func kindText(k bus.Kind) string {
-	switch k {
-	case bus.KindCommand, bus.KindEvent, bus.KindReply:
-		return k.String()
-	}
-	return strconv.Itoa(int(k))
-}
+// kindText is the text of k; the zero kind is written "0" (the header is
+// never left out).
+func kindText(k bus.Kind) string { return cmp.Or(driver.FormatKind(k), "0") }
 
 func parseKind(v any) (bus.Kind, error) {
 	s, ok := v.(string)
 	if !ok {
 		return 0, fmt.Errorf("header %s: want a string, got %T", HeaderKind, v)
 	}
-	for _, k := range []bus.Kind{bus.KindCommand, bus.KindEvent, bus.KindReply} {
-		if s == k.String() {
-			return k, nil
-		}
-	}
-	n, err := strconv.ParseUint(s, 10, 8)
-	if err != nil {
+	k, err := driver.ParseKind(s)
+	if err != nil || s == "" {
 		return 0, fmt.Errorf("header %s: unknown kind %q", HeaderKind, s)
 	}
-	return bus.Kind(n), nil
+	return k, nil
 }
 
 func optString(h amqp.Table, key string) (string, error) {

@@ -1,9 +1,10 @@
 package rabbitmq
 
 import (
-	"cmp"
 	"log/slog"
 	"time"
+
+	"github.com/postbus/bus/driver"
 )
 
 // Queue types accepted by Options.QueueType.
@@ -78,50 +79,40 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	o.EventsExchange = cmp.Or(o.EventsExchange, DefaultEventsExchange)
-	o.PublisherChannels = cmp.Or(o.PublisherChannels, 4)
-	o.MaxInFlight = cmp.Or(o.MaxInFlight, 256)
-	o.ExpiryMargin = cmp.Or(o.ExpiryMargin, time.Minute)
-	o.ConnectionName = cmp.Or(o.ConnectionName, "postbus")
-	o.Heartbeat = cmp.Or(o.Heartbeat, 10*time.Second)
-	o.DialTimeout = cmp.Or(o.DialTimeout, 10*time.Second)
-	o.ReconnectMin = cmp.Or(o.ReconnectMin, 100*time.Millisecond)
-	o.ReconnectMax = cmp.Or(o.ReconnectMax, 5*time.Second)
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	driver.Default(&o.EventsExchange, DefaultEventsExchange)
+	driver.Default(&o.PublisherChannels, 4)
+	driver.Default(&o.MaxInFlight, 256)
+	driver.Default(&o.ExpiryMargin, time.Minute)
+	driver.Default(&o.ConnectionName, "postbus")
+	driver.Default(&o.Heartbeat, 10*time.Second)
+	driver.Default(&o.DialTimeout, 10*time.Second)
+	driver.Default(&o.ReconnectMin, 100*time.Millisecond)
+	driver.Default(&o.ReconnectMax, 5*time.Second)
+	o.Logger = driver.Logger(o.Logger)
 	return o
 }
 
 func (o Options) validate() error {
-	switch o.QueueType {
-	case "", QueueTypeQuorum, QueueTypeClassic:
-	default:
-		return &OptionsError{Field: "QueueType", Reason: `must be "quorum" or "classic"`}
-	}
+	var exchange *driver.Problem
 	if err := checkName("EventsExchange", o.EventsExchange); err != nil {
-		return &OptionsError{Field: "EventsExchange", Reason: err.(*NameError).Reason}
+		exchange = &driver.Problem{Field: "EventsExchange", Reason: err.(*NameError).Reason}
 	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"PublisherChannels", o.PublisherChannels}, {"MaxInFlight", o.MaxInFlight}, {"Prefetch", o.Prefetch}} {
-		if f.v < 0 {
-			return &OptionsError{Field: f.name, Reason: "must not be negative"}
-		}
+	p := driver.First(
+		driver.Check(o.QueueType == "" || o.QueueType == QueueTypeQuorum || o.QueueType == QueueTypeClassic, "QueueType", `must be "quorum" or "classic"`),
+		exchange,
+		driver.NotNegative("PublisherChannels", o.PublisherChannels),
+		driver.NotNegative("MaxInFlight", o.MaxInFlight),
+		driver.NotNegative("Prefetch", o.Prefetch),
+		driver.NotNegative("Heartbeat", o.Heartbeat),
+		driver.NotNegative("DialTimeout", o.DialTimeout),
+		driver.NotNegative("ReconnectMin", o.ReconnectMin),
+		driver.NotNegative("ReconnectMax", o.ReconnectMax),
+		driver.Check(o.ReconnectMax <= 0 || o.ReconnectMin <= o.ReconnectMax, "ReconnectMin", "must not exceed ReconnectMax"),
+	)
+	if p == nil {
+		return nil
 	}
-	for _, f := range []struct {
-		name string
-		v    time.Duration
-	}{{"Heartbeat", o.Heartbeat}, {"DialTimeout", o.DialTimeout}, {"ReconnectMin", o.ReconnectMin}, {"ReconnectMax", o.ReconnectMax}} {
-		if f.v < 0 {
-			return &OptionsError{Field: f.name, Reason: "must not be negative"}
-		}
-	}
-	if o.ReconnectMax > 0 && o.ReconnectMin > o.ReconnectMax {
-		return &OptionsError{Field: "ReconnectMin", Reason: "must not exceed ReconnectMax"}
-	}
-	return nil
+	return &OptionsError{Field: p.Field, Reason: p.Reason}
 }
 
 // Log keys used by the transport.

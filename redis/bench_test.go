@@ -10,6 +10,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // BenchmarkSendToHandler measures send→handler throughput: 8 or 64
@@ -27,18 +28,10 @@ func benchSendToHandler(b *testing.B, senders int) {
 	rdb := connect(b)
 	tr := mustNew(b, rdb, namespace(b, rdb))
 	const queue = "bench"
-	if err := tr.Provision(testCtx(b), bus.Topology{Queue: queue}); err != nil {
+	if err := tr.Provision(drivertest.Ctx(b, 0), bus.Topology{Queue: queue}); err != nil {
 		b.Fatal(err)
 	}
-	handled := bustest.NewCountdown(int64(b.N))
-	ctx, cancel := context.WithCancel(context.Background())
-	received := make(chan error, 1)
-	go func() {
-		received <- tr.Receive(ctx, queue, bus.ReceiveOptions{Concurrency: 8}, func(context.Context, *bus.Envelope) error {
-			handled.Done()
-			return nil
-		})
-	}()
+	handled := drivertest.CountReceived(b, tr, queue, int64(b.N))
 	body := make([]byte, 1024)
 	b.SetBytes(1024)
 	bustest.MeasureThroughput(b, senders, handled, func(i int64) error {
@@ -46,10 +39,6 @@ func benchSendToHandler(b *testing.B, senders int) {
 		env.Body = body
 		return tr.Send(context.Background(), queue, env)
 	})
-	cancel()
-	if err := <-received; err != nil {
-		b.Error(err)
-	}
 }
 
 // BenchmarkRawClientCeiling measures what go-redis alone reaches on this
@@ -70,7 +59,7 @@ func BenchmarkRawClientCeiling(b *testing.B) {
 func benchRawClient(b *testing.B, senders int) {
 	rdb := connect(b)
 	opts := namespace(b, rdb)
-	ctx := testCtx(b)
+	ctx := drivertest.Ctx(b, 0)
 	key, group := opts.Prefix+":q:raw", "raw"
 	if err := rdb.XGroupCreateMkStream(ctx, key, group, "0").Err(); err != nil {
 		b.Fatal(err)

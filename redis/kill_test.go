@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/redis"
 )
 
@@ -33,7 +34,7 @@ func TestKilledConsumerChild(t *testing.T) {
 		return // not started as the child: nothing to do
 	}
 	rdb := connect(t)
-	tr := mustNew(t, rdb, redis.Options{Prefix: prefix, Lease: childLease, Logger: quietLogger()})
+	tr := mustNew(t, rdb, redis.Options{Prefix: prefix, Lease: childLease, Logger: drivertest.Logger()})
 	_ = tr.Receive(context.Background(), queue, bus.ReceiveOptions{Concurrency: 100}, func(ctx context.Context, env *bus.Envelope) error {
 		fmt.Printf("held %s\n", env.ID)
 		<-ctx.Done() // until killed
@@ -51,7 +52,7 @@ func TestKilledConsumerMessagesTakenOver(t *testing.T) {
 	opts.Lease = childLease
 	opts.ClaimInterval = 200 * time.Millisecond
 	tr := mustNew(t, rdb, opts)
-	ctx := testCtx(t)
+	ctx := drivertest.Ctx(t, 0)
 	const queue, n = "killed", 20
 	if err := tr.Provision(ctx, bus.Topology{Queue: queue}); err != nil {
 		t.Fatal(err)

@@ -1,11 +1,12 @@
 package redis
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/postbus/bus/driver"
 )
 
 // Defaults used for zero Options fields.
@@ -66,39 +67,34 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	o.Prefix = cmp.Or(o.Prefix, DefaultPrefix)
-	o.Lease = cmp.Or(o.Lease, DefaultLease)
-	o.ClaimInterval = cmp.Or(o.ClaimInterval, o.Lease/2)
-	o.ClaimBatch = cmp.Or(o.ClaimBatch, DefaultClaimBatch)
-	o.Block = cmp.Or(o.Block, DefaultBlock)
+	driver.Default(&o.Prefix, DefaultPrefix)
+	driver.Default(&o.Lease, DefaultLease)
+	driver.Default(&o.ClaimInterval, o.Lease/2)
+	driver.Default(&o.ClaimBatch, DefaultClaimBatch)
+	driver.Default(&o.Block, DefaultBlock)
 	switch o.Prefetch {
 	case 0:
 		o.Prefetch = DefaultPrefetch
 	case -1:
 		o.Prefetch = 0
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Logger = driver.Logger(o.Logger)
 	return o
 }
 
 func (o Options) validate() error {
-	switch {
-	case o.Lease < minLease:
-		return &OptionsError{Field: "Lease", Reason: "must be at least 1s"}
-	case o.ClaimInterval < 0:
-		return &OptionsError{Field: "ClaimInterval", Reason: "must not be negative"}
-	case o.ClaimBatch < 0:
-		return &OptionsError{Field: "ClaimBatch", Reason: "must not be negative"}
-	case o.Block < minBlock:
-		return &OptionsError{Field: "Block", Reason: "must be at least 10ms"}
-	case o.Prefetch < 0:
-		return &OptionsError{Field: "Prefetch", Reason: "must not be negative"}
-	case o.MaxLen < 0:
-		return &OptionsError{Field: "MaxLen", Reason: "must not be negative"}
+	p := driver.First(
+		driver.AtLeast("Lease", o.Lease, minLease),
+		driver.NotNegative("ClaimInterval", o.ClaimInterval),
+		driver.NotNegative("ClaimBatch", o.ClaimBatch),
+		driver.AtLeast("Block", o.Block, minBlock),
+		driver.NotNegative("Prefetch", o.Prefetch),
+		driver.NotNegative("MaxLen", o.MaxLen),
+	)
+	if p == nil {
+		return nil
 	}
-	return nil
+	return &OptionsError{Field: p.Field, Reason: p.Reason}
 }
 
 // Sentinel errors; the typed errors below wrap them.

@@ -9,6 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/internal/faultproxy"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestAcknowledgementLostInACutIsRetried(t *testing.T) {
 	t.Parallel()
 	direct := connect(t)
-	proxy, err := faultproxy.Listen(serverAddr())
+	proxy, err := faultproxy.Listen(redisAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +30,7 @@ func TestAcknowledgementLostInACutIsRetried(t *testing.T) {
 	opts := namespace(t, direct)
 	opts.Lease = 3 * time.Second
 	opts.ClaimInterval = 200 * time.Millisecond
-	ctx := testCtx(t)
+	ctx := drivertest.Ctx(t, 0)
 	const queue = "ackcut"
 	first := mustNew(t, cut, opts)
 	if err := first.Provision(ctx, bus.Topology{Queue: queue}); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/redis"
 )
 
@@ -20,7 +21,7 @@ func TestStartWithServerDownReturns(t *testing.T) {
 	t.Parallel()
 	rdb := goredis.NewClient(&goredis.Options{Addr: bustest.DeadAddr(t)})
 	defer rdb.Close()
-	tr, err := redis.New(rdb, redis.Options{Prefix: uniquePrefix(), Logger: quietLogger()})
+	tr, err := redis.New(rdb, redis.Options{Prefix: drivertest.Unique("pbtest:"), Logger: drivertest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

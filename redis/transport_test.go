@@ -12,6 +12,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/redis"
 )
 
@@ -26,7 +27,7 @@ func TestTransportConformance(t *testing.T) {
 
 func TestNewRejectsBadOptions(t *testing.T) {
 	t.Parallel()
-	rdb := goredis.NewClient(&goredis.Options{Addr: serverAddr()})
+	rdb := goredis.NewClient(&goredis.Options{Addr: redisAddr})
 	defer rdb.Close()
 	for _, o := range []redis.Options{{Lease: time.Millisecond}, {Block: time.Microsecond}, {Prefetch: -2}, {MaxLen: -1}, {ClaimBatch: -1}} {
 		_, err := redis.New(rdb, o)
@@ -99,15 +100,7 @@ func (c *collector) waitFor(t testing.TB, n int, within time.Duration) {
 // receive runs Receive until the test ends.
 func receive(t testing.TB, tr *redis.Transport, queue string, conc int, h bus.DeliveryHandler) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- tr.Receive(ctx, queue, bus.ReceiveOptions{Concurrency: conc}, h) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Receive: %v", err)
-		}
-	})
+	drivertest.ReceiveUntilEnd(t, tr, queue, conc, h)
 }
 
 // A consumer that read messages and went silent (a raw XREADGROUP that
@@ -119,7 +112,7 @@ func TestIdleMessagesAreTakenOver(t *testing.T) {
 	opts := namespace(t, rdb)
 	opts.Lease = time.Second
 	tr := mustNew(t, rdb, opts)
-	ctx := testCtx(t)
+	ctx := drivertest.Ctx(t, 0)
 	const queue, n = "takeover", 5
 	if err := tr.Provision(ctx, bus.Topology{Queue: queue}); err != nil {
 		t.Fatal(err)
@@ -181,7 +174,7 @@ func TestLeaseRenewedAndLossCancels(t *testing.T) {
 	opts := namespace(t, rdb)
 	opts.Lease = time.Second
 	tr := mustNew(t, rdb, opts)
-	ctx := testCtx(t)
+	ctx := drivertest.Ctx(t, 0)
 	const queue = "renew"
 	if err := tr.Provision(ctx, bus.Topology{Queue: queue}); err != nil {
 		t.Fatal(err)
@@ -262,7 +255,7 @@ func TestPublishAndRequeue(t *testing.T) {
 	rdb := connect(t)
 	opts := namespace(t, rdb)
 	tr := mustNew(t, rdb, opts)
-	ctx := testCtx(t)
+	ctx := drivertest.Ctx(t, 0)
 	for _, q := range []string{"a", "b"} {
 		if err := tr.Provision(ctx, bus.Topology{Queue: q, Events: []string{"redistest.Evt"}}); err != nil {
 			t.Fatal(err)
@@ -304,9 +297,9 @@ func TestReceiveEndsWhenClientClosed(t *testing.T) {
 	t.Parallel()
 	shared := connect(t)
 	opts := namespace(t, shared)
-	rdb := goredis.NewClient(&goredis.Options{Addr: serverAddr()})
+	rdb := goredis.NewClient(&goredis.Options{Addr: redisAddr})
 	tr := mustNew(t, rdb, opts)
-	if err := tr.Provision(testCtx(t), bus.Topology{Queue: "closing"}); err != nil {
+	if err := tr.Provision(drivertest.Ctx(t, 0), bus.Topology{Queue: "closing"}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -333,7 +326,7 @@ func TestOneConsumerHandlesInStreamOrder(t *testing.T) {
 	t.Parallel()
 	rdb := connect(t)
 	tr := mustNew(t, rdb, namespace(t, rdb))
-	ctx := testCtx(t)
+	ctx := drivertest.Ctx(t, 0)
 	if err := tr.Provision(ctx, bus.Topology{Queue: "ordered"}); err != nil {
 		t.Fatal(err)
 	}

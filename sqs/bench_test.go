@@ -15,6 +15,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/sqs"
 )
 
@@ -36,18 +37,10 @@ import (
 func BenchmarkSendToHandler(b *testing.B) {
 	tr := newTransport(b, sqs.Options{VisibilityTimeout: 5 * time.Second, WaitTime: time.Second})
 	const queue = "bench"
-	if err := tr.Provision(testCtx(b), bus.Topology{Queue: queue}); err != nil {
+	if err := tr.Provision(drivertest.Ctx(b, 0), bus.Topology{Queue: queue}); err != nil {
 		b.Fatal(err)
 	}
-	handled := bustest.NewCountdown(int64(b.N))
-	ctx, cancel := context.WithCancel(context.Background())
-	received := make(chan error, 1)
-	go func() {
-		received <- tr.Receive(ctx, queue, bus.ReceiveOptions{Concurrency: 8}, func(context.Context, *bus.Envelope) error {
-			handled.Done()
-			return nil
-		})
-	}()
+	handled := drivertest.CountReceived(b, tr, queue, int64(b.N))
 	body := make([]byte, 1024)
 	for i := range body {
 		body[i] = 'a' + byte(i%26)
@@ -59,10 +52,6 @@ func BenchmarkSendToHandler(b *testing.B) {
 		return tr.Send(context.Background(), queue, env)
 	})
 	b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-µs/msg")
-	cancel()
-	if err := <-received; err != nil {
-		b.Error(err)
-	}
 }
 
 // BenchmarkRawClientCeiling does the same work with the AWS SDK alone: 8
@@ -71,7 +60,7 @@ func BenchmarkSendToHandler(b *testing.B) {
 // No Postbus code runs.
 func BenchmarkRawClientCeiling(b *testing.B) {
 	sc, _ := newClients(b)
-	ctx := testCtx(b)
+	ctx := drivertest.Ctx(b, 0)
 	name := bustest.Namespace() + "-raw"
 	out, err := sc.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String(name),
 		Attributes: map[string]string{"VisibilityTimeout": "5"}})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // What goaws v0.4.5 does differently from SQS and SNS, as far as the
@@ -28,7 +29,7 @@ import (
 func TestEmulatorGapRawDeliveryOfJSONWithDefaultKey(t *testing.T) {
 	t.Parallel()
 	tr := newTransport(t, testOptions())
-	ctx := testCtx(t)
+	ctx := drivertest.Ctx(t, 0)
 	const typ = "gap.Event"
 	if err := tr.Provision(ctx, bus.Topology{Queue: "gap", Events: []string{typ}}); err != nil {
 		t.Fatalf("Provision: %v", err)

@@ -3,8 +3,6 @@ package sqs_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/sqs"
 	"github.com/postbus/bus/sqs/sqstest"
 )
@@ -72,10 +71,6 @@ func newClients(t testing.TB) (*awssqs.Client, *sns.Client) {
 	return emu.Clients(httpClient)
 }
 
-func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
 // newTransport returns a transport with a name prefix of its own, whose
 // queues are deleted when the test ends.
 func newTransport(t testing.TB, opts sqs.Options) *sqs.Transport {
@@ -85,7 +80,7 @@ func newTransport(t testing.TB, opts sqs.Options) *sqs.Transport {
 		opts.NamePrefix = bustest.Namespace() + "-"
 	}
 	if opts.Logger == nil {
-		opts.Logger = quietLogger()
+		opts.Logger = drivertest.Logger()
 	}
 	tr, err := sqs.New(sc, nc, opts)
 	if err != nil {
@@ -112,10 +107,4 @@ func deletePrefixed(t testing.TB, sc *awssqs.Client, prefix string) {
 			t.Errorf("cleanup: delete queue %s: %v", u, err)
 		}
 	}
-}
-
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
 }

@@ -1,13 +1,13 @@
 package sqs
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 // Defaults used for zero Options fields.
@@ -59,29 +59,25 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	o.VisibilityTimeout = cmp.Or(o.VisibilityTimeout, DefaultVisibilityTimeout)
-	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, o.VisibilityTimeout/3)
-	o.WaitTime = cmp.Or(o.WaitTime, DefaultWaitTime)
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	driver.Default(&o.VisibilityTimeout, DefaultVisibilityTimeout)
+	driver.Default(&o.HeartbeatInterval, o.VisibilityTimeout/3)
+	driver.Default(&o.WaitTime, DefaultWaitTime)
+	o.Logger = driver.Logger(o.Logger)
 	return o
 }
 
 func (o Options) validate() error {
-	switch {
-	case len(o.NamePrefix) > MaxNamePrefix:
-		return &OptionsError{Field: "NamePrefix", Reason: fmt.Sprintf("longer than %d characters", MaxNamePrefix)}
-	case !validName(o.NamePrefix):
-		return &OptionsError{Field: "NamePrefix", Reason: fmt.Sprintf("%q may hold only letters, digits, '-' and '_'", o.NamePrefix)}
-	case o.VisibilityTimeout < time.Second || o.VisibilityTimeout > 12*time.Hour || o.VisibilityTimeout%time.Second != 0:
-		return &OptionsError{Field: "VisibilityTimeout", Reason: "must be whole seconds between 1s and 12h"}
-	case o.HeartbeatInterval <= 0 || o.HeartbeatInterval >= o.VisibilityTimeout:
-		return &OptionsError{Field: "HeartbeatInterval", Reason: "must be positive and shorter than VisibilityTimeout"}
-	case o.WaitTime < time.Second || o.WaitTime > 20*time.Second || o.WaitTime%time.Second != 0:
-		return &OptionsError{Field: "WaitTime", Reason: "must be whole seconds between 1s and 20s"}
+	p := driver.First(
+		driver.Check(len(o.NamePrefix) <= MaxNamePrefix, "NamePrefix", fmt.Sprintf("longer than %d characters", MaxNamePrefix)),
+		driver.Check(validName(o.NamePrefix), "NamePrefix", fmt.Sprintf("%q may hold only letters, digits, '-' and '_'", o.NamePrefix)),
+		driver.WholeSeconds("VisibilityTimeout", o.VisibilityTimeout, time.Second, 12*time.Hour),
+		driver.Check(o.HeartbeatInterval > 0 && o.HeartbeatInterval < o.VisibilityTimeout, "HeartbeatInterval", "must be positive and shorter than VisibilityTimeout"),
+		driver.WholeSeconds("WaitTime", o.WaitTime, time.Second, 20*time.Second),
+	)
+	if p == nil {
+		return nil
 	}
-	return nil
+	return &OptionsError{Field: p.Field, Reason: p.Reason}
 }
 
 // Sentinel errors; the typed errors below wrap them.

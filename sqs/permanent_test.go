@@ -8,6 +8,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/sqs"
 	"github.com/postbus/bus/sqs/sqstest"
 )
@@ -24,7 +25,7 @@ func TestTooLargeIsPermanent(t *testing.T) {
 	tr := newTransport(t, testOptions())
 	env := envelope("big-1")
 	env.Body = []byte(strings.Repeat("x", sqs.MaxMessageBytes))
-	if err := tr.Send(testCtx(t), "big", env); !errors.Is(err, bus.ErrPermanent) {
+	if err := tr.Send(drivertest.Ctx(t, 0), "big", env); !errors.Is(err, bus.ErrPermanent) {
 		t.Errorf("Send of %d bytes: %v, want bus.ErrPermanent", len(env.Body), err)
 	}
 }
@@ -35,7 +36,7 @@ func TestTooLargeIsPermanent(t *testing.T) {
 func TestStartWithEndpointDownReturns(t *testing.T) {
 	t.Parallel()
 	sc, nc := (&sqstest.Emulator{URL: "http://" + bustest.DeadAddr(t)}).Clients(httpClient)
-	tr, err := sqs.New(sc, nc, sqs.Options{NamePrefix: bustest.Namespace() + "-", Logger: quietLogger()})
+	tr, err := sqs.New(sc, nc, sqs.Options{NamePrefix: bustest.Namespace() + "-", Logger: drivertest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

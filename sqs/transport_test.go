@@ -15,6 +15,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/sqs"
 )
 
@@ -45,15 +46,7 @@ func TestConformance(t *testing.T) {
 // receiveAll runs Receive in the background with h until the test ends.
 func receiveAll(t *testing.T, tr *sqs.Transport, queue string, conc int, h bus.DeliveryHandler) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- tr.Receive(ctx, queue, bus.ReceiveOptions{Concurrency: conc}, h) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Receive: %v", err)
-		}
-	})
+	drivertest.ReceiveUntilEnd(t, tr, queue, conc, h)
 }
 
 func envelope(id string) *bus.Envelope {
@@ -68,7 +61,7 @@ func TestLongHandlerIsNotRedelivered(t *testing.T) {
 	t.Parallel()
 	const vis = 2 * time.Second
 	tr := newTransport(t, sqs.Options{VisibilityTimeout: vis, WaitTime: time.Second})
-	ctx := testCtx(t)
+	ctx := drivertest.Ctx(t, 0)
 	const queue = "slow"
 	if err := tr.Provision(ctx, bus.Topology{Queue: queue}); err != nil {
 		t.Fatalf("Provision: %v", err)
@@ -113,7 +106,7 @@ func TestLostVisibilityCancelsDelivery(t *testing.T) {
 	t.Parallel()
 	tr := newTransport(t, sqs.Options{VisibilityTimeout: 3 * time.Second, HeartbeatInterval: 500 * time.Millisecond, WaitTime: time.Second})
 	sc, _ := newClients(t)
-	ctx := testCtx(t)
+	ctx := drivertest.Ctx(t, 0)
 	const queue = "lost"
 	if err := tr.Provision(ctx, bus.Topology{Queue: queue}); err != nil {
 		t.Fatalf("Provision: %v", err)
@@ -150,7 +143,7 @@ func TestLostVisibilityCancelsDelivery(t *testing.T) {
 // queueNameOf finds the SQS name of the test queue whose name ends in suffix.
 func queueNameOf(t *testing.T, sc *awssqs.Client, suffix string) string {
 	t.Helper()
-	out, err := sc.ListQueues(testCtx(t), &awssqs.ListQueuesInput{})
+	out, err := sc.ListQueues(drivertest.Ctx(t, 0), &awssqs.ListQueuesInput{})
 	if err != nil {
 		t.Fatalf("ListQueues: %v", err)
 	}
@@ -169,7 +162,7 @@ func queueNameOf(t *testing.T, sc *awssqs.Client, suffix string) string {
 func TestFailureResetsVisibility(t *testing.T) {
 	t.Parallel()
 	tr := newTransport(t, sqs.Options{VisibilityTimeout: 60 * time.Second, WaitTime: time.Second})
-	ctx := testCtx(t)
+	ctx := drivertest.Ctx(t, 0)
 	if err := tr.Send(ctx, "reset", envelope("reset-1")); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
@@ -198,7 +191,7 @@ func TestTooLargeIsRefused(t *testing.T) {
 	tr := newTransport(t, testOptions())
 	env := envelope("big-1")
 	env.Body = []byte(strings.Repeat("x", sqs.MaxMessageBytes))
-	err := tr.Send(testCtx(t), "big", env)
+	err := tr.Send(drivertest.Ctx(t, 0), "big", env)
 	var tooLarge *sqs.MessageTooLargeError
 	if !errors.As(err, &tooLarge) || !errors.Is(err, sqs.ErrMessageTooLarge) {
 		t.Fatalf("Send of %d bytes: %v, want *MessageTooLargeError", len(env.Body), err)
@@ -207,7 +200,7 @@ func TestTooLargeIsRefused(t *testing.T) {
 		t.Errorf("error reports size %d limit %d", tooLarge.Size, tooLarge.Limit)
 	}
 	env.Type = "test.Event"
-	if err := tr.Publish(testCtx(t), env); !errors.Is(err, sqs.ErrMessageTooLarge) {
+	if err := tr.Publish(drivertest.Ctx(t, 0), env); !errors.Is(err, sqs.ErrMessageTooLarge) {
 		t.Fatalf("Publish: %v, want ErrMessageTooLarge", err)
 	}
 }
@@ -217,7 +210,7 @@ func TestTooLargeIsRefused(t *testing.T) {
 func TestEveryFieldRoundTrips(t *testing.T) {
 	t.Parallel()
 	tr := newTransport(t, testOptions())
-	ctx := testCtx(t)
+	ctx := drivertest.Ctx(t, 0)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	envs := []*bus.Envelope{
 		{ID: "rt-full", Type: "shop.Order Placed/v1", Kind: bus.KindEvent, Body: []byte("héllo\r\n"), ContentType: "text/plain",
@@ -254,7 +247,7 @@ func TestEveryFieldRoundTrips(t *testing.T) {
 func TestPublishReachesEachSubscriber(t *testing.T) {
 	t.Parallel()
 	tr := newTransport(t, testOptions())
-	ctx := testCtx(t)
+	ctx := drivertest.Ctx(t, 0)
 	const typ = "github.com/acme/sales.OrderPlaced"
 	var mu sync.Mutex
 	got := map[string]int{}
@@ -303,7 +296,7 @@ func TestProvisionSetsQueuePolicy(t *testing.T) {
 	t.Parallel()
 	tr := newTransport(t, testOptions())
 	sc, _ := newClients(t)
-	ctx := testCtx(t)
+	ctx := drivertest.Ctx(t, 0)
 	if err := tr.Provision(ctx, bus.Topology{Queue: "policy", Events: []string{"p.Event"}}); err != nil {
 		t.Fatalf("Provision: %v", err)
 	}

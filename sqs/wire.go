@@ -3,13 +3,12 @@ package sqs
 import (
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
-	"time"
+	"maps"
 	"unicode/utf8"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 // Wire format. SQS carries at most 10 message attributes, so the envelope
@@ -39,14 +38,14 @@ import (
 // than tab, LF and CR, a byte of invalid UTF-8 or U+FFFE/U+FFFF; those bytes
 // are then written as %XX, so every value round-trips exactly.
 const (
-	attrID            = "Postbus-Id"
-	attrType          = "Postbus-Type"
-	attrKind          = "Postbus-Kind"
-	attrContentType   = "Postbus-Content-Type"
-	attrCorrelationID = "Postbus-Correlation-Id"
-	attrSource        = "Postbus-Source"
-	attrDestination   = "Postbus-Destination"
-	attrSentAt        = "Postbus-Sent-At"
+	attrID            = driver.KeyID
+	attrType          = driver.KeyType
+	attrKind          = driver.KeyKind
+	attrContentType   = driver.KeyContentType
+	attrCorrelationID = driver.KeyCorrelationID
+	attrSource        = driver.KeySource
+	attrDestination   = driver.KeyDestination
+	attrSentAt        = driver.KeySentAt
 	attrBody          = "Postbus-Body"
 	attrEnvelope      = "Postbus-Envelope"
 
@@ -55,6 +54,19 @@ const (
 
 	dataTypeString = "String"
 )
+
+// values is the escape of attribute values and of the strings in
+// Postbus-Envelope: SQS takes the XML characters, and reads any %XX.
+var values = driver.Percent{KeepControl: "\t\n\r", UTF8: true, LowerHex: true}
+
+// mapping carries the fields with an attribute of their own.
+var mapping = driver.Mapping{
+	Keys: driver.Keys{
+		ID: attrID, Type: attrType, Kind: attrKind, ContentType: attrContentType, CorrelationID: attrCorrelationID,
+		Source: attrSource, Destination: attrDestination, SentAt: attrSentAt,
+	},
+	Values: values,
+}
 
 // attribute is one String message attribute.
 type attribute struct{ name, value string }
@@ -90,36 +102,27 @@ func (w wireMessage) size() int {
 func encode(env *bus.Envelope) (wireMessage, error) {
 	var w wireMessage
 	w.attrs = make([]attribute, 0, 10)
-	set := func(name, v string) {
-		if v != "" {
-			w.attrs = append(w.attrs, attribute{name, escapeValue(v)})
-		}
-	}
-	set(attrID, env.ID)
-	set(attrType, env.Type)
-	set(attrKind, kindString(env.Kind))
-	set(attrContentType, env.ContentType)
-	set(attrCorrelationID, env.CorrelationID)
-	set(attrSource, env.Source)
-	set(attrDestination, env.Destination)
-	set(attrSentAt, formatTime(env.SentAt))
+	add := func(name, v string) { w.attrs = append(w.attrs, attribute{name, v}) }
+	// The mapping sets no size limits (the whole message is checked
+	// below), so Encode cannot fail.
+	_ = mapping.Encode(env, add)
 	switch {
 	case len(env.Body) == 0:
 		w.body = "-"
-		set(attrBody, bodyEmpty)
+		add(attrBody, bodyEmpty)
 	case validBody(env.Body):
 		w.body = string(env.Body)
 	default:
 		w.body = base64.StdEncoding.EncodeToString(env.Body)
-		set(attrBody, bodyBase64)
+		add(attrBody, bodyBase64)
 	}
 	x := extra{
-		Due:    formatTime(env.DueAt),
-		Exp:    formatTime(env.ExpiresAt),
-		Key:    escapeValue(env.OrderingKey),
-		Header: escapeMap(env.Headers),
-		Attr:   escapeMap(env.Attributes),
-		Sticky: escapeMap(env.StickyAttributes),
+		Due:    driver.FormatTime(env.DueAt),
+		Exp:    driver.FormatTime(env.ExpiresAt),
+		Key:    values.Escape(env.OrderingKey),
+		Header: driver.EscapeMap(values, env.Headers),
+		Attr:   driver.EscapeMap(values, env.Attributes),
+		Sticky: driver.EscapeMap(values, env.StickyAttributes),
 	}
 	if x.Due != "" || x.Exp != "" || x.Key != "" || x.Header != nil || x.Attr != nil || x.Sticky != nil {
 		js, err := json.Marshal(x)
@@ -139,53 +142,21 @@ func encode(env *bus.Envelope) (wireMessage, error) {
 // the raw body, the ID if readable, and bus.HeaderDecodeError saying what
 // was wrong.
 func decode(body string, attrs map[string]string) *bus.Envelope {
-	env, err := decodeAttrs(body, attrs)
+	env, err := mapping.Decode(maps.All(attrs))
+	if err == nil {
+		err = decodeRest(env, body, attrs)
+	}
 	if err != nil {
-		id, _ := unescapeValue(attrs[attrID])
-		return &bus.Envelope{
-			ID:      id,
-			Body:    []byte(body),
-			Headers: map[string]string{bus.HeaderDecodeError: "sqs: " + err.Error()},
-		}
+		return driver.Undecodable("sqs", env.ID, []byte(body), err)
 	}
 	return env
 }
 
-var errMissingType = errors.New("missing " + attrType + " attribute")
-
-func decodeAttrs(body string, attrs map[string]string) (*bus.Envelope, error) {
-	env := &bus.Envelope{}
-	var err error
-	str := func(name string, dst *string) {
-		v, ok := attrs[name]
-		if err != nil || !ok {
-			return
-		}
-		if *dst, err = unescapeValue(v); err != nil {
-			err = fmt.Errorf("attribute %s: %w", name, err)
-		}
-	}
-	var kind, sent, enc string
-	str(attrID, &env.ID)
-	str(attrType, &env.Type)
-	str(attrKind, &kind)
-	str(attrContentType, &env.ContentType)
-	str(attrCorrelationID, &env.CorrelationID)
-	str(attrSource, &env.Source)
-	str(attrDestination, &env.Destination)
-	str(attrSentAt, &sent)
-	str(attrBody, &enc)
+// decodeRest reads the body and Postbus-Envelope into env.
+func decodeRest(env *bus.Envelope, body string, attrs map[string]string) error {
+	enc, err := values.Unescape(attrs[attrBody])
 	if err != nil {
-		return nil, err
-	}
-	if env.Type == "" {
-		return nil, errMissingType
-	}
-	if env.Kind, err = parseKind(kind); err != nil {
-		return nil, err
-	}
-	if env.SentAt, err = parseTime(sent); err != nil {
-		return nil, fmt.Errorf("attribute %s: %w", attrSentAt, err)
+		return fmt.Errorf("attribute %s: %w", attrBody, err)
 	}
 	switch enc {
 	case "":
@@ -193,35 +164,37 @@ func decodeAttrs(body string, attrs map[string]string) (*bus.Envelope, error) {
 	case bodyEmpty:
 	case bodyBase64:
 		if env.Body, err = base64.StdEncoding.DecodeString(body); err != nil {
-			return nil, fmt.Errorf("base64 body: %w", err)
+			return fmt.Errorf("base64 body: %w", err)
 		}
 	default:
-		return nil, fmt.Errorf("attribute %s: unknown encoding %q", attrBody, enc)
+		return fmt.Errorf("attribute %s: unknown encoding %q", attrBody, enc)
 	}
-	if js, ok := attrs[attrEnvelope]; ok {
-		var x extra
-		if err := json.Unmarshal([]byte(js), &x); err != nil {
-			return nil, fmt.Errorf("attribute %s: %w", attrEnvelope, err)
-		}
-		if env.DueAt, err = parseTime(x.Due); err != nil {
-			return nil, fmt.Errorf("attribute %s: due: %w", attrEnvelope, err)
-		}
-		if env.ExpiresAt, err = parseTime(x.Exp); err != nil {
-			return nil, fmt.Errorf("attribute %s: exp: %w", attrEnvelope, err)
-		}
-		if env.OrderingKey, err = unescapeValue(x.Key); err != nil {
-			return nil, fmt.Errorf("attribute %s: key: %w", attrEnvelope, err)
-		}
-		for _, m := range [...]struct {
-			src map[string]string
-			dst *map[string]string
-		}{{x.Header, &env.Headers}, {x.Attr, &env.Attributes}, {x.Sticky, &env.StickyAttributes}} {
-			if *m.dst, err = unescapeMap(m.src); err != nil {
-				return nil, fmt.Errorf("attribute %s: %w", attrEnvelope, err)
-			}
+	js, ok := attrs[attrEnvelope]
+	if !ok {
+		return nil
+	}
+	var x extra
+	if err := json.Unmarshal([]byte(js), &x); err != nil {
+		return fmt.Errorf("attribute %s: %w", attrEnvelope, err)
+	}
+	if env.DueAt, err = driver.ParseTime(x.Due); err != nil {
+		return fmt.Errorf("attribute %s: due: %w", attrEnvelope, err)
+	}
+	if env.ExpiresAt, err = driver.ParseTime(x.Exp); err != nil {
+		return fmt.Errorf("attribute %s: exp: %w", attrEnvelope, err)
+	}
+	if env.OrderingKey, err = values.Unescape(x.Key); err != nil {
+		return fmt.Errorf("attribute %s: key: %w", attrEnvelope, err)
+	}
+	for _, m := range [...]struct {
+		src map[string]string
+		dst *map[string]string
+	}{{x.Header, &env.Headers}, {x.Attr, &env.Attributes}, {x.Sticky, &env.StickyAttributes}} {
+		if *m.dst, err = driver.UnescapeMap(values, m.src); err != nil {
+			return fmt.Errorf("attribute %s: %w", attrEnvelope, err)
 		}
 	}
-	return env, nil
+	return nil
 }
 
 // validBody reports whether b can be an SQS body as it is: valid UTF-8 of
@@ -244,146 +217,4 @@ func validBody(b []byte) bool {
 		b = b[n:]
 	}
 	return true
-}
-
-func kindString(k bus.Kind) string {
-	text, _ := k.MarshalText()
-	return string(text)
-}
-
-func parseKind(s string) (bus.Kind, error) {
-	var k bus.Kind
-	if err := k.UnmarshalText([]byte(s)); err != nil {
-		return 0, fmt.Errorf("attribute %s: %w", attrKind, err)
-	}
-	return k, nil
-}
-
-func formatTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339Nano)
-}
-
-func parseTime(s string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, err
-	}
-	return t.UTC(), nil
-}
-
-func escapeMap(m map[string]string) map[string]string {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[escapeValue(k)] = escapeValue(v)
-	}
-	return out
-}
-
-func unescapeMap(m map[string]string) (map[string]string, error) {
-	if len(m) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		uk, err := unescapeValue(k)
-		if err != nil {
-			return nil, err
-		}
-		uv, err := unescapeValue(v)
-		if err != nil {
-			return nil, err
-		}
-		out[uk] = uv
-	}
-	return out, nil
-}
-
-// escapeValue makes v safe as an SQS attribute value (see the wire format).
-func escapeValue(v string) string {
-	if !needsEscape(v) {
-		return v
-	}
-	var b strings.Builder
-	b.Grow(len(v) + 8)
-	for i := 0; i < len(v); {
-		c := v[i]
-		if c < utf8.RuneSelf {
-			if c == '%' || c < 0x20 && c != '\t' && c != '\n' && c != '\r' || c == 0x7f {
-				writeEscaped(&b, c)
-			} else {
-				b.WriteByte(c)
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(v[i:])
-		if r == utf8.RuneError && n == 1 || r == 0xFFFE || r == 0xFFFF {
-			for j := range n {
-				writeEscaped(&b, v[i+j])
-			}
-		} else {
-			b.WriteString(v[i : i+n])
-		}
-		i += n
-	}
-	return b.String()
-}
-
-const hexDigits = "0123456789ABCDEF"
-
-func writeEscaped(b *strings.Builder, c byte) {
-	b.WriteByte('%')
-	b.WriteByte(hexDigits[c>>4])
-	b.WriteByte(hexDigits[c&0xf])
-}
-
-func needsEscape(v string) bool {
-	return strings.IndexByte(v, '%') >= 0 || !validBody([]byte(v))
-}
-
-var errBadEscape = errors.New("bad %-escape")
-
-// unescapeValue reverses escapeValue.
-func unescapeValue(v string) (string, error) {
-	if !strings.Contains(v, "%") {
-		return v, nil
-	}
-	out := make([]byte, 0, len(v))
-	for i := 0; i < len(v); i++ {
-		if v[i] != '%' {
-			out = append(out, v[i])
-			continue
-		}
-		if i+2 >= len(v) {
-			return "", fmt.Errorf("%w: truncated", errBadEscape)
-		}
-		hi, lo := unhex(v[i+1]), unhex(v[i+2])
-		if hi < 0 || lo < 0 {
-			return "", fmt.Errorf("%w: %q", errBadEscape, v[i:i+3])
-		}
-		out = append(out, byte(hi<<4|lo))
-		i += 2
-	}
-	return string(out), nil
-}
-
-func unhex(c byte) int {
-	switch {
-	case c >= '0' && c <= '9':
-		return int(c - '0')
-	case c >= 'A' && c <= 'F':
-		return int(c-'A') + 10
-	case c >= 'a' && c <= 'f':
-		return int(c-'a') + 10
-	}
-	return -1
 }

@@ -1,0 +1,46 @@
+// Package driver is the kit for people writing a Postbus transport: the
+// parts every transport needs and that do not depend on the broker, written
+// once, so that a transport keeps only what its broker makes different.
+// The transports of this repository (NATS, SQS, Kafka, Redis Streams,
+// RabbitMQ, PostgreSQL) are built on it. It imports only the standard
+// library and the core.
+//
+// # Headers
+//
+// Mapping carries a *bus.Envelope in string key/value headers and reads it
+// back. Keys names the header of each envelope field (DefaultKeys gives the
+// reserved names, "Postbus-Id" and the rest); an Escaper writes values and
+// map keys in the characters the broker takes (Percent for header values,
+// with the broker's rules as its fields; Token; Verbatim); MaxKey and
+// MaxValue carry the broker's size limits. A header the decoder cannot read
+// is a *HeaderError; Undecodable builds the envelope that takes such a
+// message to the error queue with the reason, instead of dropping it.
+// FormatKind, ParseKind, FormatTime and ParseTime are the text forms of a
+// kind and a time every mapping shares.
+//
+// # Names
+//
+// A queue or message type name may hold any character; broker names may
+// not. Token escapes a name reversibly into ASCII letters, digits, '-' and
+// '_'; Sanitize maps it to a broker's charset where the name need not be
+// read back; Fit and Sanitize keep a name within the broker's length limit
+// with a stable hash suffix, so long names that share a start still differ.
+//
+// # Options
+//
+// The checks (NotNegative, Positive, AtLeast, Between, WholeSeconds,
+// Check) return a *Problem naming the field and the reason in the words
+// every driver uses; First picks the first, and the driver wraps it in its
+// own typed OptionsError. Default and Logger fill zero fields.
+//
+// # Receive pool
+//
+// Pool runs a transport's deliveries through the bus's handlers: starts in
+// the order the messages were put in, across Concurrency workers, with a
+// bounded read-ahead, and at Close hands back the messages not started
+// while it waits for the running ones. Batcher gathers settlements into one
+// broker call (an XACK or a DeleteMessageBatch of several messages), Retry
+// retries an acknowledgement a bounded number of times, and Ordered tells
+// how far the run of settled messages reaches, for brokers that commit an
+// offset.
+package driver
