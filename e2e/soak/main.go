@@ -92,6 +92,10 @@ type config struct {
 	every        time.Duration
 	killEvery    time.Duration
 	lease        time.Duration
+	outbox       bool
+	retention    time.Duration
+	sample       time.Duration
+	faultEvery   time.Duration
 
 	worker bool
 	wf     workerFlags
@@ -99,7 +103,7 @@ type config struct {
 
 func main() {
 	var c config
-	flag.StringVar(&c.transport, "transport", "rabbitmq", "transport: rabbitmq or nats")
+	flag.StringVar(&c.transport, "transport", "rabbitmq", "transport: rabbitmq, nats, redis, postgres, kafka (kfake, in the soak) or sqs (goaws)")
 	flag.IntVar(&c.n, "n", 22000, "messages to send")
 	flag.DurationVar(&c.duration, "duration", 60*time.Second, "time over which the messages are sent")
 	flag.IntVar(&c.workers, "workers", 3, "worker processes")
@@ -120,10 +124,18 @@ func main() {
 	flag.DurationVar(&c.every, "every", time.Second, "recurring: the schedules' interval (bus.Every)")
 	flag.DurationVar(&c.killEvery, "kill-every", 10*time.Second, "recurring: SIGKILL one worker (in turn) this often, then start it again")
 	flag.DurationVar(&c.lease, "lease", 0, "recurring: the workers' Dispatcher.Lease (0: the default, 30 s); -grace must outlast it")
+	flag.BoolVar(&c.outbox, "outbox", false,
+		"the transactional outbox: each handler inserts a business row and publishes an event that an audit endpoint records; exactly one of each per message")
+	flag.DurationVar(&c.retention, "retention", 0, "-outbox: the inbox retention (OutboxConfig.Retention; 0: the default, 7 days)")
+	flag.DurationVar(&c.sample, "sample", 0,
+		"sample each worker's memory, goroutines and open files, the database connections and table rows this often, and fail on growth that does not level off (0: off)")
+	flag.DurationVar(&c.faultEvery, "fault-every", 0,
+		"one fault this often, kill, stop, terminate and cut in turn, instead of -kills/-stops/-terminations/-cuts; kills spare worker 0 (0: off)")
 	flag.BoolVar(&c.worker, "worker", false, "run as a worker process (the soak starts these itself)")
 	c.wf.register(flag.CommandLine)
 	flag.Parse()
 	c.wf.transport, c.wf.workload, c.wf.schedules, c.wf.every, c.wf.lease = c.transport, c.workload, c.schedules, c.every, c.lease
+	c.wf.outbox, c.wf.retention = c.outbox, c.retention
 
 	if c.worker {
 		work := runWorker
