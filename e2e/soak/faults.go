@@ -86,8 +86,8 @@ func planEvery(interval, from, to time.Duration) []plannedFault {
 type injector struct {
 	rng      *rand.Rand
 	fleet    *fleet
-	pool     *pgxpool.Pool // the soak's own connections, not the workers'
-	app      string        // the workers' application_name
+	pool     *pgxpool.Pool     // the soak's own connections, not the workers'
+	app      string            // the workers' application_name
 	broker   *faultproxy.Proxy // nil: the workers' broker cannot be cut
 	database *faultproxy.Proxy
 	log      *slog.Logger
