@@ -123,7 +123,7 @@ func main() {
 	flag.IntVar(&c.schedules, "schedules", 1000, "recurring: schedules each worker declares")
 	flag.DurationVar(&c.every, "every", time.Second, "recurring: the schedules' interval (bus.Every)")
 	flag.DurationVar(&c.killEvery, "kill-every", 10*time.Second, "recurring: SIGKILL one worker (in turn) this often, then start it again")
-	flag.DurationVar(&c.lease, "lease", 0, "recurring: the workers' Dispatcher.Lease (0: the default, 30 s); -grace must outlast it")
+	flag.DurationVar(&c.lease, "lease", 0, "the workers' Dispatcher.Lease, and the Redis and PostgreSQL transports' Lease (0: the defaults, 30 s); -grace must outlast it")
 	flag.BoolVar(&c.outbox, "outbox", false,
 		"the transactional outbox: each handler inserts a business row and publishes an event that an audit endpoint records; exactly one of each per message")
 	flag.DurationVar(&c.retention, "retention", 0, "-outbox: the inbox retention (OutboxConfig.Retention; 0: the default, 7 days)")

@@ -66,7 +66,7 @@ func run(ctx context.Context, c config) (failed bool, err error) {
 		return false, err
 	}
 	defer dbProxy.Close()
-	wf := workerFlags{transport: c.transport, dir: dir, names: n, outbox: c.outbox, retention: c.retention}
+	wf := workerFlags{transport: c.transport, dir: dir, names: n, outbox: c.outbox, retention: c.retention, lease: c.lease}
 	if c.sample > 0 {
 		wf.stats = min(c.sample, 5*time.Second)
 	}
@@ -268,7 +268,7 @@ func startProducer(ctx context.Context, transport, brokerURL string, n names, po
 	if err != nil {
 		return nil, nil, fmt.Errorf("producer store: %w", err)
 	}
-	tr, closeTr, err := openTransport(transport, brokerURL, n, pool, log)
+	tr, closeTr, err := openTransport(transport, brokerURL, n, pool, 0, log)
 	if err != nil {
 		return nil, nil, err
 	}

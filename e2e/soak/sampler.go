@@ -58,8 +58,8 @@ func (s *sampler) add(name, unit string, floor float64, at time.Time, v float64)
 
 // Floors of the growth verdict: rises below these are noise.
 const (
-	floorRSSMiB     = 16
-	floorHeapMiB    = 16
+	floorRSSMiB     = 8
+	floorHeapMiB    = 8
 	floorGoroutines = 25
 	floorFiles      = 10
 	floorConns      = 3

@@ -66,8 +66,9 @@ func cuttable(transport string) bool {
 
 // openTransport connects to the broker of kind at rawURL (pool for the
 // PostgreSQL transport) and returns the transport and the function that
-// closes it.
-func openTransport(kind, rawURL string, n names, pool *pgxpool.Pool, logger *slog.Logger) (bus.Transport, func(), error) {
+// closes it. lease, when positive, is the Redis and PostgreSQL transports'
+// Lease (how long a dead consumer's messages wait for another).
+func openTransport(kind, rawURL string, n names, pool *pgxpool.Pool, lease time.Duration, logger *slog.Logger) (bus.Transport, func(), error) {
 	closeCtx := func(f func(context.Context) error) func() {
 		return func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -108,14 +109,14 @@ func openTransport(kind, rawURL string, n names, pool *pgxpool.Pool, logger *slo
 			Addr: u.Host, DialTimeout: time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second,
 			PoolSize: 32,
 		})
-		tr, err := redis.New(rdb, redis.Options{Prefix: n.redisPrefix(), Logger: logger})
+		tr, err := redis.New(rdb, redis.Options{Prefix: n.redisPrefix(), Lease: lease, Logger: logger})
 		if err != nil {
 			_ = rdb.Close()
 			return nil, nil, fmt.Errorf("redis transport: %w", err)
 		}
 		return tr, func() { closeCtx(tr.Close)(); _ = rdb.Close() }, nil
 	case transportPostgres:
-		tr, err := postgres.NewTransport(pool, postgres.TransportOptions{Schema: n.schema(), Logger: logger})
+		tr, err := postgres.NewTransport(pool, postgres.TransportOptions{Schema: n.schema(), Lease: lease, Logger: logger})
 		if err != nil {
 			return nil, nil, fmt.Errorf("postgres transport: %w", err)
 		}

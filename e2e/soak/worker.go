@@ -86,7 +86,7 @@ func (w workerFlags) args(slot int) []string {
 // dispatching its scheduled messages, until SIGTERM. It prints "ready" on
 // stdout once the bus has started.
 func runWorker(w workerFlags) error {
-	return serveWorker(w, bus.DispatcherConfig{}, func(b *bus.Bus, j *journal) error {
+	return serveWorker(w, bus.DispatcherConfig{Lease: w.lease}, func(b *bus.Bus, j *journal) error {
 		err := bus.Handle(b, func(ctx context.Context, m Work) error {
 			immediate, delayed := bus.Attempt(ctx)
 			switch {
@@ -134,7 +134,9 @@ func serveWorker(w workerFlags, disp bus.DispatcherConfig, declare func(b *bus.B
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = w.names.slotApp(w.slot)
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
-	cfg.MaxConns = workerConns
+	if w.outbox {
+		cfg.MaxConns = outboxConns
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("postgres pool: %w", err)
@@ -145,7 +147,7 @@ func serveWorker(w workerFlags, disp bus.DispatcherConfig, declare func(b *bus.B
 		return fmt.Errorf("postgres store: %w", err)
 	}
 	newBus := func(endpoint string, concurrency int) (*bus.Bus, func(), error) {
-		tr, closeTr, err := openTransport(w.transport, w.broker, w.names, pool, logger)
+		tr, closeTr, err := openTransport(w.transport, w.broker, w.names, pool, w.lease, logger)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -171,7 +173,7 @@ func serveWorker(w workerFlags, disp bus.DispatcherConfig, declare func(b *bus.B
 	}
 	buses := []*bus.Bus{b}
 	if w.outbox {
-		audit, closeAudit, err := newBus(w.names.audit(), 4)
+		audit, closeAudit, err := newBus(w.names.audit(), 2)
 		if err != nil {
 			return err
 		}
@@ -204,10 +206,12 @@ func serveWorker(w workerFlags, disp bus.DispatcherConfig, declare func(b *bus.B
 	return errors.Join(errs...)
 }
 
-// workerConns is the MaxConns of a worker's pool: the handlings of both
-// buses of the -outbox soak hold one each, and the dispatchers and the
-// PostgreSQL transport need a few more.
-const workerConns = 20
+// outboxConns is the MaxConns of a worker's pool in the -outbox soak,
+// where each handling holds a connection until it commits: the main bus's
+// 8 handlings and the audit bus's 2, the dispatchers' and the PostgreSQL
+// transport's connections. Without the outbox the pool's default (4 on a
+// small machine) serves.
+const outboxConns = 14
 
 // startRetrying starts b, retrying while the services are down, as a
 // supervised service would be restarted.
