@@ -73,7 +73,8 @@ func (s *sampler) sample(ctx context.Context) {
 		if kib, err := residentKiB(p.pid()); err == nil {
 			s.add(prefix+" rss", "MiB", floorRSSMiB, now, float64(kib)/1024)
 		}
-		if n, err := openFiles(p.pid()); err == nil {
+		// A process that is exiting has closed its files: no sample.
+		if n, err := openFiles(p.pid()); err == nil && n > 0 {
 			s.add(prefix+" fds", "", floorFiles, now, float64(n))
 		}
 		if g, heap, ok := p.stats(); ok {
