@@ -163,7 +163,11 @@ func serveWorker(w workerFlags, disp bus.DispatcherConfig, declare func(b *bus.B
 		}
 		return b, closeTr, nil
 	}
-	b, closeTr, err := newBus(w.names.endpoint(), 8)
+	concurrency := 8
+	if w.outbox {
+		concurrency = outboxConcurrency
+	}
+	b, closeTr, err := newBus(w.names.endpoint(), concurrency)
 	if err != nil {
 		return err
 	}
@@ -206,12 +210,17 @@ func serveWorker(w workerFlags, disp bus.DispatcherConfig, declare func(b *bus.B
 	return errors.Join(errs...)
 }
 
-// outboxConns is the MaxConns of a worker's pool in the -outbox soak,
-// where each handling holds a connection until it commits: the main bus's
-// 8 handlings and the audit bus's 2, the dispatchers' and the PostgreSQL
-// transport's connections. Without the outbox the pool's default (4 on a
-// small machine) serves.
-const outboxConns = 14
+// The -outbox soak's workers share the PostgreSQL server with everything
+// else on it (max_connections is 100 by default): each handling holds a
+// connection until it commits, so the main bus handles outboxConcurrency
+// messages at once and the audit bus 2, and a worker's pool opens at most
+// outboxConns, for the handlings, the dispatchers and the PostgreSQL
+// transport. Without the outbox the pool's default (4 on a small machine)
+// serves.
+const (
+	outboxConcurrency = 4
+	outboxConns       = 10
+)
 
 // startRetrying starts b, retrying while the services are down, as a
 // supervised service would be restarted.
