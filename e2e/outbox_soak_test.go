@@ -50,16 +50,18 @@ func outboxSoak(t *testing.T, transport string) {
 // audit endpoint records, while a worker is killed, one stopped, their
 // backends terminated and their database connections cut: every message
 // leaves exactly one row of each, none lost (the -outbox soak, shortened).
+//
+// Not parallel: its three workers hold up to 30 PostgreSQL connections, so
+// it runs before the package's parallel tests, not beside them.
 func TestOutboxSoakPostgresTransportEffectsExactlyOnce(t *testing.T) {
-	t.Parallel()
 	pool := newPool(t, 2) // skips or fails when PostgreSQL is not there
 	pool.Close()
 	outboxSoak(t, "postgres")
 }
 
-// The same on Redis Streams, whose connections are cut too.
+// The same on Redis Streams, whose connections are cut too. Not parallel
+// either.
 func TestOutboxSoakRedisEffectsExactlyOnce(t *testing.T) {
-	t.Parallel()
 	pool := newPool(t, 2)
 	pool.Close()
 	rdb := goredis.NewClient(&goredis.Options{Addr: redisAddr(), DialTimeout: 3 * time.Second})
