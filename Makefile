@@ -4,7 +4,7 @@ MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: test test-core test-faults lint bench tidy quickstart soak soak-recurring release-check release apidiff dist
+.PHONY: test test-core test-faults lint bench tidy quickstart soak soak-emulators soak-long soak-recurring release-check release apidiff dist
 
 # The release tool (tools/release, a module of its own so the core keeps to
 # the standard library). docs/guide/installing.md says how releases work.
@@ -74,15 +74,41 @@ quickstart:
 	go run ./examples/quickstart
 
 # The soak with faults (e2e/soak): 22,000 messages over 60 s through three
-# worker processes that are killed, stopped and cut off, on RabbitMQ and
-# then on NATS; it prints lost, early and duplicates. Not part of `make
-# test`. Shorter: make soak SOAK_FLAGS='-n 3000 -duration 15s'.
+# worker processes that are killed, stopped and cut off, on RabbitMQ, NATS,
+# Redis Streams and the PostgreSQL transport, then with the transactional
+# outbox on RabbitMQ and on the PostgreSQL transport (exactly one business
+# row and one event row per message); it prints lost, early and duplicates.
+# Not part of `make test`. Shorter: make soak SOAK_FLAGS='-n 3000 -duration 15s'.
+# docs/reliability.md says what each run does and what it found.
 SOAK_FLAGS ?=
 soak:
 	@status=0; \
-	(cd e2e && go run ./soak -transport rabbitmq $(SOAK_FLAGS)) || status=1; \
-	(cd e2e && go run ./soak -transport nats $(SOAK_FLAGS)) || status=1; \
+	for t in rabbitmq nats redis postgres; do \
+		(cd e2e && go run ./soak -transport $$t $(SOAK_FLAGS)) || status=1; \
+	done; \
+	for t in rabbitmq postgres; do \
+		(cd e2e && go run ./soak -transport $$t -outbox $(SOAK_FLAGS)) || status=1; \
+	done; \
 	exit $$status
+
+# The same soak on the emulators the soak starts itself: Kafka on kfake (in
+# the soak process: no broker cut, nothing durable) and SQS/SNS on goaws.
+soak-emulators:
+	@status=0; \
+	for t in kafka sqs; do \
+		(cd e2e && go run ./soak -transport $$t $(SOAK_FLAGS)) || status=1; \
+	done; \
+	exit $$status
+
+# The long soak: 30 minutes at 50 messages a second on RabbitMQ with the
+# outbox, one fault a minute, each worker's memory, goroutines, open files
+# and the database connections and table rows sampled every 10 s; it fails
+# on growth that does not level off. Shorter:
+# make soak-long SOAK_LONG_FLAGS='-duration 5m -n 15000 -fault-every 30s -retention 1m'
+SOAK_LONG_FLAGS ?=
+soak-long:
+	cd e2e && go run ./soak -transport rabbitmq -outbox -duration 30m -n 90000 -fault-every 1m \
+		-sample 10s -retention 5m $(SOAK_LONG_FLAGS)
 
 # The recurring soak (e2e/soak -workload recurring): three worker processes
 # declare 1,000 schedules of a second on PostgreSQL for 60 s while one is

@@ -68,6 +68,13 @@ func (r *report) failed() bool {
 	return len(r.lost) > 0 || len(r.early) > 0 || r.explained < len(r.duplicates) || r.unsent > 0 || r.unknown > 0
 }
 
+// failedOutbox is failed for the -outbox soak, where a handling whose
+// commit failed runs again: its journal line is a duplicate without
+// effects, so duplicates are reported and the effects table decides.
+func (r *report) failedOutbox() bool {
+	return len(r.lost) > 0 || len(r.early) > 0 || r.unsent > 0 || r.unknown > 0
+}
+
 // analyze compares the producer's record with the workers' journals and the
 // faults.
 //

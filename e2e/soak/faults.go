@@ -71,15 +71,29 @@ func planFaults(rng *rand.Rand, counts map[string]int, from, to time.Duration) [
 	return plan
 }
 
+// planEvery puts one fault every interval in [from, to), the kinds in turn
+// (kill, stop, terminate, cut, kill, …): the long soak's plan.
+func planEvery(interval, from, to time.Duration) []plannedFault {
+	kinds := []string{faultKill, faultStop, faultTerminate, faultCut}
+	var plan []plannedFault
+	for i, at := 0, from; at < to; i, at = i+1, at+interval {
+		plan = append(plan, plannedFault{kind: kinds[i%len(kinds)], offset: at})
+	}
+	return plan
+}
+
 // injector carries out a fault plan against the workers.
 type injector struct {
 	rng      *rand.Rand
 	fleet    *fleet
-	pool     *pgxpool.Pool // the soak's own connections, not the workers'
-	app      string        // the workers' application_name
-	broker   *faultproxy.Proxy
+	pool     *pgxpool.Pool     // the soak's own connections, not the workers'
+	app      string            // the workers' application_name
+	broker   *faultproxy.Proxy // nil: the workers' broker cannot be cut
 	database *faultproxy.Proxy
 	log      *slog.Logger
+	// spareSlot0 keeps slot 0 from kills, so one worker process lives the
+	// whole run and its resource series spans it.
+	spareSlot0 bool
 }
 
 // run injects the plan's faults one after another (a fault that overruns
@@ -105,6 +119,9 @@ func (in *injector) run(ctx context.Context, start time.Time, plan []plannedFaul
 
 func (in *injector) inject(ctx context.Context, kind string) fault {
 	f := fault{kind: kind, slot: in.rng.IntN(in.fleet.size())}
+	if kind == faultKill && in.spareSlot0 && in.fleet.size() > 1 {
+		f.slot = 1 + in.rng.IntN(in.fleet.size()-1)
+	}
 	switch kind {
 	case faultKill:
 		var err error
@@ -132,12 +149,16 @@ func (in *injector) inject(ctx context.Context, kind string) fault {
 		f.start = time.Now()
 		var n int
 		f.failed = in.pool.QueryRow(ctx,
-			`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, in.app).Scan(&n)
+			`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE $1`, in.app+"-w%").Scan(&n)
 		f.end = time.Now()
 		f.what = fmt.Sprint(n)
 	case faultCut:
 		var proxies []*faultproxy.Proxy
-		switch in.rng.IntN(3) {
+		choice := in.rng.IntN(3)
+		if in.broker == nil {
+			choice = 1
+		}
+		switch choice {
 		case 0:
 			f.what, proxies = "broker", []*faultproxy.Proxy{in.broker}
 		case 1:

@@ -40,6 +40,18 @@ type proc struct {
 	// killed is set before the soak signals the process to end, so its
 	// exit is not counted as unexpected.
 	killed bool
+	// The last "stats" line the worker printed (-stats).
+	mu         sync.Mutex
+	goroutines int64
+	heap       int64
+	hasStats   bool
+}
+
+// stats returns the worker's last goroutine count and heap size.
+func (p *proc) stats() (goroutines, heap int64, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.goroutines, p.heap, p.hasStats
 }
 
 // pid returns the process ID.
@@ -72,6 +84,11 @@ func (f *fleet) start(ctx context.Context, slot int) (*proc, error) {
 			if sc.Text() == "ready" && !signalled {
 				close(ready)
 				signalled = true
+			}
+			if g, h, ok := parseStats(sc.Text()); ok {
+				p.mu.Lock()
+				p.goroutines, p.heap, p.hasStats = g, h, true
+				p.mu.Unlock()
 			}
 		}
 		p.err = cmd.Wait() // after stdout is drained, as Wait requires
@@ -125,6 +142,24 @@ func (f *fleet) current(slot int) *proc {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.procs[slot]
+}
+
+// running returns the worker processes that have not exited.
+func (f *fleet) running() []*proc {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*proc
+	for _, p := range f.procs {
+		if p == nil {
+			continue
+		}
+		select {
+		case <-p.done:
+		default:
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // size is the number of slots.

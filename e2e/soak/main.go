@@ -6,7 +6,10 @@
 //
 // Three worker processes (this program again, with -worker) receive one
 // endpoint and dispatch its scheduled messages, on one PostgreSQL store
-// and one transport (RabbitMQ or NATS JetStream). A producer in this
+// and one transport: RabbitMQ, NATS JetStream, Redis Streams, the
+// PostgreSQL transport (on the store's database, so a database cut is a
+// broker cut), Kafka on kfake (started in this process; only the database
+// can be cut) or SQS/SNS on goaws (a child process). A producer in this
 // process sends -n messages evenly over -duration: half at once, half with
 // DeliverAfter up to 10 s; a tenth fail their first attempt (an immediate
 // retry handles them) and 3% ask for a delayed retry on their first
@@ -31,6 +34,29 @@
 // have held the message was killed or stopped in between) or unexplained.
 // The exit status is 1 when anything is lost, early or unexplained.
 //
+// # Exactly-once effects
+//
+// With -outbox the workers' buses run the transactional outbox: each Work
+// handler inserts a business row keyed by the message ID in the handling's
+// transaction (postgres.Tx) and publishes a Done event, which an audit
+// endpoint (a second bus in each worker, also with the outbox) records the
+// same way. The report counts the rows of each message: the target is
+// exactly one business row and one event row per message sent. A handling
+// whose commit failed runs again, so duplicate handlings are reported but
+// only the effects decide.
+//
+// # The long soak
+//
+// -sample samples each worker's resident memory, open files, goroutines
+// and heap, the workers' PostgreSQL connections and the rows of the run's
+// tables (scheduled messages, inbox, the PostgreSQL transport's messages),
+// and prints each series with its slope; a series whose last half still
+// rises by more than a tenth of its mean (and more than a floor) fails the
+// run. -fault-every replaces the fault counts by one fault per interval,
+// the kinds in turn; kills then spare worker 0, so one process lives the
+// whole run. -retention shortens the inbox retention so the inbox levels
+// off within the run.
+//
 // # The recurring workload
 //
 // With -workload recurring, each worker declares -schedules schedules of
@@ -47,10 +73,12 @@
 //
 //	go run ./soak -transport rabbitmq                     // 22,000 messages over 60 s
 //	go run ./soak -transport nats -n 3000 -duration 15s   // a quick run
+//	go run ./soak -transport postgres -outbox             // exactly-once effects
+//	go run ./soak -transport rabbitmq -outbox -duration 30m -n 90000 -fault-every 1m -sample 10s -retention 5m
 //	go run ./soak -workload recurring                     // 1,000 schedules of 1 s, 60 s
 //
-// Services come from POSTBUS_TEST_POSTGRES_URL, POSTBUS_TEST_RABBITMQ_URL
-// and POSTBUS_TEST_NATS_URL (loopback defaults). Each run uses a schema,
+// Services come from POSTBUS_TEST_POSTGRES_URL, POSTBUS_TEST_RABBITMQ_URL,
+// POSTBUS_TEST_NATS_URL and POSTBUS_TEST_REDIS_ADDR (loopback defaults). Each run uses a schema,
 // queues, a stream and an application_name of its own, and removes them at
 // the end. The journals and worker logs stay in a temporary directory when
 // the run fails (or with -keep).
@@ -92,6 +120,10 @@ type config struct {
 	every        time.Duration
 	killEvery    time.Duration
 	lease        time.Duration
+	outbox       bool
+	retention    time.Duration
+	sample       time.Duration
+	faultEvery   time.Duration
 
 	worker bool
 	wf     workerFlags
@@ -99,7 +131,7 @@ type config struct {
 
 func main() {
 	var c config
-	flag.StringVar(&c.transport, "transport", "rabbitmq", "transport: rabbitmq or nats")
+	flag.StringVar(&c.transport, "transport", "rabbitmq", "transport: rabbitmq, nats, redis, postgres, kafka (kfake, in the soak) or sqs (goaws)")
 	flag.IntVar(&c.n, "n", 22000, "messages to send")
 	flag.DurationVar(&c.duration, "duration", 60*time.Second, "time over which the messages are sent")
 	flag.IntVar(&c.workers, "workers", 3, "worker processes")
@@ -119,11 +151,19 @@ func main() {
 	flag.IntVar(&c.schedules, "schedules", 1000, "recurring: schedules each worker declares")
 	flag.DurationVar(&c.every, "every", time.Second, "recurring: the schedules' interval (bus.Every)")
 	flag.DurationVar(&c.killEvery, "kill-every", 10*time.Second, "recurring: SIGKILL one worker (in turn) this often, then start it again")
-	flag.DurationVar(&c.lease, "lease", 0, "recurring: the workers' Dispatcher.Lease (0: the default, 30 s); -grace must outlast it")
+	flag.DurationVar(&c.lease, "lease", 0, "the workers' Dispatcher.Lease, and the Redis and PostgreSQL transports' Lease (0: the defaults, 30 s); -grace must outlast it")
+	flag.BoolVar(&c.outbox, "outbox", false,
+		"the transactional outbox: each handler inserts a business row and publishes an event that an audit endpoint records; exactly one of each per message")
+	flag.DurationVar(&c.retention, "retention", 0, "-outbox: the inbox retention (OutboxConfig.Retention; 0: the default, 7 days)")
+	flag.DurationVar(&c.sample, "sample", 0,
+		"sample each worker's memory, goroutines and open files, the database connections and table rows this often, and fail on growth that does not level off (0: off)")
+	flag.DurationVar(&c.faultEvery, "fault-every", 0,
+		"one fault this often, kill, stop, terminate and cut in turn, instead of -kills/-stops/-terminations/-cuts; kills spare worker 0 (0: off)")
 	flag.BoolVar(&c.worker, "worker", false, "run as a worker process (the soak starts these itself)")
 	c.wf.register(flag.CommandLine)
 	flag.Parse()
 	c.wf.transport, c.wf.workload, c.wf.schedules, c.wf.every, c.wf.lease = c.transport, c.workload, c.schedules, c.every, c.lease
+	c.wf.outbox, c.wf.retention = c.outbox, c.retention
 
 	if c.worker {
 		work := runWorker

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -20,8 +22,8 @@ import (
 // run is the soak: set up, start the workers, produce under faults, wait,
 // analyse, clean up. It reports whether the run found a defect.
 func run(ctx context.Context, c config) (failed bool, err error) {
-	if c.transport != "rabbitmq" && c.transport != "nats" {
-		return false, fmt.Errorf("unknown transport %q (want rabbitmq or nats)", c.transport)
+	if !slices.Contains(transports, c.transport) {
+		return false, fmt.Errorf("unknown transport %q (want one of %v)", c.transport, transports)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	var id [4]byte
@@ -48,19 +50,35 @@ func run(ctx context.Context, c config) (failed bool, err error) {
 	}
 	defer pool.Close()
 	defer dropSchema(pool, n, log)
+	if c.outbox {
+		if err := createEffects(ctx, pool, n); err != nil {
+			return false, err
+		}
+	}
+	broker, stopEmulator, err := startEmulator(ctx, c.transport)
+	if err != nil {
+		return false, err
+	}
+	defer stopEmulator()
 
-	dbProxy, brokerProxy, err := proxies(c.transport)
+	dbProxy, brokerProxy, err := proxies(c.transport, broker)
 	if err != nil {
 		return false, err
 	}
 	defer dbProxy.Close()
-	defer brokerProxy.Close()
-	wf := workerFlags{transport: c.transport, dir: dir, names: n}
+	wf := workerFlags{transport: c.transport, dir: dir, names: n, outbox: c.outbox, retention: c.retention, lease: c.lease}
+	if c.sample > 0 {
+		wf.stats = min(c.sample, 5*time.Second)
+	}
 	if wf.postgres, err = withHost(postgresURL(), dbProxy.Addr()); err != nil {
 		return false, err
 	}
-	if wf.broker, err = withHost(brokerURL(c.transport), brokerProxy.Addr()); err != nil {
-		return false, err
+	wf.broker = broker
+	if brokerProxy != nil {
+		defer brokerProxy.Close()
+		if wf.broker, err = withHost(broker, brokerProxy.Addr()); err != nil {
+			return false, err
+		}
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -83,7 +101,7 @@ func run(ctx context.Context, c config) (failed bool, err error) {
 
 	// The producer reaches the services directly, or through the proxies
 	// (then cuts fail its sends too, and it retries them).
-	prodDB, prodBroker := postgresURL(), brokerURL(c.transport)
+	prodDB, prodBroker := postgresURL(), broker
 	if c.cutProducer {
 		prodDB, prodBroker = wf.postgres, wf.broker
 	}
@@ -103,22 +121,55 @@ func run(ctx context.Context, c config) (failed bool, err error) {
 	plan := planFaults(rng, map[string]int{
 		faultKill: c.kills, faultStop: c.stops, faultTerminate: c.terminations, faultCut: c.cuts,
 	}, 3*time.Second, c.duration+maxDelay)
+	if c.faultEvery > 0 {
+		plan = planEvery(c.faultEvery, c.faultEvery, c.duration+maxDelay)
+	}
 	in := &injector{
 		rng: mrand.New(mrand.NewPCG(c.seed, 2)), fleet: fl, pool: pool, app: n.workerApp(),
-		broker: brokerProxy, database: dbProxy, log: log,
+		broker: brokerProxy, database: dbProxy, log: log, spareSlot0: c.faultEvery > 0,
 	}
+	smp := &sampler{fleet: fl, pool: pool, n: n, transport: c.transport, outbox: c.outbox, log: log}
+	sctx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		if c.sample > 0 {
+			smp.run(sctx, c.sample)
+		}
+	}()
 	out := &printer{start: time.Now(), load: loadAverage()}
-	fmt.Printf("soak %s: %d workers, %d messages over %s, seed %d, run %s\n",
-		c.transport, c.workers, c.n, c.duration, c.seed, n.run)
+	mode := ""
+	if c.outbox {
+		mode = " with the outbox"
+	}
+	fmt.Printf("soak %s%s: %d workers, %d messages over %s, %d faults, seed %d, run %s\n",
+		c.transport, mode, c.workers, c.n, c.duration, len(plan), c.seed, n.run)
 	faultsDone := make(chan []fault, 1)
 	go func() { faultsDone <- in.run(ctx, out.start, plan) }()
 	lag := produce(ctx, producer, msgs, c.duration, log)
 	faults := <-faultsDone
 	if ctx.Err() != nil {
+		stopSampling()
+		<-sampled
 		return false, fmt.Errorf("interrupted: %w", ctx.Err())
 	}
 
-	settle(ctx, dir, msgs, faults, c, log)
+	effects := func() *effectsReport {
+		if !c.outbox {
+			return nil
+		}
+		qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		counts, err := countEffects(qctx, pool, n)
+		if err != nil {
+			log.Warn("effects", slog.Any("error", err))
+			return nil
+		}
+		return analyzeEffects(msgs, counts)
+	}
+	settle(ctx, dir, msgs, faults, c, effects, log)
+	stopSampling()
+	<-sampled
 	fl.shutdown(30 * time.Second)
 	events, torn, err := readJournals(dir)
 	if err != nil {
@@ -126,7 +177,23 @@ func run(ctx context.Context, c config) (failed bool, err error) {
 	}
 	r := analyze(msgs, events, faults)
 	out.print(os.Stdout, r, msgs, faults, lag, torn, storeRows(pool, n), fl.unexpectedExits())
-	return r.failed() || len(fl.unexpectedExits()) > 0, nil
+	failed = len(fl.unexpectedExits()) > 0
+	if c.outbox {
+		er := effects()
+		if er == nil {
+			return true, errors.New("the effects table could not be read")
+		}
+		printEffects(os.Stdout, er)
+		// A handling whose commit failed ran again: its journal line is a
+		// duplicate, its rolled-back effects are not. The effects decide.
+		failed = failed || r.failedOutbox() || er.failed()
+	} else {
+		failed = failed || r.failed()
+	}
+	if c.sample > 0 {
+		failed = printTrends(os.Stdout, smp.result()) || failed
+	}
+	return failed, nil
 }
 
 // setupStore connects the soak itself (soakPool) and sets up the run's
@@ -169,17 +236,22 @@ func soakPool(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
 }
 
 // proxies starts the TCP proxies the workers reach PostgreSQL and the
-// broker through.
-func proxies(transport string) (db, broker *faultproxy.Proxy, err error) {
+// broker at brokerURL through; broker is nil when the transport cannot be
+// cut (see cuttable).
+func proxies(transport, brokerURL string) (db, broker *faultproxy.Proxy, err error) {
 	dbHost, err := hostOf(postgresURL())
 	if err != nil {
 		return nil, nil, err
 	}
-	brokerHost, err := hostOf(brokerURL(transport))
-	if err != nil {
+	if db, err = faultproxy.Listen(dbHost); err != nil {
 		return nil, nil, err
 	}
-	if db, err = faultproxy.Listen(dbHost); err != nil {
+	if !cuttable(transport) {
+		return db, nil, nil
+	}
+	brokerHost, err := hostOf(brokerURL)
+	if err != nil {
+		_ = db.Close()
 		return nil, nil, err
 	}
 	if broker, err = faultproxy.Listen(brokerHost); err != nil {
@@ -196,7 +268,7 @@ func startProducer(ctx context.Context, transport, brokerURL string, n names, po
 	if err != nil {
 		return nil, nil, fmt.Errorf("producer store: %w", err)
 	}
-	tr, closeTr, err := openTransport(transport, brokerURL, n, log)
+	tr, closeTr, err := openTransport(transport, brokerURL, n, pool, 0, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -223,8 +295,9 @@ func startProducer(ctx context.Context, transport, brokerURL string, n names, po
 }
 
 // settle waits until grace after the last due time and fault, then, while
-// messages are missing, up to c.wait more.
-func settle(ctx context.Context, dir string, msgs []*message, faults []fault, c config, log *slog.Logger) {
+// messages (or, with effects, their effects) are missing, up to c.wait
+// more.
+func settle(ctx context.Context, dir string, msgs []*message, faults []fault, c config, effects func() *effectsReport, log *slog.Logger) {
 	last := time.Now()
 	for _, m := range msgs {
 		last = maxTime(last, m.due)
@@ -241,6 +314,9 @@ func settle(ctx context.Context, dir string, msgs []*message, faults []fault, c 
 			return
 		}
 		missing := len(analyze(msgs, events, nil).lost)
+		if er := effects(); er != nil {
+			missing += er.missing()
+		}
 		if missing == 0 {
 			return
 		}

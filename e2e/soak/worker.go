@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -54,6 +55,11 @@ type workerFlags struct {
 	schedules int
 	every     time.Duration
 	lease     time.Duration
+	// The -outbox soak: handlers record their effects in the database.
+	outbox    bool
+	retention time.Duration // the inbox's OutboxConfig.Retention (0: default)
+	// stats is how often the worker prints its runtime statistics (0: never).
+	stats time.Duration
 }
 
 func (w *workerFlags) register(fs *flag.FlagSet) {
@@ -62,6 +68,7 @@ func (w *workerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&w.postgres, "worker-postgres", "", "worker: PostgreSQL URL")
 	fs.StringVar(&w.broker, "worker-broker", "", "worker: broker URL")
 	fs.StringVar(&w.names.run, "run", "", "worker: run ID, which names the schema, queues and stream")
+	fs.DurationVar(&w.stats, "stats", 0, "worker: print goroutines and heap this often (0: never)")
 }
 
 // args returns the command line of the worker in slot.
@@ -70,7 +77,8 @@ func (w workerFlags) args(slot int) []string {
 		"-worker", "-transport", w.transport, "-slot", fmt.Sprint(slot), "-dir", w.dir,
 		"-worker-postgres", w.postgres, "-worker-broker", w.broker, "-run", w.names.run,
 		"-workload", w.workload, "-schedules", fmt.Sprint(w.schedules), "-every", w.every.String(),
-		"-lease", w.lease.String(),
+		"-lease", w.lease.String(), fmt.Sprintf("-outbox=%t", w.outbox), "-retention", w.retention.String(),
+		"-stats", w.stats.String(),
 	}
 }
 
@@ -78,7 +86,7 @@ func (w workerFlags) args(slot int) []string {
 // dispatching its scheduled messages, until SIGTERM. It prints "ready" on
 // stdout once the bus has started.
 func runWorker(w workerFlags) error {
-	return serveWorker(w, bus.DispatcherConfig{}, func(b *bus.Bus, j *journal) error {
+	return serveWorker(w, bus.DispatcherConfig{Lease: w.lease}, func(b *bus.Bus, j *journal) error {
 		err := bus.Handle(b, func(ctx context.Context, m Work) error {
 			immediate, delayed := bus.Attempt(ctx)
 			switch {
@@ -87,7 +95,16 @@ func runWorker(w workerFlags) error {
 			case m.Fail == failLater && delayed == 0:
 				return bus.RetryAfter(errFailLater, retryLaterAfter)
 			}
-			return j.write(eventHandled, bus.IncomingMessage(ctx).ID)
+			id := bus.IncomingMessage(ctx).ID
+			if w.outbox {
+				if err := recordEffect(ctx, w.names, id, effectWork); err != nil {
+					return err
+				}
+				if err := b.Publish(ctx, Done{Of: id}); err != nil {
+					return fmt.Errorf("publish done: %w", err)
+				}
+			}
+			return j.write(eventHandled, id)
 		})
 		if err != nil {
 			return fmt.Errorf("handle: %w", err)
@@ -115,8 +132,11 @@ func serveWorker(w workerFlags, disp bus.DispatcherConfig, declare func(b *bus.B
 	if err != nil {
 		return fmt.Errorf("postgres url: %w", err)
 	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = w.names.workerApp()
+	cfg.ConnConfig.RuntimeParams["application_name"] = w.names.slotApp(w.slot)
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	if w.outbox {
+		cfg.MaxConns = outboxConns
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("postgres pool: %w", err)
@@ -126,27 +146,89 @@ func serveWorker(w workerFlags, disp bus.DispatcherConfig, declare func(b *bus.B
 	if err != nil {
 		return fmt.Errorf("postgres store: %w", err)
 	}
-	tr, closeTr, err := openTransport(w.transport, w.broker, w.names, logger)
+	newBus := func(endpoint string, concurrency int) (*bus.Bus, func(), error) {
+		tr, closeTr, err := openTransport(w.transport, w.broker, w.names, pool, w.lease, logger)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := bus.New(bus.Config{
+			Endpoint: endpoint, Transport: &journaledTransport{Transport: tr, endpoint: w.names.endpoint(), j: j, log: logger},
+			Persistence: store, Logger: logger, Concurrency: concurrency, Dispatcher: disp,
+			ErrorQueue: w.names.errorQueue(), DeadLetterQueue: w.names.deadLetterQueue(),
+			Outbox: bus.OutboxConfig{Enabled: w.outbox, Retention: w.retention},
+		})
+		if err != nil {
+			closeTr()
+			return nil, nil, fmt.Errorf("new bus %s: %w", endpoint, err)
+		}
+		return b, closeTr, nil
+	}
+	concurrency := 8
+	if w.outbox {
+		concurrency = outboxConcurrency
+	}
+	b, closeTr, err := newBus(w.names.endpoint(), concurrency)
 	if err != nil {
 		return err
 	}
 	defer closeTr()
-
-	b, err := bus.New(bus.Config{
-		Endpoint: w.names.endpoint(), Transport: &journaledTransport{Transport: tr, endpoint: w.names.endpoint(), j: j, log: logger},
-		Persistence: store, Logger: logger, Concurrency: 8, Dispatcher: disp,
-		ErrorQueue: w.names.errorQueue(), DeadLetterQueue: w.names.deadLetterQueue(),
-	})
-	if err != nil {
-		return fmt.Errorf("new bus: %w", err)
-	}
 	if err := declare(b, j); err != nil {
 		return err
 	}
+	buses := []*bus.Bus{b}
+	if w.outbox {
+		audit, closeAudit, err := newBus(w.names.audit(), 2)
+		if err != nil {
+			return err
+		}
+		defer closeAudit()
+		if err := bus.Handle(audit, func(ctx context.Context, m Done) error {
+			return recordEffect(ctx, w.names, m.Of, effectEvent)
+		}); err != nil {
+			return fmt.Errorf("handle done: %w", err)
+		}
+		buses = append(buses, audit)
+	}
+	for _, b := range buses {
+		if err := startRetrying(ctx, b, logger); err != nil {
+			return err
+		}
+	}
+	if w.stats > 0 {
+		go printStats(ctx, w.stats)
+	}
+	fmt.Println("ready")
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var errs []error
+	for _, b := range slices.Backward(buses) {
+		if err := b.Stop(sctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// The -outbox soak's workers share the PostgreSQL server with everything
+// else on it (max_connections is 100 by default): each handling holds a
+// connection until it commits, so the main bus handles outboxConcurrency
+// messages at once and the audit bus 2, and a worker's pool opens at most
+// outboxConns, for the handlings, the dispatchers and the PostgreSQL
+// transport. Without the outbox the pool's default (4 on a small machine)
+// serves.
+const (
+	outboxConcurrency = 4
+	outboxConns       = 10
+)
+
+// startRetrying starts b, retrying while the services are down, as a
+// supervised service would be restarted.
+func startRetrying(ctx context.Context, b *bus.Bus, logger *slog.Logger) error {
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 4*time.Second) {
 		err := b.Start(ctx)
 		if err == nil {
-			break
+			return nil
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("start: %w", err)
@@ -154,20 +236,13 @@ func serveWorker(w workerFlags, disp bus.DispatcherConfig, declare func(b *bus.B
 		logger.Warn("soak: start failed; retrying", slog.Duration("in", wait), slog.Any("error", err))
 		sleepCtx(ctx, wait)
 	}
-	fmt.Println("ready")
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := b.Stop(sctx); err != nil {
-		return fmt.Errorf("stop: %w", err)
-	}
-	return nil
 }
 
 // journaledTransport writes an event before each message the worker sends:
 // a hand-over when the dispatcher sends to the endpoint's queue (so the
 // analysis knows which processes held a scheduled message), parked when a
-// message goes to the error or dead-letter queue.
+// message goes to the error or dead-letter queue (or, in the -outbox soak,
+// to the audit endpoint: such lines name event IDs the analysis ignores).
 type journaledTransport struct {
 	bus.Transport
 	endpoint string
@@ -194,10 +269,9 @@ func (t *journaledTransport) Send(ctx context.Context, queue string, env *bus.En
 	return t.Transport.Send(ctx, queue, env)
 }
 
-// Publish journals the message as a hand-over, then publishes it. The soak
-// publishes nothing; this keeps the record complete if it ever does.
+// Publish publishes the message without a journal line: the only events
+// are the -outbox soak's Done, which the effects table records.
 func (t *journaledTransport) Publish(ctx context.Context, env *bus.Envelope) error {
-	t.note(eventHandOver, env)
 	return t.Transport.Publish(ctx, env)
 }
 
