@@ -87,19 +87,41 @@ func encodeMsg(subject string, env *bus.Envelope, origin string) *natsio.Msg {
 
 // decodeMsg rebuilds the envelope of a received message. A message it
 // cannot read still yields an envelope: the raw body, the ID if readable,
-// and bus.HeaderDecodeError saying what was wrong.
+// every header as text (see foreignHeaders), and bus.HeaderDecodeError
+// saying what was wrong.
 func decodeMsg(h natsio.Header, body []byte) *bus.Envelope {
 	env, err := decodeHeaders(h)
 	if err != nil {
 		id, _ := unescapeValue(h.Get(hdrID))
-		return &bus.Envelope{
-			ID:      id,
-			Body:    body,
-			Headers: map[string]string{bus.HeaderDecodeError: "nats: " + err.Error()},
-		}
+		env = &bus.Envelope{ID: id, Body: body, Headers: foreignHeaders(h)}
+		env.SetHeader(bus.HeaderDecodeError, "nats: "+err.Error())
+		return env
 	}
 	env.Body = body
 	return env
+}
+
+// foreignHeaders keeps the headers of a message decodeMsg could not read,
+// so its copy in the error queue shows what arrived and, for a copy the
+// bus wrote there before, why it failed: a Postbus-H- header that
+// unescapes under its own key, every other header as it arrived.
+func foreignHeaders(h natsio.Header) map[string]string {
+	m := make(map[string]string, len(h)+1)
+	for key, vals := range h {
+		if len(vals) == 0 {
+			continue
+		}
+		if name, ok := strings.CutPrefix(key, hdrHeaderPrefix); ok {
+			k, kerr := unescapeToken(name)
+			v, verr := unescapeValue(vals[0])
+			if kerr == nil && verr == nil {
+				m[k] = v
+				continue
+			}
+		}
+		m[key] = vals[0]
+	}
+	return m
 }
 
 var errMissingType = errors.New("missing " + hdrType + " header")
