@@ -24,7 +24,7 @@ func FuzzDecodeMsg(f *testing.F) {
 			Body: []byte(`{"id":1}`), ContentType: "application/json", SentAt: sent},
 		{ID: "id 2", Type: "a.B", Kind: bus.KindEvent, CorrelationID: "c", Source: "s", Destination: "d",
 			SentAt: sent, DueAt: sent.Add(time.Hour), ExpiresAt: sent.Add(2 * time.Hour), OrderingKey: "k",
-			Headers: map[string]string{"Mixed.Case_key": " v\n", "": "empty key", "100%": "%"},
+			Headers:    map[string]string{"Mixed.Case_key": " v\n", "": "empty key", "100%": "%"},
 			Attributes: map[string]string{"tenant": "acme"}, StickyAttributes: map[string]string{"s": "\x00"}},
 		{ID: "r", Type: "x", Kind: bus.KindReply},
 		{ID: "k9", Type: "x", Kind: 9},
