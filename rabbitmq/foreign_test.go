@@ -59,3 +59,48 @@ func TestForeignMessageGoesToErrorQueueWithReason(t *testing.T) {
 		t.Errorf("moved to error %d, want 1", m.MovedToError)
 	}
 }
+
+// TestForeignTimestampOutOfRangeGoesToErrorQueue: AMQP timestamps are any
+// 64-bit number of seconds. A message whose timestamp or sent-at header
+// lies outside the years 1 to 9999 still reaches the error queue, instead
+// of failing to be copied there and coming back for ever.
+func TestForeignTimestampOutOfRangeGoesToErrorQueue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tr := e.transport(e.options())
+	in, errQ := e.queue("in"), e.queue("error")
+	b := bustest.StartBus(t, bus.Config{Endpoint: in, ErrorQueue: errQ, Transport: tr, Logger: testLogger(t)},
+		func(b *bus.Bus) { _ = bus.Handle(b, func(context.Context, bustest.Ping) error { return nil }) })
+	year10000 := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).Add(time.Hour)
+	err := e.admin(func(ch *amqp.Channel) error {
+		for _, p := range []amqp.Publishing{
+			{MessageId: "far-future", Type: "legacy.Thing", Timestamp: year10000, Body: []byte("one")},
+			{MessageId: "year-zero", Type: "legacy.Thing", Body: []byte("two"), Headers: amqp.Table{
+				"postbus-version": "1", "postbus-kind": "command", "postbus-sent-at": "0000-06-01T00:00:00Z"}},
+		} {
+			if err := ch.Publish("", in, false, false, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, stop := collect(t, tr, errQ)
+	defer stop()
+	seen := map[string]string{}
+	for range 2 {
+		env := next(t, got)
+		seen[env.ID] = env.Header(bus.HeaderFailureReason)
+	}
+	for _, id := range []string{"far-future", "year-zero"} {
+		if reason, ok := seen[id]; !ok || reason == "" {
+			t.Errorf("%s: in the error queue %v, reason %q", id, ok, reason)
+		}
+	}
+	eventually(t, 15*time.Second, "the input queue to empty", func() bool { return e.ready(in) == 0 })
+	if m := b.Metrics(); m.MovedToError != 2 {
+		t.Errorf("moved to error %d, want 2", m.MovedToError)
+	}
+}

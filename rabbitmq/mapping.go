@@ -80,7 +80,7 @@ func toPublishing(env *bus.Envelope) (amqp.Publishing, error) {
 		if f.t.IsZero() {
 			continue
 		}
-		if y := f.t.UTC().Year(); y < 1 || y > 9999 {
+		if !inYearRange(f.t) {
 			return amqp.Publishing{}, &FieldError{Field: f.field, Reason: "year outside 1..9999"}
 		}
 		h[f.header] = f.t.UTC().Format(time.RFC3339Nano)
@@ -129,7 +129,7 @@ func fromDelivery(d *amqp.Delivery) *bus.Envelope {
 		env.Attributes, env.StickyAttributes = nil, nil
 		env.Source, env.Destination, env.OrderingKey = "", "", ""
 		env.SentAt, env.DueAt, env.ExpiresAt = time.Time{}, time.Time{}, time.Time{}
-		if !d.Timestamp.IsZero() {
+		if !d.Timestamp.IsZero() && inYearRange(d.Timestamp) {
 			env.SentAt = d.Timestamp.UTC()
 		}
 		env.Kind = 0
@@ -172,6 +172,9 @@ func decodeHeaders(env *bus.Envelope, h amqp.Table) error {
 		if *f.dst, err = time.Parse(time.RFC3339Nano, s); err != nil {
 			return fmt.Errorf("header %s: %w", f.header, err)
 		}
+		if !inYearRange(*f.dst) {
+			return fmt.Errorf("header %s: %s: year outside 1..9999", f.header, s)
+		}
 	}
 	for _, f := range []struct {
 		header string
@@ -182,6 +185,14 @@ func decodeHeaders(env *bus.Envelope, h amqp.Table) error {
 		}
 	}
 	return nil
+}
+
+// inYearRange reports whether t, in UTC, falls in the years toPublishing
+// can write: a delivery's time outside them (an AMQP timestamp is any
+// 64-bit count of seconds) would make its error-queue copy unsendable.
+func inYearRange(t time.Time) bool {
+	y := t.UTC().Year()
+	return y >= 1 && y <= 9999
 }
 
 func kindText(k bus.Kind) string {
