@@ -142,13 +142,32 @@ func decode(body string, attrs map[string]string) *bus.Envelope {
 	env, err := decodeAttrs(body, attrs)
 	if err != nil {
 		id, _ := unescapeValue(attrs[attrID])
-		return &bus.Envelope{
-			ID:      id,
-			Body:    []byte(body),
-			Headers: map[string]string{bus.HeaderDecodeError: "sqs: " + err.Error()},
-		}
+		env = &bus.Envelope{ID: id, Body: []byte(body), Headers: foreignHeaders(attrs)}
+		env.SetHeader(bus.HeaderDecodeError, "sqs: "+err.Error())
 	}
 	return env
+}
+
+// foreignHeaders keeps the attributes of a message decode could not read,
+// so its copy in the error queue shows what arrived and, for a copy the
+// bus wrote there before, why it failed: the headers of a readable
+// Postbus-Envelope under their own keys, every other attribute as it
+// arrived.
+func foreignHeaders(attrs map[string]string) map[string]string {
+	m := make(map[string]string, len(attrs)+1)
+	for k, v := range attrs {
+		m[k] = v
+	}
+	var x extra
+	if js, ok := attrs[attrEnvelope]; ok && json.Unmarshal([]byte(js), &x) == nil {
+		if h, err := unescapeMap(x.Header); err == nil {
+			delete(m, attrEnvelope)
+			for k, v := range h {
+				m[k] = v
+			}
+		}
+	}
+	return m
 }
 
 var errMissingType = errors.New("missing " + attrType + " attribute")
