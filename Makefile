@@ -4,7 +4,7 @@ MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: test test-core test-faults lint bench tidy quickstart soak soak-emulators soak-long soak-recurring release-check release apidiff dist
+.PHONY: test test-core test-faults fuzz fuzz-short lint bench tidy quickstart soak soak-emulators soak-long soak-recurring release-check release apidiff dist
 
 # The release tool (tools/release, a module of its own so the core keeps to
 # the standard library). docs/guide/installing.md says how releases work.
@@ -15,6 +15,27 @@ test:
 		echo "== go test $$m"; \
 		(cd $$m && go test $(GOTEST_FLAGS) ./...); \
 	done
+	@$(MAKE) --no-print-directory fuzz-short
+
+# The fuzz targets of what each transport reads from the wire, as
+# folder:Target (go test takes one -fuzz target at a time). `make fuzz`
+# runs each for FUZZTIME; `make test` runs each for FUZZTIME_SHORT. New
+# failing inputs land in the folder's testdata/fuzz/, where they stay as
+# regression seeds.
+FUZZ_TARGETS := nats:FuzzDecodeMsg kafka:FuzzDecodeRecordHeaders sqs:FuzzDecode \
+	redis:FuzzDecodeEntry postgres:FuzzDecodeRow rabbitmq:FuzzFromDelivery
+FUZZTIME ?= 2m
+FUZZTIME_SHORT ?= 5s
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		d=$${t%%:*}; f=$${t##*:}; \
+		echo "== fuzz $$d $$f for $(FUZZTIME)"; \
+		(cd $$d && go test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) .); \
+	done
+
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
 # The fault-injection tests (on a PostgreSQL cluster of their own and a TCP
 # proxy in front of RabbitMQ; see e2e/doc.go). `make test` runs them too.

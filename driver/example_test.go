@@ -35,7 +35,7 @@ func ExampleUndecodable() {
 	h := map[string]string{driver.KeyID: "id-7", driver.KeyKind: "urgent"}
 	env, err := m.Decode(maps.All(h))
 	if err != nil {
-		env = driver.Undecodable("mybroker", env.ID, []byte("raw"), err)
+		env = driver.Undecodable("mybroker", env.ID, []byte("raw"), nil, err)
 	}
 	fmt.Println(env.ID, env.Header(bus.HeaderDecodeError))
 	// Output:

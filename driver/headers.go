@@ -329,15 +329,35 @@ func (e *HeaderError) Unwrap() []error {
 }
 
 // Undecodable returns the envelope a transport hands to the bus for a
-// message it cannot decode: the raw body, the ID when it could read it, and
+// message it cannot decode: the raw body, the ID when it could read it,
+// headers (what arrived, see Mapping.Foreign; may be nil), and
 // bus.HeaderDecodeError set to the transport's name and err, so the bus
 // moves the message to the error queue with the reason.
-func Undecodable(transport, id string, body []byte, err error) *bus.Envelope {
-	return &bus.Envelope{
-		ID:      id,
-		Body:    body,
-		Headers: map[string]string{bus.HeaderDecodeError: transport + ": " + err.Error()},
+func Undecodable(transport, id string, body []byte, headers map[string]string, err error) *bus.Envelope {
+	env := &bus.Envelope{ID: id, Body: body, Headers: headers}
+	env.SetHeader(bus.HeaderDecodeError, transport+": "+err.Error())
+	return env
+}
+
+// Foreign keeps the headers of a message Decode could not read, so its
+// copy in the error queue shows what arrived and, for a copy the bus wrote
+// there before, why it failed: an entry of the Header map that unescapes
+// goes under its own key, every other header as it arrived.
+func (m Mapping) Foreign(headers iter.Seq2[string, string]) map[string]string {
+	out := make(map[string]string)
+	val, mk := m.values(), orVerbatim(m.MapKeys)
+	for key, v := range headers {
+		if name, ok := strings.CutPrefix(key, m.Keys.Header); ok && m.Keys.Header != "" {
+			k, kerr := mk.Unescape(name)
+			uv, verr := val.Unescape(v)
+			if kerr == nil && verr == nil {
+				out[k] = uv
+				continue
+			}
+		}
+		out[key] = v
 	}
+	return out
 }
 
 // FormatKind writes k as text: "" for 0, "command", "event", "reply", or

@@ -176,7 +176,7 @@ func TestPercentRules(t *testing.T) {
 
 func TestUndecodable(t *testing.T) {
 	t.Parallel()
-	env := driver.Undecodable("nats", "id-1", []byte("raw"), errors.New("header X: bad"))
+	env := driver.Undecodable("nats", "id-1", []byte("raw"), nil, errors.New("header X: bad"))
 	if env.ID != "id-1" || string(env.Body) != "raw" || env.Header(bus.HeaderDecodeError) != "nats: header X: bad" {
 		t.Errorf("got %+v", env)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -304,6 +305,9 @@ func TestForeignRecordGoesToErrorTopic(t *testing.T) {
 	case env := <-got:
 		if string(env.Body) != "not an envelope" || env.Header(bus.HeaderFailureKind) != "poison" {
 			t.Errorf("error topic got body %q kind %q", env.Body, env.Header(bus.HeaderFailureKind))
+		}
+		if reason := env.Header(bus.HeaderFailureReason); !strings.HasPrefix(reason, "kafka: ") || !strings.Contains(reason, "type") {
+			t.Errorf("error topic got failure reason %q, want the decoder's", reason)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the foreign record did not reach the error topic")

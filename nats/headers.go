@@ -78,17 +78,19 @@ func encodeMsg(subject string, env *bus.Envelope, origin string) *natsio.Msg {
 
 // decodeMsg rebuilds the envelope of a received message. A message it
 // cannot read still yields an envelope: the raw body, the ID if readable,
-// and bus.HeaderDecodeError saying what was wrong.
+// every header as text (driver.Mapping.Foreign), and bus.HeaderDecodeError
+// saying what was wrong.
 func decodeMsg(h natsio.Header, body []byte) *bus.Envelope {
-	env, err := mapping.Decode(func(yield func(k, v string) bool) {
+	seq := func(yield func(k, v string) bool) {
 		for k, vals := range h {
 			if len(vals) > 0 && !yield(k, vals[0]) {
 				return
 			}
 		}
-	})
+	}
+	env, err := mapping.Decode(seq)
 	if err != nil {
-		return driver.Undecodable("nats", env.ID, body, err)
+		return driver.Undecodable("nats", env.ID, body, mapping.Foreign(seq), err)
 	}
 	env.Body = body
 	return env

@@ -230,13 +230,7 @@ func (r *receiver) claim(ctx context.Context, limit int) (int, error) {
 			r.release(row)
 			continue
 		}
-		env, derr := bus.UnmarshalEnvelope(c.envelope)
-		if derr != nil {
-			env = &bus.Envelope{ID: c.id, Body: c.body}
-			env.SetHeader(bus.HeaderDecodeError, "postgres: undecodable envelope: "+derr.Error())
-		} else {
-			env.Body = c.body
-		}
+		env := decodeRow(c.id, c.body, c.envelope)
 		dctx, cancel := context.WithCancelCause(r.base)
 		d := &delivery{t: r.t, row: row, id: env.ID, env: env, cancel: cancel}
 		d.ctx = context.WithValue(dctx, deliveryKey{}, d)
@@ -246,6 +240,21 @@ func (r *receiver) claim(ctx context.Context, limit int) (int, error) {
 		r.mu.Unlock()
 	}
 	return len(got), nil
+}
+
+// decodeRow rebuilds the envelope of a claimed row from its envelope
+// column (bus.MarshalEnvelope of everything but the body) and its body
+// column. A row whose envelope does not decode still yields an envelope:
+// the row's ID, the body, and bus.HeaderDecodeError saying what was wrong.
+func decodeRow(id string, body, envelope []byte) *bus.Envelope {
+	env, err := bus.UnmarshalEnvelope(envelope)
+	if err != nil {
+		env = &bus.Envelope{ID: id, Body: body}
+		env.SetHeader(bus.HeaderDecodeError, "postgres: undecodable envelope: "+err.Error())
+		return env
+	}
+	env.Body = body
+	return env
 }
 
 // run starts the handler of one held row; r.mu is held.

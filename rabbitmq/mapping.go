@@ -81,7 +81,7 @@ func toPublishing(env *bus.Envelope) (amqp.Publishing, error) {
 		if f.t.IsZero() {
 			continue
 		}
-		if y := f.t.UTC().Year(); y < 1 || y > 9999 {
+		if !inYearRange(f.t) {
 			return amqp.Publishing{}, &FieldError{Field: f.field, Reason: "year outside 1..9999"}
 		}
 		h[f.header] = driver.FormatTime(f.t)
@@ -130,7 +130,7 @@ func fromDelivery(d *amqp.Delivery) *bus.Envelope {
 		env.Attributes, env.StickyAttributes = nil, nil
 		env.Source, env.Destination, env.OrderingKey = "", "", ""
 		env.SentAt, env.DueAt, env.ExpiresAt = time.Time{}, time.Time{}, time.Time{}
-		if !d.Timestamp.IsZero() {
+		if !d.Timestamp.IsZero() && inYearRange(d.Timestamp) {
 			env.SentAt = d.Timestamp.UTC()
 		}
 		env.Kind = 0
@@ -170,6 +170,9 @@ func decodeHeaders(env *bus.Envelope, h amqp.Table) error {
 		if *f.dst, err = driver.ParseTime(s); err != nil {
 			return fmt.Errorf("header %s: %w", f.header, err)
 		}
+		if !inYearRange(*f.dst) {
+			return fmt.Errorf("header %s: %s: year outside 1..9999", f.header, s)
+		}
 	}
 	for _, f := range []struct {
 		header string
@@ -180,6 +183,14 @@ func decodeHeaders(env *bus.Envelope, h amqp.Table) error {
 		}
 	}
 	return nil
+}
+
+// inYearRange reports whether t, in UTC, falls in the years toPublishing
+// can write: a delivery's time outside them (an AMQP timestamp is any
+// 64-bit count of seconds) would make its error-queue copy unsendable.
+func inYearRange(t time.Time) bool {
+	y := t.UTC().Year()
+	return y >= 1 && y <= 9999
 }
 
 // kindText is the text of k; the zero kind is written "0" (the header is

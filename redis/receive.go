@@ -322,12 +322,20 @@ func (r *receiver) forget(d *delivery) {
 
 // decode rebuilds the envelope of a stream entry. An entry it cannot read
 // still yields an envelope: the raw bytes, the entry ID as the message ID,
-// and bus.HeaderDecodeError saying what was wrong.
+// and bus.HeaderDecodeError saying what was wrong. An entry without the
+// envelope field keeps its fields as headers, so the error queue shows
+// what arrived.
 func decode(m goredis.XMessage) *bus.Envelope {
 	raw, ok := m.Values[fieldEnvelope].(string)
 	if !ok {
-		return &bus.Envelope{ID: m.ID, Headers: map[string]string{
-			bus.HeaderDecodeError: "redis: stream entry without an envelope field " + fieldEnvelope}}
+		env := &bus.Envelope{ID: m.ID, Headers: make(map[string]string, len(m.Values)+1)}
+		for k, v := range m.Values {
+			if k != fieldRequeues {
+				env.Headers[k] = fmt.Sprint(v)
+			}
+		}
+		env.SetHeader(bus.HeaderDecodeError, "redis: stream entry without an envelope field "+fieldEnvelope)
+		return env
 	}
 	env, err := bus.UnmarshalEnvelope([]byte(raw))
 	if err != nil {

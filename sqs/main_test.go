@@ -2,6 +2,8 @@ package sqs_test
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -33,8 +35,12 @@ var emu struct {
 var httpClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 
 func TestMain(m *testing.M) {
+	flag.Parse()
 	if u := os.Getenv("POSTBUS_TEST_GOAWS_URL"); u != "" {
 		emu.Emulator = &sqstest.Emulator{URL: u}
+	} else if fuzzOnly() {
+		// A fuzz run of the decoder (make fuzz) needs no emulator.
+		emu.err = errors.New("not started: only a fuzz target runs")
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		emu.Emulator, emu.err = sqstest.Start(ctx)
@@ -52,6 +58,13 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// fuzzOnly reports whether this run only fuzzes: -fuzz given and -run
+// matching no test.
+func fuzzOnly() bool {
+	fz, run := flag.Lookup("test.fuzz"), flag.Lookup("test.run")
+	return fz != nil && fz.Value.String() != "" && run != nil && run.Value.String() == "^$"
 }
 
 // emulatorURL returns the emulator's URL, or skips the test (fails it under

@@ -139,17 +139,39 @@ func encode(env *bus.Envelope) (wireMessage, error) {
 
 // decode rebuilds the envelope of a received message from its body and
 // String attributes. A message it cannot read still yields an envelope:
-// the raw body, the ID if readable, and bus.HeaderDecodeError saying what
-// was wrong.
+// the raw body, the ID if readable, the attributes (see foreignHeaders),
+// and bus.HeaderDecodeError saying what was wrong.
 func decode(body string, attrs map[string]string) *bus.Envelope {
 	env, err := mapping.Decode(maps.All(attrs))
 	if err == nil {
 		err = decodeRest(env, body, attrs)
 	}
 	if err != nil {
-		return driver.Undecodable("sqs", env.ID, []byte(body), err)
+		return driver.Undecodable("sqs", env.ID, []byte(body), foreignHeaders(attrs), err)
 	}
 	return env
+}
+
+// foreignHeaders keeps the attributes of a message decode could not read,
+// so its copy in the error queue shows what arrived and, for a copy the
+// bus wrote there before, why it failed: the headers of a readable
+// Postbus-Envelope under their own keys, every other attribute as it
+// arrived.
+func foreignHeaders(attrs map[string]string) map[string]string {
+	m := make(map[string]string, len(attrs)+1)
+	for k, v := range attrs {
+		m[k] = v
+	}
+	var x extra
+	if js, ok := attrs[attrEnvelope]; ok && json.Unmarshal([]byte(js), &x) == nil {
+		if h, err := driver.UnescapeMap(values, x.Header); err == nil {
+			delete(m, attrEnvelope)
+			for k, v := range h {
+				m[k] = v
+			}
+		}
+	}
+	return m
 }
 
 // decodeRest reads the body and Postbus-Envelope into env.
