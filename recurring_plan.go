@@ -58,12 +58,16 @@ func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Tim
 		}
 		// Someone ran across the ticks through alive: the record's mark,
 		// widened by twice this bus's own pass, since a store slow for
-		// this bus is slow for the others too.
+		// this bus is slow for the others too. A mark that lapsed within
+		// the grace period does not tell a process that stopped from one
+		// that is behind (a pass or a dispatcher slower than the mark
+		// allowed for, which a process that just started cannot measure),
+		// so nothing before now counts as missed yet.
 		alive := rec.Alive
 		if !alive.IsZero() {
 			alive = alive.Add(2 * b.recur.passEstimate(now))
 		}
-		if ran {
+		if ran || !rec.Alive.IsZero() && !now.After(rec.Alive.Add(grace)) {
 			alive = now
 		}
 		var missed, late []time.Time
