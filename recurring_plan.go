@@ -20,9 +20,10 @@ type recurringPlan struct {
 
 // planRecurring plans a step for rec at now (see the comment at the top
 // of recurring_run.go). A tick that passed is missed only when no
-// declaring process was known to run across it: it is after the record's
-// liveness mark (rec.Alive), and this bus did not step the schedule within
-// the grace period before it (ran). Ticks between the record's Last and
+// declaring process was known to run across it: the record's liveness
+// mark (rec.Alive) lapsed longer than the grace period ago, the tick is
+// after the mark, and this bus did not step the schedule within the grace
+// period before it (ran). Ticks between the record's Last and
 // now that some process ran across are late, stored each once: a pass
 // over many schedules on a loaded store can last longer than the ticks
 // stored ahead, and a process that starts meanwhile must not take them
