@@ -10,6 +10,11 @@ import (
 	"github.com/postbus/bus/bustest"
 )
 
+// outageGap is an outage in which ticks are missed: longer than the
+// grace period after the liveness mark (the poll interval and the default
+// 30 s lease), within which a process is taken for behind, not stopped.
+const outageGap = 40 * time.Second
+
 // outage runs two buses declaring r for a second, stops both, lets gap
 // pass with no process running, and starts one bus again. It returns the
 // log, the clock, the store, and the ticks handled before the outage.
@@ -37,7 +42,7 @@ func outage(t *testing.T, r bus.Recurring, gap time.Duration) (*tickLog, *bustes
 
 func TestRecurringMissedOnceSendsOneOccurrenceForTheGap(t *testing.T) {
 	t.Parallel()
-	log, clock, _, before := outage(t, every200(bus.MissedOnce), time.Second)
+	log, clock, _, before := outage(t, every200(bus.MissedOnce), outageGap)
 	log.waitLen(t, len(before)+1)
 	time.Sleep(100 * time.Millisecond) // another catch-up would show up now
 	ticks, _ := log.snapshot()
@@ -54,7 +59,7 @@ func TestRecurringMissedOnceSendsOneOccurrenceForTheGap(t *testing.T) {
 
 func TestRecurringMissedAllSendsEveryMissedTick(t *testing.T) {
 	t.Parallel()
-	log, clock, _, before := outage(t, every200(bus.MissedAll), time.Second)
+	log, clock, _, before := outage(t, every200(bus.MissedAll), outageGap)
 	missed := ticksIn(200*time.Millisecond, before[len(before)-1], clock.Now())
 	log.waitLen(t, len(before)+len(missed))
 	time.Sleep(100 * time.Millisecond)
@@ -68,7 +73,7 @@ func TestRecurringMissedAllSendsEveryMissedTick(t *testing.T) {
 
 func TestRecurringMissedSkipSendsNoneAndCancelsStoredOnes(t *testing.T) {
 	t.Parallel()
-	log, clock, store, before := outage(t, every200(bus.MissedSkip), time.Second)
+	log, clock, store, before := outage(t, every200(bus.MissedSkip), outageGap)
 	time.Sleep(100 * time.Millisecond)
 	if n := log.len(); n != len(before) {
 		ticks, _ := log.snapshot()

@@ -20,9 +20,10 @@ type recurringPlan struct {
 
 // planRecurring plans a step for rec at now (see the comment at the top
 // of recurring_run.go). A tick that passed is missed only when no
-// declaring process was known to run across it: it is after the record's
-// liveness mark (rec.Alive), and this bus did not step the schedule within
-// the grace period before it (ran). Ticks between the record's Last and
+// declaring process was known to run across it: the record's liveness
+// mark (rec.Alive) lapsed longer than the grace period ago, the tick is
+// after the mark, and this bus did not step the schedule within the grace
+// period before it (ran). Ticks between the record's Last and
 // now that some process ran across are late, stored each once: a pass
 // over many schedules on a loaded store can last longer than the ticks
 // stored ahead, and a process that starts meanwhile must not take them
@@ -58,12 +59,16 @@ func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Tim
 		}
 		// Someone ran across the ticks through alive: the record's mark,
 		// widened by twice this bus's own pass, since a store slow for
-		// this bus is slow for the others too.
+		// this bus is slow for the others too. A mark that lapsed within
+		// the grace period does not tell a process that stopped from one
+		// that is behind (a pass or a dispatcher slower than the mark
+		// allowed for, which a process that just started cannot measure),
+		// so nothing before now counts as missed yet.
 		alive := rec.Alive
 		if !alive.IsZero() {
 			alive = alive.Add(2 * b.recur.passEstimate(now))
 		}
-		if ran {
+		if ran || !rec.Alive.IsZero() && !now.After(rec.Alive.Add(grace)) {
 			alive = now
 		}
 		var missed, late []time.Time

@@ -39,11 +39,14 @@ import (
 //
 // Each step that moves the record on also moves its liveness mark
 // (RecurringRecord.Alive) to now plus the bus's liveness span (a poll
-// interval and twice its pass). A tick that passed is missed only when it
-// passed after the mark (widened by twice the reading bus's own pass: a
-// store slow for one process is slow for all) and this bus did not step
-// the schedule within the grace period (Dispatcher.PollInterval +
-// Dispatcher.Lease) before: then no declaring process was known to run
+// interval and twice its pass). A tick that passed is missed only when the
+// mark lapsed longer than the grace period (Dispatcher.PollInterval +
+// Dispatcher.Lease) ago (within it, the process that set the mark may be
+// behind rather than stopped, and a process that just started cannot
+// measure how slow the others have become), the tick passed after the
+// mark (widened by twice the reading bus's own pass: a store slow for one
+// process is slow for all), and this bus did not step the schedule within
+// the grace period before: then no declaring process was known to run
 // across it. Other ticks between the record's Last and now are late,
 // stored each once, and an occurrence stored for a tick that passed is
 // left to the dispatcher, however late (a row a killed dispatcher held
