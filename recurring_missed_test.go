@@ -20,11 +20,18 @@ const outageGap = 40 * time.Second
 // log, the clock, the store, and the ticks handled before the outage.
 func outage(t *testing.T, r bus.Recurring, gap time.Duration) (*tickLog, *bustest.FakeClock, *bus.MemoryPersistence, []time.Time) {
 	t.Helper()
+	return outageLease(t, r, gap, 0)
+}
+
+// outageLease is outage with the buses' Dispatcher.Lease set (0: the
+// default), which with the poll interval makes the grace period.
+func outageLease(t *testing.T, r bus.Recurring, gap, lease time.Duration) (*tickLog, *bustest.FakeClock, *bus.MemoryPersistence, []time.Time) {
+	t.Helper()
 	clock := bustest.NewFakeClock(recT0)
 	tr, store := bus.NewMemoryTransport(), bus.NewMemoryPersistence()
 	log := &tickLog{clock: clock}
-	a := recBus(t, clock, tr, store, log, r)
-	b := recBus(t, clock, tr, store, log, r)
+	a := recBusLease(t, clock, tr, store, log, lease, r)
+	b := recBusLease(t, clock, tr, store, log, lease, r)
 	walk(t, clock, log, 4, 25*time.Millisecond, recT0.Add(time.Second), func(now time.Time) int { return len(ticksIn(200*time.Millisecond, recT0, now)) })
 	for _, x := range []*bus.Bus{a, b} {
 		if err := x.Stop(ctxT(t)); err != nil {
@@ -36,8 +43,30 @@ func outage(t *testing.T, r bus.Recurring, gap time.Duration) (*tickLog, *bustes
 		t.Fatal("no occurrence stored ahead when the buses stopped")
 	}
 	clock.Advance(gap) // nobody runs
-	recBus(t, clock, tr, store, log, r)
+	recBusLease(t, clock, tr, store, log, lease, r)
 	return log, clock, store, before
+}
+
+// Two buses in one process share a memory store and declare Every(200ms);
+// both stop for a second, one starts again. With a lease of 300 ms the
+// grace period (poll interval + lease) is shorter than the stop, so the
+// ticks of that second were missed, and MissedOnce sends exactly one
+// occurrence for them: the latest.
+func TestRecurringTwoBusesStoppedForASecondCatchUpOnce(t *testing.T) {
+	t.Parallel()
+	log, clock, _, before := outageLease(t, every200(bus.MissedOnce), time.Second, 300*time.Millisecond)
+	log.waitLen(t, len(before)+1)
+	time.Sleep(200 * time.Millisecond) // another catch-up would show up now
+	ticks, _ := log.snapshot()
+	latest := clock.Now().Truncate(200 * time.Millisecond)
+	if len(ticks) != len(before)+1 || !ticks[len(before)].Equal(latest) {
+		t.Fatalf("after a second's stop: %v, want %v followed by one occurrence for the latest missed tick %v", ticks, before, latest)
+	}
+	for i := 1; i < len(before); i++ {
+		if before[i].Equal(before[i-1]) {
+			t.Fatalf("tick %v handled twice before the stop: %v", before[i], before)
+		}
+	}
 }
 
 func TestRecurringMissedOnceSendsOneOccurrenceForTheGap(t *testing.T) {

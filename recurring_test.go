@@ -69,8 +69,14 @@ func (l *tickLog) waitLen(t *testing.T, n int) {
 // r.Name is set) and handles Tick into log.
 func recBus(t *testing.T, clock *bustest.FakeClock, tr *bus.MemoryTransport, store *bus.MemoryPersistence, log *tickLog, rs ...bus.Recurring) *bus.Bus {
 	t.Helper()
+	return recBusLease(t, clock, tr, store, log, 0, rs...)
+}
+
+// recBusLease is recBus with Dispatcher.Lease set (0: the default).
+func recBusLease(t *testing.T, clock *bustest.FakeClock, tr *bus.MemoryTransport, store *bus.MemoryPersistence, log *tickLog, lease time.Duration, rs ...bus.Recurring) *bus.Bus {
+	t.Helper()
 	b, err := bus.New(bus.Config{Endpoint: "worker", Transport: tr, Persistence: store, Clock: clock, Logger: quiet(),
-		Dispatcher: bus.DispatcherConfig{PollInterval: 100 * time.Millisecond}})
+		Dispatcher: bus.DispatcherConfig{PollInterval: 100 * time.Millisecond, Lease: lease}})
 	if err != nil {
 		t.Fatal(err)
 	}
