@@ -88,9 +88,7 @@ type ahead struct {
 	nextClaim time.Time
 	claimNow  bool // a poke asked for a claim
 	settling  settleBatch
-	blocked   heldKeys         // ordering keys whose held rows wait behind a failed row
-	inflight  chan claimResult // the claim running beside the hand-overs; nil when none
-	done      *claimResult     // its result, once sleep received it
+	blocked   heldKeys // ordering keys whose held rows wait behind a failed row
 }
 
 // storeReading is a reading of a ClockedStore's clock: the store showed
@@ -110,10 +108,60 @@ func (d *dispatcher) runAhead(ctx context.Context, store AheadClaimer) {
 			continue
 		}
 		a.settling.maybeFlush(ctx, d, a.nextHandOver())
-		a.collect(ctx, false)
-		a.maybeClaim(ctx)
+		if a.claimNow || !d.clock.Now().Before(a.nextClaim) {
+			// A claim never overtakes the settling of rows handed over:
+			// a row whose delete is in flight must not come back.
+			a.settling.wait()
+			a.claim(ctx)
+		}
 		a.sleep(ctx)
 	}
+}
+
+// claim takes the rows due within the window into the heap and plans the
+// next claim.
+func (a *ahead) claim(ctx context.Context) {
+	d := a.d
+	poked := a.claimNow
+	a.claimNow = false
+	if len(a.held) >= aheadHeldBatches*d.cfg.BatchSize && !poked {
+		a.nextClaim = a.held[0].at // once hand-overs make room
+		a.setPlan()
+		return
+	}
+	d.plan.Store(0) // a row stored from now on may be missed by the claim: wake for it
+	sent := d.clock.Now()
+	c, err := a.store.ClaimOutgoingAhead(ctx, d.transport, sent, d.cfg.LookAhead, d.cfg.BatchSize, d.cfg.Lease)
+	recv := d.clock.Now()
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		d.fetch.failure(err)
+		d.logError("fetch", "cannot claim due messages; retrying", err)
+		a.nextClaim = recv.Add(d.fetch.wait())
+		a.setPlan()
+		return
+	}
+	d.fetch.success()
+	a.horizon = recv.Add(d.cfg.LookAhead)
+	if len(c.Rows) > 0 {
+		d.b.emit(ctx, ObserverEvent{Kind: EventClaim, Count: len(c.Rows), Start: sent})
+		reading := a.readStoreClock(ctx)
+		for i := range c.Rows {
+			a.hold(&c.Rows[i], c.Now, sent, recv, reading)
+		}
+	}
+	switch {
+	case len(c.Rows) >= d.cfg.BatchSize:
+		a.nextClaim = recv // the window may hold more
+	case len(c.Rows) > 0:
+		d.misses = 0
+		a.nextClaim = recv.Add(d.cfg.LookAhead / 2)
+	default:
+		a.nextClaim = recv.Add(a.idleWait(ctx))
+	}
+	a.setPlan()
 }
 
 // hold puts a claimed row in the heap. The store read storeNow at some
@@ -141,6 +189,44 @@ func (a *ahead) hold(m *OutgoingMessage, storeNow, sent, recv time.Time, r store
 	}
 	a.seq++
 	heap.Push(&a.held, &heldRow{row: *m, at: at, leaseEnd: leaseEnd, seq: a.seq})
+}
+
+// readStoreClock reads the clock of a ClockedStore; zero for another store,
+// or when the reading fails.
+func (a *ahead) readStoreClock(ctx context.Context) storeReading {
+	cs, ok := a.store.(ClockedStore)
+	if !ok {
+		return storeReading{}
+	}
+	storeNow, err := cs.StoreNow(ctx)
+	if err != nil {
+		return storeReading{}
+	}
+	return storeReading{store: storeNow, bus: a.d.clock.Now()}
+}
+
+// idleWait is how long to wait after a claim that found nothing: until the
+// next row is half a window away, at most the poll interval.
+func (a *ahead) idleWait(ctx context.Context) time.Duration {
+	d := a.d
+	next, ok, err := d.store.NextDueOutgoing(ctx, d.transport)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.logError("next-due", "cannot read the next due time", err)
+		}
+		return d.cfg.PollInterval
+	}
+	if !ok {
+		return d.cfg.PollInterval
+	}
+	if wait := next.Sub(d.clock.Now().Add(d.storeSkew(ctx))) - d.cfg.LookAhead/2; wait > 0 {
+		d.misses = 0
+		return min(wait, d.cfg.PollInterval)
+	}
+	// Due within the window, yet not claimed: another process holds it,
+	// or the store's clock is a little behind ours.
+	d.misses++
+	return min(dueRetryDelay<<min(d.misses-1, 16), d.cfg.PollInterval)
 }
 
 // setPlan tells poke which rows the dispatcher would miss: those due
@@ -174,10 +260,6 @@ func (a *ahead) handOverDue(ctx context.Context) bool {
 				stopBy, settleBy = stop, by
 			}
 		}
-		// The rows taken out of the heap make room: the next claim runs
-		// while these wait for their confirms.
-		a.collect(ctx, false)
-		a.maybeClaim(ctx)
 		results := a.blocked.handOver(ctx, d, rows, stopBy)
 		a.settling.add(rows, results, settleBy, now)
 		for _, err := range results {
@@ -202,39 +284,29 @@ func (a *ahead) nextHandOver() time.Time {
 // or for a poke, which asks for a claim.
 func (a *ahead) sleep(ctx context.Context) {
 	d := a.d
-	// A claim in flight wakes the loop with its result, and nothing else
-	// does meanwhile but a poke: the rows it returns may be due first, and
-	// a claim is a sleep's work, as it was when claims ran in the loop.
-	var timer <-chan time.Time
-	if a.inflight == nil {
-		wake := a.nextClaim
-		for _, t := range []time.Time{a.nextHandOver(), a.settling.due()} {
-			if !t.IsZero() && t.Before(wake) {
-				wake = t
-			}
-		}
-		wait := wake.Sub(d.clock.Now())
-		if wait <= 0 {
-			return
-		}
-		t := d.clock.NewTimer(wait)
-		defer t.Stop()
-		timer = t.C()
+	wake := a.nextClaim
+	if next := a.nextHandOver(); !next.IsZero() && next.Before(wake) {
+		wake = next
 	}
+	if f := a.settling.due(); !f.IsZero() && f.Before(wake) {
+		wake = f
+	}
+	wait := wake.Sub(d.clock.Now())
+	if wait <= 0 {
+		return
+	}
+	t := d.clock.NewTimer(wait)
+	defer t.Stop()
 	select {
-	case <-timer:
-	case r := <-a.inflight: // nil when no claim is in flight: never ready
-		a.done = &r
+	case <-t.C():
 	case <-d.wake:
 		a.claimNow = true
 	case <-ctx.Done():
 	}
 }
 
-// releaseHeld releases every row held (those of a claim in flight
-// included, once it returned), and settles what was handed over.
+// releaseHeld releases every row held, and settles what was handed over.
 func (a *ahead) releaseHeld(ctx context.Context) {
-	a.collect(ctx, true)
 	if len(a.held) > 0 {
 		rows := make([]OutgoingMessage, len(a.held))
 		results := make([]error, len(a.held))
