@@ -148,8 +148,19 @@ func TestGoldenMemory(t *testing.T) {
 	p := bus.NewMemoryPersistence()
 	seed(t, p)
 	open := memoryOpener(p, bus.NewMemoryTransport())
+	checkGolden(t, open, nil, p)
+}
+
+// checkGolden runs every golden case against the store p, opened by open
+// with env, compares each output with its golden file, and checks the dry
+// runs changed nothing in p.
+func checkGolden(t *testing.T, open opener, env map[string]string, p interface {
+	bus.ScheduledBrowser
+	bus.FailedStore
+}) {
+	t.Helper()
 	for _, c := range goldenCases {
-		r := runApp(t, open, nil, c.args...)
+		r := runApp(t, open, env, c.args...)
 		if r.code != exitOK {
 			t.Errorf("%s: exit %d, stderr %s", c.name, r.code, r.stderr)
 		}

@@ -60,14 +60,7 @@ func mysqlFixture(t *testing.T) (*mysql.Persistence, map[string]string) {
 func TestGoldenMySQL(t *testing.T) {
 	t.Parallel()
 	p, env := mysqlFixture(t)
-	for _, c := range goldenCases {
-		r := runApp(t, openBackends, env, c.args...)
-		if r.code != exitOK {
-			t.Errorf("%s: exit %d, stderr %s", c.name, r.code, r.stderr)
-		}
-		golden(t, c.name, r.stdout)
-	}
-	assertUnchanged(t, p, p)
+	checkGolden(t, openBackends, env, p)
 }
 
 func TestChangesMySQL(t *testing.T) {

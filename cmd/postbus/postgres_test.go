@@ -60,14 +60,7 @@ func postgresFixture(t *testing.T) (*postgres.Persistence, map[string]string) {
 func TestGoldenPostgres(t *testing.T) {
 	t.Parallel()
 	p, env := postgresFixture(t)
-	for _, c := range goldenCases {
-		r := runApp(t, openBackends, env, c.args...)
-		if r.code != exitOK {
-			t.Errorf("%s: exit %d, stderr %s", c.name, r.code, r.stderr)
-		}
-		golden(t, c.name, r.stdout)
-	}
-	assertUnchanged(t, p, p)
+	checkGolden(t, openBackends, env, p)
 }
 
 func TestChangesPostgres(t *testing.T) {

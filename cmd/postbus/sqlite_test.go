@@ -21,12 +21,5 @@ func TestGoldenSQLite(t *testing.T) {
 	}
 	seed(t, p)
 	env := map[string]string{"POSTBUS_SQLITE_PATH": path}
-	for _, c := range goldenCases {
-		r := runApp(t, openBackends, env, c.args...)
-		if r.code != exitOK {
-			t.Errorf("%s: exit %d, stderr %s", c.name, r.code, r.stderr)
-		}
-		golden(t, c.name, r.stdout)
-	}
-	assertUnchanged(t, p, p)
+	checkGolden(t, openBackends, env, p)
 }
