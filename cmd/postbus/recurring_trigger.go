@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/postbus/bus"
@@ -11,7 +10,7 @@ import (
 
 // recurringTrigger stores one extra occurrence of a schedule, due now. The
 // CLI has none of the application's code, so it cannot build the message:
-// it copies the envelope of the latest occurrence stored for the record's
+// it copies the envelope of the earliest occurrence stored for the record's
 // ticks, with the trigger's ID, due time and tick header. A schedule with
 // no stored occurrence (paused, or every tick sent) cannot be triggered
 // here; a process that declares it can (Bus.TriggerRecurring).
@@ -38,7 +37,7 @@ func (a *app) recurringTrigger(ctx context.Context, args []string) error {
 	}
 	var from bus.OutgoingMessage
 	found := false
-	for _, t := range slices.Backward(rec.Ticks) {
+	for _, t := range rec.Ticks {
 		if from, found, err = o.Scheduled.GetScheduled(ctx, bus.RecurringOccurrenceID(name, t)); err != nil {
 			return err
 		} else if found {
