@@ -342,7 +342,11 @@ func TestTransportCloseWaitsForPendingSends(t *testing.T) {
 	for i := range n {
 		sends[i] = startSend(ctx, tr, queue, fmt.Sprintf("c%d", i))
 	}
-	waitFor(t, func() bool { return lockWaiters(t, app) >= 1 })
+	// Every send is accepted before Close: one per commit in flight, each
+	// waiting for the lock, and the others queued behind them.
+	waitFor(t, func() bool {
+		return lockWaiters(t, app) >= postgres.MaxCommitsInFlight && postgres.QueuedSends(tr) == n-postgres.MaxCommitsInFlight
+	})
 	closed := make(chan error, 1)
 	go func() { closed <- tr.Close(ctx) }()
 	select {
