@@ -30,8 +30,19 @@
 //
 // The checks (NotNegative, Positive, AtLeast, Between, WholeSeconds,
 // Check) return a *Problem naming the field and the reason in the words
-// every driver uses; First picks the first, and the driver wraps it in its
-// own typed OptionsError. Default and Logger fill zero fields.
+// every driver uses; First picks the first, and Invalid makes it the
+// driver's typed OptionsError. Default and Logger fill zero fields.
+//
+// # Errors
+//
+// OptionsError and NameError are the typed errors of every driver. A
+// driver makes them its own with an ErrorFamily, an empty type whose
+// Sentinels method gives the driver's name and sentinels, and exports them
+// as aliases (type OptionsError = driver.OptionsError[errorFamily]): the
+// messages start with the driver's name, errors.Is matches the driver's
+// ErrInvalidOptions and ErrInvalidName, and errors.As with one driver's
+// type never matches another's. NonEmpty, CheckTopology and CheckReceive
+// are the name checks Provision, Send and Receive share.
 //
 // # Receive pool
 //
