@@ -1,5 +1,6 @@
 // Package drivertest holds what the tests of the transport modules share:
-// the server address, unique names, a test context and logger, the background receiver of the
+// the server address, unique names, a test context and logger, the check of
+// a typed error, the background receiver of the
 // benchmarks, and golden files of a wire format. The driver modules import
 // it from their tests only.
 package drivertest

@@ -3,6 +3,7 @@ package drivertest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,3 +128,37 @@ func TestWireEnvelopesAreValidUTF8(t *testing.T) {
 		}
 	}
 }
+
+type oddError struct{}
+
+func (*oddError) Error() string { return "odd" }
+
+func TestTypedError(t *testing.T) {
+	t.Parallel()
+	sentinel := errors.New("x: invalid")
+	err := fmt.Errorf("send: %w", &wrapErr{sentinel})
+	if got := drivertest.TypedError[*wrapErr](t, err, sentinel, "send: x: invalid"); got == nil {
+		t.Error("TypedError returned no error value")
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"another type", &oddError{}, "odd"},
+		{"another sentinel", &wrapErr{errors.New("y")}, "y"},
+		{"another text", err, "x: invalid"},
+		{"nil", nil, ""},
+	} {
+		ft := &fakeT{TB: t}
+		drivertest.TypedError[*wrapErr](ft, c.err, sentinel, c.want)
+		if !ft.failed {
+			t.Errorf("%s: TypedError did not fail", c.name)
+		}
+	}
+}
+
+type wrapErr struct{ err error }
+
+func (e *wrapErr) Error() string { return e.err.Error() }
+func (e *wrapErr) Unwrap() error { return e.err }
