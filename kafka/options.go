@@ -97,10 +97,7 @@ func (o Options) validate() error {
 		driver.NotNegative("RevokeWait", o.RevokeWait),
 		driver.NotNegative("Prefetch", o.Prefetch),
 	)
-	if p == nil {
-		return nil
-	}
-	return &OptionsError{Field: p.Field, Reason: p.Reason}
+	return driver.Invalid[errorFamily](p)
 }
 
 func validPrefix(s string) bool {
@@ -118,39 +115,21 @@ var (
 	ErrClosed = errors.New("kafka: transport closed")
 )
 
-// OptionsError reports an invalid Options field or constructor argument.
-type OptionsError struct {
-	Field  string // the Options field, e.g. "Partitions"
-	Reason string
+// errorFamily makes the kit's typed errors Kafka's.
+type errorFamily struct{}
+
+func (errorFamily) Sentinels() driver.Sentinels {
+	return driver.Sentinels{Transport: "kafka", InvalidOptions: ErrInvalidOptions, InvalidName: ErrInvalidName}
 }
 
-// Error describes the failure.
-func (e *OptionsError) Error() string {
-	return fmt.Sprintf("kafka: invalid options: %s: %s", e.Field, e.Reason)
-}
-
-// Unwrap returns ErrInvalidOptions.
-func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
+// OptionsError reports an invalid Options field or constructor argument:
+// Field names it ("Partitions"), Reason says why. It matches
+// ErrInvalidOptions.
+type OptionsError = driver.OptionsError[errorFamily]
 
 // NameError reports a queue or message type name the transport cannot use,
-// such as an empty one.
-type NameError struct {
-	What   string // "queue", "event type" or "handler"
-	Name   string
-	Reason string
-}
+// such as an empty one: What is "queue", "event type" or "handler". It
+// matches ErrInvalidName.
+type NameError = driver.NameError[errorFamily]
 
-// Error describes the failure.
-func (e *NameError) Error() string {
-	return fmt.Sprintf("kafka: invalid %s %q: %s", e.What, e.Name, e.Reason)
-}
-
-// Unwrap returns ErrInvalidName.
-func (e *NameError) Unwrap() error { return ErrInvalidName }
-
-func checkName(what, name string) error {
-	if name == "" {
-		return &NameError{What: what, Name: name, Reason: "must not be empty"}
-	}
-	return nil
-}
+func checkName(what, name string) error { return driver.NonEmpty[errorFamily](what, name) }
