@@ -114,7 +114,7 @@ func (o Options) withDefaults() Options {
 }
 
 func (o Options) validate() error {
-	return optionsError(driver.First(
+	return driver.Invalid[errorFamily](driver.First(
 		driver.Check(validStreamName(o.Stream), "Stream", fmt.Sprintf("%q is not a valid stream name", o.Stream)),
 		driver.Check(validSubjectPrefix(o.SubjectPrefix), "SubjectPrefix", fmt.Sprintf("%q is not a literal subject", o.SubjectPrefix)),
 		driver.Between("Replicas", o.Replicas, 1, 5),
@@ -133,14 +133,6 @@ func (o Options) validate() error {
 	))
 }
 
-// optionsError returns the *OptionsError of p, or nil.
-func optionsError(p *driver.Problem) error {
-	if p == nil {
-		return nil
-	}
-	return &OptionsError{Field: p.Field, Reason: p.Reason}
-}
-
 // Sentinel errors; the typed errors below wrap them.
 var (
 	// ErrInvalidOptions is wrapped by every *OptionsError.
@@ -152,39 +144,20 @@ var (
 	ErrNoAck = errors.New("nats: no acknowledgement from the stream")
 )
 
-// OptionsError reports an invalid Options field.
-type OptionsError struct {
-	Field  string // the Options field, e.g. "AckWait"
-	Reason string
+// errorFamily makes the kit's typed errors NATS's.
+type errorFamily struct{}
+
+func (errorFamily) Sentinels() driver.Sentinels {
+	return driver.Sentinels{Transport: "nats", InvalidOptions: ErrInvalidOptions, InvalidName: ErrInvalidName}
 }
 
-// Error describes the failure.
-func (e *OptionsError) Error() string {
-	return fmt.Sprintf("nats: invalid options: %s: %s", e.Field, e.Reason)
-}
-
-// Unwrap returns ErrInvalidOptions.
-func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
+// OptionsError reports an invalid Options field or New argument: Field
+// names it ("AckWait"), Reason says why. It matches ErrInvalidOptions.
+type OptionsError = driver.OptionsError[errorFamily]
 
 // NameError reports a queue or message type name the transport cannot use,
-// such as an empty one.
-type NameError struct {
-	What   string // "queue" or "event type"
-	Name   string
-	Reason string
-}
+// such as an empty one: What is "queue", "event type" or "handler". It
+// matches ErrInvalidName.
+type NameError = driver.NameError[errorFamily]
 
-// Error describes the failure.
-func (e *NameError) Error() string {
-	return fmt.Sprintf("nats: invalid %s %q: %s", e.What, e.Name, e.Reason)
-}
-
-// Unwrap returns ErrInvalidName.
-func (e *NameError) Unwrap() error { return ErrInvalidName }
-
-func checkName(what, name string) error {
-	if name == "" {
-		return &NameError{What: what, Name: name, Reason: "must not be empty"}
-	}
-	return nil
-}
+func checkName(what, name string) error { return driver.NonEmpty[errorFamily](what, name) }

@@ -56,11 +56,8 @@ const pullHeartbeat = 500 * time.Millisecond
 // settles their messages and returns nil. It returns an error only when the
 // queue's consumer cannot be found or created, or the connection is closed.
 func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveOptions, h bus.DeliveryHandler) error {
-	if err := checkName("queue", queue); err != nil {
+	if err := driver.CheckReceive[errorFamily](queue, h); err != nil {
 		return err
-	}
-	if h == nil {
-		return &NameError{What: "handler", Name: queue, Reason: "must not be nil"}
 	}
 	consumers, err := t.queueConsumers(ctx, queue)
 	if err != nil {
@@ -168,7 +165,7 @@ func (r *receiver) run(ctx context.Context, cons jetstream.Consumer) error {
 			return err
 		}
 		r.log.Warn("nats: pull interrupted; resuming", logConsumer, cons.CachedInfo().Name, logError, err, "retry_in", delay)
-		if !sleep(ctx, delay) {
+		if !driver.Sleep(ctx, delay) {
 			return nil
 		}
 		delay = min(delay*2, maxRetryDelay)
@@ -303,17 +300,5 @@ func (r *receiver) keepAlive(msg jetstream.Msg) (stop func()) {
 		stopped = true
 		timer.Stop()
 		mu.Unlock()
-	}
-}
-
-// sleep waits for d or the end of ctx, and reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

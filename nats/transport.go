@@ -10,6 +10,7 @@ import (
 	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 var (
@@ -92,18 +93,8 @@ func (t *Transport) Close() error {
 // limits. Provision never deletes: a subscription an endpoint dropped keeps
 // its consumer until an operator deletes it.
 func (t *Transport) Provision(ctx context.Context, top bus.Topology) error {
-	if top.Queue == "" && len(top.Events) > 0 {
-		return &NameError{What: "queue", Reason: "events need a queue to be delivered to"}
-	}
-	for _, typ := range top.Events {
-		if err := checkName("event type", typ); err != nil {
-			return err
-		}
-	}
-	for _, q := range top.Queues {
-		if err := checkName("queue", q); err != nil {
-			return err
-		}
+	if err := driver.CheckTopology[errorFamily](top); err != nil {
+		return err
 	}
 	if err := t.ensureStream(ctx); err != nil {
 		return err

@@ -332,9 +332,10 @@ func TestInvalidInput(t *testing.T) {
 	if err := tr.Publish(drivertest.Ctx(t, 0), &bus.Envelope{ID: "x"}); !errors.Is(err, nats.ErrInvalidName) {
 		t.Errorf("Publish without type: %v, want ErrInvalidName", err)
 	}
-	if err := tr.Provision(drivertest.Ctx(t, 0), bus.Topology{Events: []string{"a.B"}}); !errors.Is(err, nats.ErrInvalidName) {
-		t.Errorf("Provision events without queue: %v, want ErrInvalidName", err)
-	}
+	err := tr.Provision(drivertest.Ctx(t, 0), bus.Topology{Events: []string{"a.B"}})
+	drivertest.TypedError[*nats.NameError](t, err, nats.ErrInvalidName, `nats: invalid queue "": events need a queue to be delivered to`)
+	err = tr.Receive(drivertest.Ctx(t, 0), "sales", bus.ReceiveOptions{}, nil)
+	drivertest.TypedError[*nats.NameError](t, err, nats.ErrInvalidName, `nats: invalid handler "sales": must not be nil`)
 	nc := connect(t, serverURL())
 	for _, o := range []nats.Options{
 		{Stream: "has.dot"}, {SubjectPrefix: "wild.*"}, {SubjectPrefix: "a..b"}, {AckWait: time.Millisecond}, {Replicas: 9},
@@ -345,9 +346,8 @@ func TestInvalidInput(t *testing.T) {
 			t.Errorf("New(%+v) = %v, want an *OptionsError", o, err)
 		}
 	}
-	if _, err := nats.New(nil, nats.Options{}); !errors.Is(err, nats.ErrInvalidOptions) {
-		t.Errorf("New(nil) = %v, want ErrInvalidOptions", err)
-	}
+	_, err = nats.New(nil, nats.Options{})
+	drivertest.TypedError[*nats.OptionsError](t, err, nats.ErrInvalidOptions, "nats: invalid options: nc: connection must not be nil")
 }
 
 func TestSendHonoursContext(t *testing.T) {

@@ -2,7 +2,6 @@ package redis
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -91,10 +90,7 @@ func (o Options) validate() error {
 		driver.NotNegative("Prefetch", o.Prefetch),
 		driver.NotNegative("MaxLen", o.MaxLen),
 	)
-	if p == nil {
-		return nil
-	}
-	return &OptionsError{Field: p.Field, Reason: p.Reason}
+	return driver.Invalid[errorFamily](p)
 }
 
 // Sentinel errors; the typed errors below wrap them.
@@ -107,39 +103,20 @@ var (
 	ErrClosed = errors.New("redis: transport closed")
 )
 
-// OptionsError reports an invalid Options field or New argument.
-type OptionsError struct {
-	Field  string // the Options field, e.g. "Lease"
-	Reason string
+// errorFamily makes the kit's typed errors Redis's.
+type errorFamily struct{}
+
+func (errorFamily) Sentinels() driver.Sentinels {
+	return driver.Sentinels{Transport: "redis", InvalidOptions: ErrInvalidOptions, InvalidName: ErrInvalidName}
 }
 
-// Error describes the failure.
-func (e *OptionsError) Error() string {
-	return fmt.Sprintf("redis: invalid options: %s: %s", e.Field, e.Reason)
-}
-
-// Unwrap returns ErrInvalidOptions.
-func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
+// OptionsError reports an invalid Options field or New argument: Field
+// names it ("Lease"), Reason says why. It matches ErrInvalidOptions.
+type OptionsError = driver.OptionsError[errorFamily]
 
 // NameError reports a queue or message type name the transport cannot use,
-// such as an empty one.
-type NameError struct {
-	What   string // "queue", "event type" or "handler"
-	Name   string
-	Reason string
-}
+// such as an empty one: What is "queue", "event type", "handler" or
+// "envelope". It matches ErrInvalidName.
+type NameError = driver.NameError[errorFamily]
 
-// Error describes the failure.
-func (e *NameError) Error() string {
-	return fmt.Sprintf("redis: invalid %s %q: %s", e.What, e.Name, e.Reason)
-}
-
-// Unwrap returns ErrInvalidName.
-func (e *NameError) Unwrap() error { return ErrInvalidName }
-
-func checkName(what, name string) error {
-	if name == "" {
-		return &NameError{What: what, Name: name, Reason: "must not be empty"}
-	}
-	return nil
-}
+func checkName(what, name string) error { return driver.NonEmpty[errorFamily](what, name) }

@@ -61,11 +61,8 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 	if err := t.checkOpen(); err != nil {
 		return err
 	}
-	if err := checkName("queue", queue); err != nil {
+	if err := driver.CheckReceive[errorFamily](queue, h); err != nil {
 		return err
-	}
-	if h == nil {
-		return &NameError{What: "handler", Name: queue, Reason: "must not be nil"}
 	}
 	if err := t.ensureGroup(ctx, queue); err != nil {
 		if ctx.Err() != nil {
@@ -202,7 +199,7 @@ func (r *receiver) readLoop(ctx context.Context) error {
 			if isNoGroup(err) {
 				_ = r.t.ensureGroup(r.hctx, r.queue)
 			}
-			if !sleep(ctx, delay) {
+			if !driver.Sleep(ctx, delay) {
 				return nil
 			}
 			delay = min(delay*2, maxRetryDelay)
@@ -230,7 +227,7 @@ func (r *receiver) readLoop(ctx context.Context) error {
 func (r *receiver) claimLoop(ctx context.Context) {
 	for {
 		r.claimIdle(ctx)
-		if !sleep(ctx, r.t.opts.ClaimInterval) {
+		if !driver.Sleep(ctx, r.t.opts.ClaimInterval) {
 			return
 		}
 	}
@@ -383,7 +380,7 @@ func (r *receiver) ack(ids []string) {
 // renewLoop renews the claim on every message in hand every Lease/3 until
 // ctx ends, and cancels the delivery of those another consumer took over.
 func (r *receiver) renewLoop(ctx context.Context) {
-	for sleep(ctx, r.t.opts.Lease/3) {
+	for driver.Sleep(ctx, r.t.opts.Lease/3) {
 		r.mu.Lock()
 		ids := make([]string, 0, len(r.held))
 		for id, d := range r.held {
@@ -435,16 +432,4 @@ func (r *receiver) retire() {
 
 func isNoGroup(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "NOGROUP")
-}
-
-// sleep waits for d or the end of ctx, and reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

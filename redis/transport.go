@@ -9,6 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 var (
@@ -81,18 +82,8 @@ func (t *Transport) Provision(ctx context.Context, top bus.Topology) error {
 	if err := t.checkOpen(); err != nil {
 		return err
 	}
-	if top.Queue == "" && len(top.Events) > 0 {
-		return &NameError{What: "queue", Reason: "events need a queue to be delivered to"}
-	}
-	for _, typ := range top.Events {
-		if err := checkName("event type", typ); err != nil {
-			return err
-		}
-	}
-	for _, q := range top.Queues {
-		if err := checkName("queue", q); err != nil {
-			return err
-		}
+	if err := driver.CheckTopology[errorFamily](top); err != nil {
+		return err
 	}
 	queues := top.Queues
 	if top.Queue != "" {

@@ -36,16 +36,14 @@ func TestNewRejectsBadOptions(t *testing.T) {
 			t.Errorf("New(%+v) = %v, want an *OptionsError", o, err)
 		}
 	}
-	if _, err := redis.New(nil, redis.Options{}); !errors.Is(err, redis.ErrInvalidOptions) {
-		t.Errorf("New(nil) = %v, want ErrInvalidOptions", err)
-	}
+	_, err := redis.New(nil, redis.Options{})
+	drivertest.TypedError[*redis.OptionsError](t, err, redis.ErrInvalidOptions, "redis: invalid options: client: must not be nil")
 	tr, err := redis.New(rdb, redis.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Send(context.Background(), "", &bus.Envelope{ID: "x"}); !errors.Is(err, redis.ErrInvalidName) {
-		t.Errorf("Send to an empty queue = %v, want ErrInvalidName", err)
-	}
+	err = tr.Send(context.Background(), "", &bus.Envelope{ID: "x"})
+	drivertest.TypedError[*redis.NameError](t, err, redis.ErrInvalidName, `redis: invalid queue "": must not be empty`)
 	if err := tr.Publish(context.Background(), &bus.Envelope{ID: "x"}); !errors.Is(err, redis.ErrInvalidName) {
 		t.Errorf("Publish without a type = %v, want ErrInvalidName", err)
 	}

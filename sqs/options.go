@@ -74,10 +74,7 @@ func (o Options) validate() error {
 		driver.Check(o.HeartbeatInterval > 0 && o.HeartbeatInterval < o.VisibilityTimeout, "HeartbeatInterval", "must be positive and shorter than VisibilityTimeout"),
 		driver.WholeSeconds("WaitTime", o.WaitTime, time.Second, 20*time.Second),
 	)
-	if p == nil {
-		return nil
-	}
-	return &OptionsError{Field: p.Field, Reason: p.Reason}
+	return driver.Invalid[errorFamily](p)
 }
 
 // Sentinel errors; the typed errors below wrap them.
@@ -94,35 +91,24 @@ var (
 	ErrVisibilityLost = errors.New("sqs: message visibility lost")
 )
 
-// OptionsError reports an invalid Options field or constructor argument.
-type OptionsError struct {
-	Field  string // the Options field, e.g. "VisibilityTimeout"
-	Reason string
+// errorFamily makes the kit's typed errors SQS's.
+type errorFamily struct{}
+
+func (errorFamily) Sentinels() driver.Sentinels {
+	return driver.Sentinels{Transport: "sqs", InvalidOptions: ErrInvalidOptions, InvalidName: ErrInvalidName}
 }
 
-// Error describes the failure.
-func (e *OptionsError) Error() string {
-	return fmt.Sprintf("sqs: invalid options: %s: %s", e.Field, e.Reason)
-}
-
-// Unwrap returns ErrInvalidOptions.
-func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
+// OptionsError reports an invalid Options field or New argument: Field
+// names it ("VisibilityTimeout"), Reason says why. It matches
+// ErrInvalidOptions.
+type OptionsError = driver.OptionsError[errorFamily]
 
 // NameError reports a queue or message type name the transport cannot use,
-// such as an empty one.
-type NameError struct {
-	What   string // "queue", "event type" or "handler"
-	Name   string
-	Reason string
-}
+// such as an empty one: What is "queue", "event type" or "handler". It
+// matches ErrInvalidName.
+type NameError = driver.NameError[errorFamily]
 
-// Error describes the failure.
-func (e *NameError) Error() string {
-	return fmt.Sprintf("sqs: invalid %s %q: %s", e.What, e.Name, e.Reason)
-}
-
-// Unwrap returns ErrInvalidName.
-func (e *NameError) Unwrap() error { return ErrInvalidName }
+func checkName(what, name string) error { return driver.NonEmpty[errorFamily](what, name) }
 
 // MessageTooLargeError is returned by Send and Publish, before anything is
 // sent, for a message larger than MaxMessageBytes as SQS and SNS count it.
@@ -143,10 +129,3 @@ func (e *MessageTooLargeError) Unwrap() error { return ErrMessageTooLarge }
 // Is reports whether target is bus.ErrPermanent: sending the message again
 // cannot help, so the dispatcher does not retry a scheduled one for ever.
 func (e *MessageTooLargeError) Is(target error) bool { return target == bus.ErrPermanent }
-
-func checkName(what, name string) error {
-	if name == "" {
-		return &NameError{What: what, Name: name, Reason: "must not be empty"}
-	}
-	return nil
-}

@@ -55,11 +55,8 @@ const (
 // the service or the queue is back. Receive returns an error only when the
 // queue cannot be found or created at the start.
 func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveOptions, h bus.DeliveryHandler) error {
-	if err := checkName("queue", queue); err != nil {
+	if err := driver.CheckReceive[errorFamily](queue, h); err != nil {
 		return err
-	}
-	if h == nil {
-		return &NameError{What: "handler", Name: queue, Reason: "must not be nil"}
 	}
 	qurl, err := t.queueURL(ctx, queue)
 	if err != nil {
@@ -141,7 +138,7 @@ func (r *receiver) poll(ctx context.Context) {
 				return
 			}
 			r.log.Warn("sqs: receive failed; retrying", logError, err, "retry_in", delay)
-			if !sleep(ctx, delay) {
+			if !driver.Sleep(ctx, delay) {
 				return
 			}
 			delay = min(delay*2, maxRetryDelay)
@@ -256,17 +253,5 @@ func (r *receiver) deleteBatch(b []deleteEntry) {
 		}
 		r.log.Warn("sqs: deleting a handled message failed; it will be delivered again",
 			logMsgID, id, "code", aws.ToString(f.Code), logError, aws.ToString(f.Message))
-	}
-}
-
-// sleep waits for d or the end of ctx, and reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

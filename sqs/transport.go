@@ -17,6 +17,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 var (
@@ -94,18 +95,8 @@ func (t *Transport) Close(context.Context) error { return nil }
 // with other attributes is used as it is). Provision never deletes: a
 // subscription an endpoint dropped stays until an operator removes it.
 func (t *Transport) Provision(ctx context.Context, top bus.Topology) error {
-	if top.Queue == "" && len(top.Events) > 0 {
-		return &NameError{What: "queue", Reason: "events need a queue to be delivered to"}
-	}
-	for _, typ := range top.Events {
-		if err := checkName("event type", typ); err != nil {
-			return err
-		}
-	}
-	for _, q := range top.Queues {
-		if err := checkName("queue", q); err != nil {
-			return err
-		}
+	if err := driver.CheckTopology[errorFamily](top); err != nil {
+		return err
 	}
 	for _, q := range append([]string{top.Queue}, top.Queues...) {
 		if q == "" {

@@ -365,7 +365,6 @@ func TestInvalidOptions(t *testing.T) {
 			t.Errorf("New(%+v): %v, want *OptionsError", o, err)
 		}
 	}
-	if _, err := sqs.New(nil, nc, sqs.Options{}); !errors.Is(err, sqs.ErrInvalidOptions) {
-		t.Errorf("New(nil client): %v", err)
-	}
+	_, err := sqs.New(nil, nc, sqs.Options{})
+	drivertest.TypedError[*sqs.OptionsError](t, err, sqs.ErrInvalidOptions, "sqs: invalid options: sqsClient: must not be nil")
 }
