@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 // Sentinel errors; the typed errors below wrap them.
@@ -35,19 +36,16 @@ func (e *NameError) Error() string {
 // Unwrap returns ErrInvalidName.
 func (e *NameError) Unwrap() error { return ErrInvalidName }
 
-// OptionsError reports an invalid Options field.
-type OptionsError struct {
-	Field  string
-	Reason string
+// errorFamily makes the driver kit's typed errors PostgreSQL's.
+type errorFamily struct{}
+
+func (errorFamily) Sentinels() driver.Sentinels {
+	return driver.Sentinels{Transport: "postgres", InvalidOptions: ErrInvalidOptions, InvalidName: ErrInvalidName}
 }
 
-// Error describes the failure.
-func (e *OptionsError) Error() string {
-	return fmt.Sprintf("postgres: invalid options: %s: %s", e.Field, e.Reason)
-}
-
-// Unwrap returns ErrInvalidOptions.
-func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
+// OptionsError reports an invalid Options or TransportOptions field: Field
+// names it, Reason says why. It matches ErrInvalidOptions.
+type OptionsError = driver.OptionsError[errorFamily]
 
 // InvalidRowError reports a row StoreOutgoing or StoreFailed cannot store,
 // or a message ID BeginHandling cannot key an inbox row by. It is returned

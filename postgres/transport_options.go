@@ -88,8 +88,5 @@ func (o TransportOptions) validate() error {
 		driver.NotNegative("MaxMessageSize", o.MaxMessageSize),
 		driver.NotNegative("MaxSendBatch", o.MaxSendBatch),
 	)
-	if p == nil {
-		return nil
-	}
-	return &OptionsError{Field: p.Field, Reason: p.Reason}
+	return driver.Invalid[errorFamily](p)
 }

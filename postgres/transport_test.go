@@ -11,6 +11,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/postgres"
 )
 
@@ -71,6 +72,8 @@ func TestTransportOptionsAreChecked(t *testing.T) {
 			t.Errorf("NewTransport(%+v) = %v, want %v", tc.opts, err, tc.want)
 		}
 	}
+	_, err := postgres.NewTransport(pool, postgres.TransportOptions{PollInterval: -time.Second})
+	drivertest.TypedError[*postgres.OptionsError](t, err, postgres.ErrInvalidOptions, "postgres: invalid options: PollInterval: must not be negative")
 	if _, err := postgres.NewTransport(nil, postgres.TransportOptions{}); !errors.Is(err, postgres.ErrNilPool) {
 		t.Errorf("NewTransport(nil) = %v, want ErrNilPool", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 // Sentinel errors. Test for them with errors.Is.
@@ -36,20 +37,18 @@ var (
 	ErrPermanent = errors.New("rabbitmq: refused by the broker")
 )
 
+// errorFamily makes the kit's typed errors RabbitMQ's.
+type errorFamily struct{}
+
+func (errorFamily) Sentinels() driver.Sentinels {
+	return driver.Sentinels{Transport: "rabbitmq", InvalidOptions: ErrInvalidOptions, InvalidName: ErrInvalidName}
+}
+
 // OptionsError reports an invalid Options field or URL: New returns it,
-// and nothing is started. Every Postbus driver names this error the same.
-type OptionsError struct {
-	Field  string // "URL" or the Options field
-	Reason string
-}
-
-// Error describes the failure.
-func (e *OptionsError) Error() string {
-	return fmt.Sprintf("rabbitmq: invalid options: %s: %s", e.Field, e.Reason)
-}
-
-// Unwrap returns ErrInvalidOptions.
-func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
+// and nothing is started. Field is "URL" or the Options field, Reason says
+// why; it matches ErrInvalidOptions. Every Postbus driver names this error
+// the same.
+type OptionsError = driver.OptionsError[errorFamily]
 
 // NameError reports a queue, exchange or event type name that RabbitMQ
 // cannot use: Provision, Send, Publish and Receive return it (wrapped)

@@ -109,10 +109,7 @@ func (o Options) validate() error {
 		driver.NotNegative("ReconnectMax", o.ReconnectMax),
 		driver.Check(o.ReconnectMax <= 0 || o.ReconnectMin <= o.ReconnectMax, "ReconnectMin", "must not exceed ReconnectMax"),
 	)
-	if p == nil {
-		return nil
-	}
-	return &OptionsError{Field: p.Field, Reason: p.Reason}
+	return driver.Invalid[errorFamily](p)
 }
 
 // Log keys used by the transport.

@@ -15,6 +15,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/rabbitmq"
 )
 
@@ -443,9 +444,8 @@ func TestBadNamesAreRejectedBeforeSending(t *testing.T) {
 	if _, err := rabbitmq.New("http://x", rabbitmq.Options{}); !errors.Is(err, rabbitmq.ErrInvalidOptions) {
 		t.Errorf("bad URL: got %v", err)
 	}
-	if _, err := rabbitmq.New(brokerURL(), rabbitmq.Options{QueueType: "stream"}); !errors.Is(err, rabbitmq.ErrInvalidOptions) {
-		t.Errorf("bad queue type: got %v", err)
-	}
+	_, err = rabbitmq.New(brokerURL(), rabbitmq.Options{QueueType: "stream"})
+	drivertest.TypedError[*rabbitmq.OptionsError](t, err, rabbitmq.ErrInvalidOptions, `rabbitmq: invalid options: QueueType: must be "quorum" or "classic"`)
 }
 
 func TestSendWithoutBrokerFailsWhenContextEnds(t *testing.T) {
