@@ -10,25 +10,23 @@ import (
 	"github.com/postbus/bus/driver"
 )
 
-// Two drivers' error families, as a driver package declares its own.
-var (
-	errAOptions = errors.New("alpha: invalid options")
-	errAName    = errors.New("alpha: invalid name")
-	errBOptions = errors.New("beta: invalid options")
-	errBName    = errors.New("beta: invalid name")
-)
-
+// The error families of two drivers, as a driver package declares its own.
 type alpha struct{}
-
-func (alpha) Sentinels() driver.Sentinels {
-	return driver.Sentinels{Transport: "alpha", InvalidOptions: errAOptions, InvalidName: errAName}
-}
-
 type beta struct{}
 
-func (beta) Sentinels() driver.Sentinels {
-	return driver.Sentinels{Transport: "beta", InvalidOptions: errBOptions, InvalidName: errBName}
+var alphaSentinels, betaSentinels = driver.Sentinels{
+	Transport: "alpha", InvalidOptions: errors.New("alpha: invalid options"), InvalidName: errors.New("alpha: invalid name"),
+}, driver.Sentinels{
+	Transport: "beta", InvalidOptions: errors.New("beta: invalid options"), InvalidName: errors.New("beta: invalid name"),
 }
+
+func (alpha) Sentinels() driver.Sentinels { return alphaSentinels }
+func (beta) Sentinels() driver.Sentinels  { return betaSentinels }
+
+var (
+	errAOptions, errAName = alphaSentinels.InvalidOptions, alphaSentinels.InvalidName
+	errBOptions, errBName = betaSentinels.InvalidOptions, betaSentinels.InvalidName
+)
 
 type (
 	alphaOptionsError = driver.OptionsError[alpha]
