@@ -9,6 +9,7 @@ import (
 	natsio "github.com/nats-io/nats.go"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 	"github.com/postbus/bus/internal/fuzzcheck"
 )
 
@@ -36,12 +37,12 @@ func FuzzDecodeMsg(f *testing.F) {
 	// bad escapes, times, kinds and map keys.
 	f.Add([]byte(nil), []byte("from another tool"))
 	f.Add(fuzzcheck.Join("Content-Type", "text/plain", "Nats-Msg-Id", "x"), []byte("hi"))
-	f.Add(fuzzcheck.Join(hdrID, "%4", hdrType, "t"), []byte{})
-	f.Add(fuzzcheck.Join(hdrType, "t", hdrKind, "bogus"), []byte{0xff})
-	f.Add(fuzzcheck.Join(hdrType, "t", hdrSentAt, "yesterday"), []byte("x"))
-	f.Add(fuzzcheck.Join(hdrType, "t", hdrHeaderPrefix+"_Z", "v"), []byte("x"))
-	f.Add(fuzzcheck.Join(hdrType, "t", hdrAttrPrefix+"a", "%zz", hdrType, "second"), []byte("x"))
-	f.Add(fuzzcheck.Join(hdrType, "t", hdrKind, "300", hdrDueAt, "2031-03-04T05:06:07+25:00"), []byte("x"))
+	f.Add(fuzzcheck.Join(driver.KeyID, "%4", driver.KeyType, "t"), []byte{})
+	f.Add(fuzzcheck.Join(driver.KeyType, "t", driver.KeyKind, "bogus"), []byte{0xff})
+	f.Add(fuzzcheck.Join(driver.KeyType, "t", driver.KeySentAt, "yesterday"), []byte("x"))
+	f.Add(fuzzcheck.Join(driver.KeyType, "t", mapping.Keys.Header+"_Z", "v"), []byte("x"))
+	f.Add(fuzzcheck.Join(driver.KeyType, "t", mapping.Keys.Attribute+"a", "%zz", driver.KeyType, "second"), []byte("x"))
+	f.Add(fuzzcheck.Join(driver.KeyType, "t", driver.KeyKind, "300", driver.KeyDueAt, "2031-03-04T05:06:07+25:00"), []byte("x"))
 	f.Fuzz(func(t *testing.T, hdrs, body []byte) {
 		h := natsio.Header{}
 		for _, p := range fuzzcheck.Pairs(hdrs) {

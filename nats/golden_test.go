@@ -8,6 +8,7 @@ import (
 	natsio "github.com/nats-io/nats.go"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 	"github.com/postbus/bus/internal/drivertest"
 )
 
@@ -39,23 +40,23 @@ func TestWireGolden(t *testing.T) {
 func TestWireRefusesMalformed(t *testing.T) {
 	t.Parallel()
 	for name, c := range map[string]struct{ key, val string }{
-		"no type":          {hdrType, ""},
-		"bad kind":         {hdrKind, "nope"},
-		"bad sent time":    {hdrSentAt, "yesterday"},
-		"bad due time":     {hdrDueAt, "2031-13-01T00:00:00Z"},
-		"bad value escape": {hdrSource, "a%G1"},
-		"short escape":     {hdrSource, "a%4"},
-		"lower-case hex":   {hdrSource, "a%2f"},
-		"bad map key":      {hdrHeaderPrefix + "a.b", "v"},
-		"bad key escape":   {hdrAttrPrefix + "_ZZ", "v"},
+		"no type":          {driver.KeyType, ""},
+		"bad kind":         {driver.KeyKind, "nope"},
+		"bad sent time":    {driver.KeySentAt, "yesterday"},
+		"bad due time":     {driver.KeyDueAt, "2031-13-01T00:00:00Z"},
+		"bad value escape": {driver.KeySource, "a%G1"},
+		"short escape":     {driver.KeySource, "a%4"},
+		"lower-case hex":   {driver.KeySource, "a%2f"},
+		"bad map key":      {mapping.Keys.Header + "a.b", "v"},
+		"bad key escape":   {mapping.Keys.Attribute + "_ZZ", "v"},
 	} {
-		h := natsio.Header{hdrID: {"id-9"}, hdrType: {"t.T"}, c.key: {c.val}}
+		h := natsio.Header{driver.KeyID: {"id-9"}, driver.KeyType: {"t.T"}, c.key: {c.val}}
 		env := decodeMsg(h, []byte("raw"))
 		if env.Header(bus.HeaderDecodeError) == "" || string(env.Body) != "raw" || env.ID != "id-9" {
 			t.Errorf("%s: got %+v, want the raw body, the ID and a decode error", name, env)
 		}
 	}
-	if env := decodeMsg(natsio.Header{hdrID: {"id-9"}, hdrType: {"t.T"}}, nil); env.Header(bus.HeaderDecodeError) != "" {
+	if env := decodeMsg(natsio.Header{driver.KeyID: {"id-9"}, driver.KeyType: {"t.T"}}, nil); env.Header(bus.HeaderDecodeError) != "" {
 		t.Errorf("unexpected decode error %s", env.Header(bus.HeaderDecodeError))
 	}
 }

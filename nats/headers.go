@@ -8,6 +8,10 @@ import (
 	"github.com/postbus/bus/driver"
 )
 
+// values is the escape of header values: NATS headers are text lines whose
+// values the server trims.
+var values = driver.Percent{EdgeBlanks: true}
+
 // Wire format. The body is env.Body; every other field is a NATS header, so
 // other tools (the nats CLI, monitoring) can read the messages:
 //
@@ -31,35 +35,10 @@ import (
 // names.go. Values are sent as they are unless they hold a control byte, a
 // '%', or leading or trailing white space; those bytes are then written as
 // %XX (upper-case hex only), so every value round-trips exactly.
-const (
-	hdrID            = driver.KeyID
-	hdrType          = driver.KeyType
-	hdrKind          = driver.KeyKind
-	hdrContentType   = driver.KeyContentType
-	hdrCorrelationID = driver.KeyCorrelationID
-	hdrSource        = driver.KeySource
-	hdrDestination   = driver.KeyDestination
-	hdrSentAt        = driver.KeySentAt
-	hdrDueAt         = driver.KeyDueAt
-	hdrExpiresAt     = driver.KeyExpiresAt
-	hdrOrderingKey   = driver.KeyOrderingKey
-	hdrHeaderPrefix  = "Postbus-H-"
-	hdrAttrPrefix    = "Postbus-A-"
-	hdrStickyPrefix  = "Postbus-S-"
-)
-
-// values is the escape of header values: NATS headers are text lines whose
-// values the server trims.
-var values = driver.Percent{EdgeBlanks: true}
-
-// mapping carries every envelope field but the body in headers.
+//
+// mapping carries every envelope field but the body in those headers.
 var mapping = driver.Mapping{
-	Keys: driver.Keys{
-		ID: hdrID, Type: hdrType, Kind: hdrKind, ContentType: hdrContentType, CorrelationID: hdrCorrelationID,
-		Source: hdrSource, Destination: hdrDestination, SentAt: hdrSentAt, DueAt: hdrDueAt,
-		ExpiresAt: hdrExpiresAt, OrderingKey: hdrOrderingKey,
-		Header: hdrHeaderPrefix, Attribute: hdrAttrPrefix, Sticky: hdrStickyPrefix,
-	},
+	Keys:    driver.DefaultKeys(),
 	Values:  values,
 	MapKeys: driver.Token{},
 }

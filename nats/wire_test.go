@@ -8,6 +8,7 @@ import (
 	natsio "github.com/nats-io/nats.go"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 // FuzzDecodeHeaders feeds arbitrary header values: decoding never panics,
@@ -16,7 +17,7 @@ func FuzzDecodeHeaders(f *testing.F) {
 	f.Add("t.T", "command", "2031-03-04T05:06:07Z", "Postbus-H-k", "v")
 	f.Add("", "nope", "yesterday", "Postbus-A-_ZZ", "%G")
 	f.Fuzz(func(t *testing.T, typ, kind, sent, key, val string) {
-		h := natsio.Header{hdrType: {typ}, hdrKind: {kind}, hdrSentAt: {sent}, key: {val}}
+		h := natsio.Header{driver.KeyType: {typ}, driver.KeyKind: {kind}, driver.KeySentAt: {sent}, key: {val}}
 		env := decodeMsg(h, []byte("body"))
 		if string(env.Body) != "body" {
 			t.Fatalf("body lost: %q", env.Body)
