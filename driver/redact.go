@@ -31,26 +31,27 @@ func Redact(s string) string {
 
 // RedactText returns text with every password that conns hold (as Redact
 // finds them, whether written as in the connection string or unescaped)
-// replaced by Redacted, and with what Redact finds in text itself replaced
-// too. A password of one character is replaced wherever that character
-// appears: the text comes out harder to read, never with the secret.
+// replaced by Redacted, and nothing else changed: it suits output that may
+// show other URLs or parameters on purpose. A password of one character is
+// replaced wherever that character appears: the text comes out harder to
+// read, never with the secret.
 func RedactText(text string, conns ...string) string {
-	text = Redact(text)
 	for _, p := range passwords(conns) {
 		text = strings.ReplaceAll(text, p, Redacted)
 	}
 	return text
 }
 
-// RedactError returns err with its message passed through RedactText for
-// conns; Unwrap returns err, so errors.Is and errors.As see through it. It
-// returns err itself when its message holds no password, and nil for nil.
+// RedactError returns err with its message passed through Redact and then
+// RedactText for conns; Unwrap returns err, so errors.Is and errors.As see
+// through it. It returns err itself when its message holds no password, and
+// nil for nil.
 func RedactError(err error, conns ...string) error {
 	if err == nil {
 		return nil
 	}
 	msg := err.Error()
-	if red := RedactText(msg, conns...); red != msg {
+	if red := RedactText(Redact(msg), conns...); red != msg {
 		return &redactedError{msg: red, err: err}
 	}
 	return err

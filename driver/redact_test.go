@@ -79,11 +79,15 @@ func TestRedactText(t *testing.T) {
 		"login with S3/cret refused":         "login with xxxxx refused",
 		"login with S3%2Fcret refused":       "login with xxxxx refused",
 		"bad url postgres://u:S3%2Fcret@db/": "bad url postgres://u:xxxxx@db/",
+		"other url amqp://g:other@mq/":       "other url amqp://g:other@mq/",
 		"nothing secret":                     "nothing secret",
 	} {
 		if got := driver.RedactText(text, conn); got != want {
 			t.Errorf("RedactText(%q) = %q, want %q", text, got, want)
 		}
+	}
+	if got := driver.RedactError(errors.New("dial amqp://g:other@mq/"), conn).Error(); got != "dial amqp://g:xxxxx@mq/" {
+		t.Errorf("RedactError leaves the password of a URL it was not given: %q", got)
 	}
 	if got := driver.RedactText("pw S3 cr'et!", "host=db password='S3 cr\\'et'"); got != "pw xxxxx!" {
 		t.Errorf("a quoted keyword/value password: %q", got)
