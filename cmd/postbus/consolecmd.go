@@ -30,7 +30,7 @@ func (a *app) console(ctx context.Context, args []string) error {
 		return err
 	}
 	defer b.Close()
-	opts := console.Options{Scheduled: b.Scheduled, Failed: b.Failed, Transport: b.Transport, ReadOnly: *readOnly}
+	opts := console.Options{Scheduled: b.Scheduled, Failed: b.Failed, Transport: b.Transport, ReadOnly: *readOnly, Logger: a.logger()}
 	if b.Recurring != nil {
 		rb, err := a.recurringBus(b)
 		if err != nil {
