@@ -117,14 +117,19 @@ func (e *Exposure) RunBus(t testing.TB, cfg bus.Config, d time.Duration) {
 	e.Add("Metrics()", fmt.Sprintf("%+v", b.Metrics()))
 }
 
-// NoPassword fails t when the log or a recorded text holds Password.
+// NoPassword fails t when the log or a recorded text holds Password. With
+// -v it logs what it checked.
 func (e *Exposure) NoPassword(t testing.TB) {
 	t.Helper()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, s := range append([]string{"the log: " + e.log.String()}, e.shown...) {
+	all := append([]string{"the log: " + e.log.String()}, e.shown...)
+	for _, s := range all {
 		if strings.Contains(s, Password) {
 			t.Errorf("the password is shown in %s", s)
 		}
+	}
+	if testing.Verbose() {
+		t.Logf("checked:\n%s", strings.Join(all, "\n"))
 	}
 }
