@@ -1,8 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/postbus/bus/bustest"
 )
@@ -88,5 +94,59 @@ func TestPasswordsNeverPrinted(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// The console of "postbus console", on a PostgreSQL URL with a password
+// (accepted by trust authentication, or on a closed port) and a RabbitMQ
+// URL whose password the broker refuses, shows the password on no page,
+// in no redirect after an action, and not in its log.
+func TestConsolePasswordNeverShown(t *testing.T) {
+	t.Parallel()
+	_, env := postgresFixture(t)
+	pg, err := url.Parse(env["POSTBUS_POSTGRES_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg.User = url.UserPassword(pg.User.Username(), secret)
+	closed := *pg
+	closed.Host = bustest.DeadAddr(t)
+	for name, pgURL := range map[string]string{"accepted": pg.String(), "closed port": closed.String()} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var stderr bytes.Buffer
+			a := &app{stdout: io.Discard, stderr: &stderr, getenv: func(string) string { return "" }, now: fixedNow, open: openBackends}
+			s := settings{PostgresURL: pgURL, PostgresSchema: env["POSTBUS_POSTGRES_SCHEMA"],
+				RabbitMQURL: "amqp://guest:" + secret + "@127.0.0.1:5672/", Log: a.logger()}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			b, err := openBackends(ctx, s, need{persistence: true, transport: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			h, stop, err := a.consoleHandler(b, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			cc := newConsoleClient(t, h)
+			var shown []string
+			for _, path := range []string{"/", "/scheduled", "/scheduled/0190f5d6-0000-7000-8000-000000000001",
+				"/failed", "/failed/0190f5d6-0000-7000-9000-000000000001", "/recurring"} {
+				code, body := cc.get(path)
+				shown = append(shown, fmt.Sprintf("GET %s (%d): %s", path, code, body))
+			}
+			_, loc := cc.post("/failed/retry", url.Values{"id": {"0190f5d6-0000-7000-9000-000000000001"}})
+			shown = append(shown, "the retry's redirect: "+loc, "stderr: "+stderr.String())
+			for _, s := range shown {
+				if strings.Contains(s, secret) {
+					t.Errorf("the password is shown in %s", s)
+				}
+			}
+			if !strings.Contains(strings.Join(shown, "\n"), "error") {
+				t.Error("no error shown: the test proves nothing")
+			}
+		})
 	}
 }
