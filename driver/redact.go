@@ -164,15 +164,8 @@ func userinfoPassword(s string, start int) ([2]int, bool) {
 	if i := strings.IndexAny(auth, "/?#"); i >= 0 && strings.IndexByte(auth[:i], '@') >= 0 {
 		auth = auth[:i]
 	}
-	at := strings.LastIndexByte(auth, '@')
-	if at < 0 {
-		return [2]int{}, false
-	}
-	colon := strings.IndexByte(auth[:at], ':')
-	if colon < 0 || colon+1 == at {
-		return [2]int{}, false
-	}
-	return [2]int{start + colon + 1, start + at}, true
+	p, ok := userPassword(auth)
+	return [2]int{start + p[0], start + p[1]}, ok
 }
 
 // mysqlPassword finds the password of s when s is a go-sql-driver DSN,
@@ -186,11 +179,18 @@ func mysqlPassword(s string) ([2]int, bool) {
 	if slash := strings.LastIndexByte(s, '/'); slash >= 0 {
 		head = s[:slash]
 	}
-	at := strings.LastIndexByte(head, '@')
+	return userPassword(head)
+}
+
+// userPassword finds the password of "user:password@rest": between the
+// first ':' and the last '@' of s. A user without a password, or with an
+// empty one, has none.
+func userPassword(s string) ([2]int, bool) {
+	at := strings.LastIndexByte(s, '@')
 	if at < 0 {
 		return [2]int{}, false
 	}
-	colon := strings.IndexByte(head[:at], ':')
+	colon := strings.IndexByte(s[:at], ':')
 	if colon < 0 || colon+1 == at {
 		return [2]int{}, false
 	}
