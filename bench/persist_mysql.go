@@ -10,6 +10,7 @@ import (
 	_ "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 	"github.com/postbus/bus/mysql"
 )
 
@@ -39,7 +40,7 @@ func mysqlDriver() persistenceDriver {
 		open: func(ctx context.Context, o *options, run string, owner bool) (bus.Persistence, func(), error) {
 			db, err := sql.Open("mysql", mysqlDSN())
 			if err != nil {
-				return nil, nil, fmt.Errorf("connect %s: %w", mysql.RedactDSN(mysqlDSN()), err)
+				return nil, nil, fmt.Errorf("connect %s: %w", driver.Redact(mysqlDSN()), err)
 			}
 			// Handlers of the throughput workload each hold a connection
 			// for their handling, with room for the dispatcher and sends.
@@ -47,7 +48,7 @@ func mysqlDriver() persistenceDriver {
 			db.SetMaxIdleConns(max(16, o.concurrency+4))
 			if err := db.PingContext(ctx); err != nil {
 				_ = db.Close()
-				return nil, nil, fmt.Errorf("connect %s: %w", mysql.RedactDSN(mysqlDSN()), err)
+				return nil, nil, fmt.Errorf("connect %s: %w", driver.Redact(mysqlDSN()), err)
 			}
 			table := "bench_" + run
 			p, err := mysql.New(db, mysql.Options{Table: table, Logger: o.logger})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 var errNoFailed = errors.New("this persistence has no failed-message store")
@@ -134,7 +135,7 @@ func (c *console) failedAction(kind failedActionKind) http.HandlerFunc {
 		}
 		msg := fmt.Sprintf("%s %d of %d message(s)", verb, n, len(ids))
 		if err != nil {
-			c.log.Error("console: failed action", "action", verb, "done", n, "error", err)
+			c.log.Error("console: failed action", "action", verb, "done", n, "error", driver.RedactError(err))
 			msg += "; error: " + err.Error()
 		}
 		redirect(w, r, back, msg)

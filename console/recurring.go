@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 // Recurring is what the schedules page needs: a *bus.Bus has these
@@ -52,7 +53,7 @@ func (c *console) recurringAction(w http.ResponseWriter, r *http.Request, done s
 	}
 	name := r.PathValue("name")
 	if err := do(c.opts.Recurring, r.Context(), name); err != nil {
-		c.log.Error("console: recurring action", "name", name, "error", err)
+		c.log.Error("console: recurring action", "name", name, "error", driver.RedactError(err))
 		redirect(w, r, "/recurring", "error: "+err.Error())
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 var funcs = template.FuncMap{
@@ -99,6 +100,7 @@ func (c *console) render(w http.ResponseWriter, r *http.Request, name, title str
 		p.CSRF = c.csrfToken(w, r)
 	}
 	if pageErr != nil {
+		pageErr = driver.RedactError(pageErr) // a client library may quote its URL
 		p.Error = pageErr.Error()
 		if status == http.StatusOK {
 			status = http.StatusInternalServerError
@@ -119,10 +121,11 @@ func (c *console) render(w http.ResponseWriter, r *http.Request, name, title str
 }
 
 // redirect sends the browser back to a page with a message (POST, then
-// redirect, then GET).
+// redirect, then GET). The message loses any password it quotes: it lands
+// in the browser's address bar and history.
 func redirect(w http.ResponseWriter, r *http.Request, to, msg string) {
 	u := base(r) + to
-	if msg != "" {
+	if msg = driver.Redact(msg); msg != "" {
 		sep := "?"
 		if strings.Contains(u, "?") {
 			sep = "&"

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 // pageSize is how many rows a list page shows.
@@ -119,7 +120,7 @@ func (c *console) scheduledAction(w http.ResponseWriter, r *http.Request, done, 
 	id := r.PathValue("id")
 	ok, err := do(r.Context(), c.opts.Scheduled, id)
 	if err != nil {
-		c.log.Error("console: scheduled action", "id", id, "error", err)
+		c.log.Error("console: scheduled action", "id", id, "error", driver.RedactError(err))
 		redirect(w, r, "/scheduled", "error: "+err.Error())
 		return
 	}

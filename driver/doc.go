@@ -54,4 +54,14 @@
 // retries an acknowledgement a bounded number of times, and Ordered tells
 // how far the run of settled messages reaches, for brokers that commit an
 // offset.
+//
+// # Secrets
+//
+// Connection strings carry passwords that must not reach a log, an error
+// or an operator's screen. Redact replaces the password of a URL
+// ("amqp://user:xxxxx@host/"), of a keyword/value DSN ("password=xxxxx")
+// and of a go-sql-driver DSN ("user:xxxxx@tcp(host)/db"), also where such a
+// string is part of a longer text. RedactText and RedactError take the
+// connection strings a driver was given and remove their passwords from any
+// text or error, in whatever form a client library echoed them.
 package driver

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/driver"
 	"github.com/postbus/bus/mysql"
 )
 
@@ -57,11 +58,8 @@ func TestMain(m *testing.M) {
 // serverUnavailable skips the test, or fails it under CI=true.
 func serverUnavailable(t testing.TB, err error) {
 	t.Helper()
-	bustest.SkipOutsideCI(t, "MariaDB/MySQL not reachable at %s (set %s): %v", redact(testDSN()), dsnEnv, err)
+	bustest.SkipOutsideCI(t, "MariaDB/MySQL not reachable at %s (set %s): %v", driver.Redact(testDSN()), dsnEnv, err)
 }
-
-// redact hides a password in a DSN.
-func redact(dsn string) string { return mysql.RedactDSN(dsn) }
 
 // testDB returns the shared handle, skipping the test when the server is
 // not reachable.

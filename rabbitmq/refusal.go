@@ -3,10 +3,11 @@ package rabbitmq
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/postbus/bus/driver"
 )
 
 // refusal classifies a failed connection attempt.
@@ -72,16 +73,7 @@ func refusedError(rawURL string, err error) *PermanentError {
 	case amqp.NotAllowed:
 		hint = " (check that the vhost, the URL's path, exists and that the user may use it)"
 	}
-	return &PermanentError{Err: fmt.Errorf("connect to %s: %w%s", redact(rawURL), ae, hint)}
-}
-
-// redact returns rawURL without its password.
-func redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "the broker" // New checked the URL; not reached
-	}
-	return u.Redacted()
+	return &PermanentError{Err: fmt.Errorf("connect to %s: %w%s", driver.Redact(rawURL), ae, hint)}
 }
 
 // channelRefused wraps a server's channel-level refusal (a missing queue,

@@ -61,3 +61,23 @@ func TestPasswordNeverShown(t *testing.T) {
 		})
 	}
 }
+
+// A URL that does not parse is refused by New with an error that names
+// what is wrong, without the password.
+func TestNewHidesThePasswordOfABadURL(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{
+		"amqp://guest:" + secret + "@127.0.0.1:abc/",
+		"amqps://guest:" + secret + "@127.0.0.1:5672/%zz",
+		"amqp://guest:" + secret + "@127.0.0.1:5672/?heartbeat=x",
+	} {
+		_, err := rabbitmq.New(u, rabbitmq.Options{})
+		if err == nil {
+			t.Errorf("New(%s) succeeded", strings.ReplaceAll(u, secret, "…"))
+			continue
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("New's error shows the password: %v", err)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 var (
@@ -45,7 +46,7 @@ type Transport struct {
 // context's end.
 func New(url string, opts Options) (*Transport, error) {
 	if _, err := amqp.ParseURI(url); err != nil {
-		return nil, &OptionsError{Field: "URL", Reason: err.Error()}
+		return nil, &OptionsError{Field: "URL", Reason: driver.RedactError(err, url).Error()}
 	}
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {

@@ -1,17 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"os"
 
 	_ "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
 	"github.com/jackc/pgx/v5/pgxpool"
 	natsio "github.com/nats-io/nats.go"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 	"github.com/postbus/bus/mysql"
 	"github.com/postbus/bus/nats"
 	"github.com/postbus/bus/postgres"
@@ -53,7 +54,6 @@ var (
 
 func openBackends(ctx context.Context, s settings, n need) (*backends, error) {
 	b := &backends{}
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if n.persistence {
 		if err := openPersistence(ctx, s, b); err != nil {
 			b.Close()
@@ -61,7 +61,7 @@ func openBackends(ctx context.Context, s settings, n need) (*backends, error) {
 		}
 	}
 	if n.transport {
-		if err := openTransport(s, b, quiet); err != nil {
+		if err := openTransport(s, b); err != nil {
 			b.Close()
 			return nil, err
 		}
@@ -82,7 +82,7 @@ func openPersistence(ctx context.Context, s settings, b *backends) error {
 	case s.PostgresURL != "":
 		pool, err := pgxpool.New(ctx, s.PostgresURL)
 		if err != nil {
-			return fmt.Errorf("postgres: %w", err)
+			return fmt.Errorf("postgres: %w", driver.RedactError(err, s.PostgresURL))
 		}
 		b.closers = append(b.closers, pool.Close)
 		p, err := postgres.New(pool, postgres.Options{Schema: s.PostgresSchema, Table: s.PostgresTable})
@@ -113,21 +113,22 @@ func openPersistence(ctx context.Context, s settings, b *backends) error {
 	return nil
 }
 
-func openTransport(s settings, b *backends, log *slog.Logger) error {
+func openTransport(s settings, b *backends) error {
+	log := cmp.Or(s.Log, slog.New(slog.DiscardHandler))
 	switch {
 	case s.RabbitMQURL != "" && s.NATSURL != "":
 		return usagef("give one transport: --rabbitmq-url or --nats-url, not both")
 	case s.RabbitMQURL != "":
 		t, err := rabbitmq.New(s.RabbitMQURL, rabbitmq.Options{EventsExchange: s.RabbitMQExchange, Logger: log})
 		if err != nil {
-			return err
+			return driver.RedactError(err, s.RabbitMQURL)
 		}
 		b.closers = append(b.closers, func() { _ = t.Close(context.Background()) })
 		b.Transport, b.TransportName = t, "rabbitmq"
 	case s.NATSURL != "":
 		nc, err := natsio.Connect(s.NATSURL)
 		if err != nil {
-			return fmt.Errorf("nats: %w", err)
+			return fmt.Errorf("nats: %w", driver.RedactError(err, s.NATSURL))
 		}
 		b.closers = append(b.closers, nc.Close)
 		t, err := nats.New(nc, nats.Options{Stream: s.NATSStream, SubjectPrefix: s.NATSPrefix, Logger: log})
@@ -146,14 +147,14 @@ func openTransport(s settings, b *backends, log *slog.Logger) error {
 // server by its DSN with the password redacted: the driver's own errors
 // never carry the DSN.
 func openMySQL(ctx context.Context, s settings) (*mysql.Persistence, func(), error) {
-	where := mysql.RedactDSN(s.MySQLURL)
+	where := driver.Redact(s.MySQLURL)
 	db, err := sql.Open("mysql", s.MySQLURL)
 	if err != nil {
 		return nil, nil, usagef("--mysql-url %s: not a go-sql-driver DSN (user:password@tcp(host:port)/database)", where)
 	}
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		return nil, nil, fmt.Errorf("mysql %s: %w", where, err)
+		return nil, nil, fmt.Errorf("mysql %s: %w", where, driver.RedactError(err, s.MySQLURL))
 	}
 	p, err := mysql.New(db, mysql.Options{Table: s.MySQLTable})
 	if err != nil {

@@ -30,19 +30,11 @@ func (a *app) console(ctx context.Context, args []string) error {
 		return err
 	}
 	defer b.Close()
-	opts := console.Options{Scheduled: b.Scheduled, Failed: b.Failed, Transport: b.Transport, ReadOnly: *readOnly}
-	if b.Recurring != nil {
-		rb, err := a.recurringBus(b)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = rb.Stop(context.Background()) }()
-		opts.Recurring = rb
-	}
-	h, err := console.Handler(opts)
+	h, stop, err := a.consoleHandler(b, *readOnly)
 	if err != nil {
-		return fmt.Errorf("the %s persistence offers nothing to browse: %w", b.PersistenceName, err)
+		return err
 	}
+	defer stop()
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
@@ -71,4 +63,25 @@ func (a *app) console(ctx context.Context, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// consoleHandler returns the console on the opened backends, and what
+// stops it.
+func (a *app) consoleHandler(b *backends, readOnly bool) (http.Handler, func(), error) {
+	opts := console.Options{Scheduled: b.Scheduled, Failed: b.Failed, Transport: b.Transport, ReadOnly: readOnly, Logger: a.logger()}
+	stop := func() {}
+	if b.Recurring != nil {
+		rb, err := a.recurringBus(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		stop = func() { _ = rb.Stop(context.Background()) }
+		opts.Recurring = rb
+	}
+	h, err := console.Handler(opts)
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("the %s persistence offers nothing to browse: %w", b.PersistenceName, err)
+	}
+	return h, stop, nil
 }

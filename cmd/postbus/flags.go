@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +18,13 @@ type settings struct {
 	MySQLURL, MySQLTable                       string
 	RabbitMQURL, RabbitMQExchange              string
 	NATSURL, NATSStream, NATSPrefix            string
+	// Log receives the drivers' warnings: the command's stderr.
+	Log *slog.Logger
+}
+
+// urls returns the connection strings, which may hold passwords.
+func (s settings) urls() []string {
+	return []string{s.PostgresURL, s.MySQLURL, s.RabbitMQURL, s.NATSURL}
 }
 
 // command is one subcommand's flag set: its own flags, the connection
@@ -34,6 +42,7 @@ func (a *app) newCommand(name, usage, example string) *command {
 	c.fs.SetOutput(io.Discard)
 	env := func(k string) string { return a.getenv("POSTBUS_" + k) }
 	s := &c.conn
+	s.Log = a.logger()
 	c.fs.StringVar(&s.PostgresURL, "postgres-url", env("POSTGRES_URL"), "PostgreSQL URL (POSTBUS_POSTGRES_URL)")
 	c.fs.StringVar(&s.PostgresSchema, "postgres-schema", env("POSTGRES_SCHEMA"), "PostgreSQL schema (POSTBUS_POSTGRES_SCHEMA)")
 	c.fs.StringVar(&s.PostgresTable, "postgres-table", env("POSTGRES_TABLE"), "PostgreSQL scheduled table (POSTBUS_POSTGRES_TABLE)")
@@ -53,6 +62,7 @@ func (a *app) newCommand(name, usage, example string) *command {
 // parse parses flags placed before, between or after the arguments, and
 // returns the arguments. --help prints the command's usage.
 func (a *app) parse(c *command, args []string) ([]string, error) {
+	defer func() { a.conns = append(a.conns, c.conn.urls()...) }()
 	var pos []string
 	for {
 		err := c.fs.Parse(args)

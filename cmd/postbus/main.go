@@ -9,10 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/postbus/bus/driver"
 )
 
 // Exit codes.
@@ -37,6 +40,30 @@ type app struct {
 	getenv         func(string) string
 	now            func() time.Time
 	open           opener
+	// conns are the connection strings the command was given: run keeps
+	// their passwords out of stdout and stderr.
+	conns []string
+}
+
+// redactor writes to w with the passwords of the app's connection strings
+// replaced, whatever printed them: an error, a driver's warning, the
+// console's log.
+type redactor struct {
+	w io.Writer
+	a *app
+}
+
+func (r redactor) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(r.w, driver.RedactText(string(p), r.a.conns...)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// logger returns the logger of the drivers and the console: warnings and
+// errors, to stderr.
+func (a *app) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // usageError is a bad command line: exit code 2.
@@ -94,6 +121,7 @@ Examples:
 `
 
 func (a *app) run(ctx context.Context, args []string) int {
+	a.stdout, a.stderr = redactor{a.stdout, a}, redactor{a.stderr, a}
 	err := a.dispatch(ctx, args)
 	var ue *usageError
 	switch {

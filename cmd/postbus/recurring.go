@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"time"
 
@@ -77,7 +76,7 @@ func (a *app) openRecurring(ctx context.Context, c *command) (*recurringOps, err
 func (a *app) recurringBus(b *backends) (*bus.Bus, error) {
 	return bus.New(bus.Config{
 		Endpoint: "postbus-cli", Persistence: b.Persistence, SendOnly: true, Clock: appClock{a.now},
-		Logger: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: a.logger(),
 	})
 }
 
