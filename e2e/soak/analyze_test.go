@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -204,5 +205,20 @@ func TestParseEventSkipsTornLines(t *testing.T) {
 		if _, ok := parseEvent(line); ok {
 			t.Errorf("parseEvent(%q) accepted a torn line", line)
 		}
+	}
+}
+
+func TestPrintSendFailuresGroupsErrorsByKind(t *testing.T) {
+	t.Parallel()
+	msgs := []*message{
+		{id: "r-1", failures: []sendFailure{{at(0), fmt.Errorf("send r-1: dial 127.0.0.1:4001: %w", errFailOnce)}}},
+		{id: "r-2", failures: []sendFailure{{at(0), fmt.Errorf("send r-2: dial 127.0.0.1:4002: %w", errFailOnce)}}},
+		{id: "r-3"},
+	}
+	var b strings.Builder
+	printSendFailures(&b, msgs)
+	want := "failed Sends retried 2:\n  2× send <id>: dial 127.0.0.1:<port>: " + errFailOnce.Error() + "\n"
+	if b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
 	}
 }

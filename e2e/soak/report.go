@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -102,13 +103,15 @@ func (r *report) explanations() string {
 }
 
 // printSendFailures counts the producer's failed (and retried) Sends by
-// error, the most frequent first, up to maxExamples errors.
+// error, with message IDs and port numbers left out, the most frequent
+// first, up to maxExamples errors.
 func printSendFailures(w io.Writer, msgs []*message) {
 	count := map[string]int{}
 	total := 0
 	for _, m := range msgs {
 		for _, f := range m.failures {
-			count[f.err.Error()]++
+			e := portNumber.ReplaceAllString(strings.ReplaceAll(f.err.Error(), m.id, "<id>"), ":<port>")
+			count[e]++
 			total++
 		}
 	}
@@ -122,6 +125,9 @@ func printSendFailures(w io.Writer, msgs []*message) {
 		fmt.Fprintf(w, "  %d× %s\n", count[e], e)
 	}
 }
+
+// portNumber matches the port of an address in an error.
+var portNumber = regexp.MustCompile(`:[0-9]+\b`)
 
 // printUnexplained lists the unexplained duplicates of up to maxExamples
 // messages: every handling of each, and the faults around them.
