@@ -124,7 +124,7 @@ func (r *report) failed() bool {
 //     message's path and began while the message was in flight, and the
 //     second handling came after it began.
 func analyze(msgs []*message, events []event, ev evidence) *report {
-	r := &report{explainedBy: map[string]int{}, margin: cutMargin(msgs, events)}
+	r := &report{explainedBy: map[string]int{}, margin: cutMargin(msgs, events, ev.faults)}
 	byID := map[string][]event{}
 	for _, e := range events {
 		byID[e.id] = append(byID[e.id], e)
@@ -247,11 +247,13 @@ func connectionLoss(m *message, d duplicate, handOvers []event, ev evidence, mar
 // cutMargin is how long before a cut or termination a message counts as
 // in flight: the 99th percentile of the time from the producer's Send to
 // the first handling, over the messages sent at once whose Send never
-// failed and whose handler did not fail on purpose, and at least slack. A publish's confirm and a
-// handling's acknowledgement take less than a message takes from Send to
-// handler, so a message sent or handled earlier than that before the fault
-// began was settled when it began.
-func cutMargin(msgs []*message, events []event) time.Duration {
+// failed, whose handler did not fail on purpose and whose trip no fault
+// overlapped (the latency of the run's load, not of its faults), and at
+// least slack. A publish's confirm and a handling's acknowledgement take
+// less than a message takes from Send to handler, so a message sent or
+// handled earlier than that before the fault began was settled when it
+// began.
+func cutMargin(msgs []*message, events []event, faults []fault) time.Duration {
 	first := map[string]time.Time{}
 	for _, e := range events {
 		if t, ok := first[e.id]; e.kind == eventHandled && (!ok || e.at.Before(t)) {
@@ -261,7 +263,8 @@ func cutMargin(msgs []*message, events []event) time.Duration {
 	var latencies []time.Duration
 	for _, m := range msgs {
 		t, ok := first[m.id]
-		if !ok || !m.sent || m.delay > 0 || m.fail != "" || m.retries() > 0 {
+		if !ok || !m.sent || m.delay > 0 || m.fail != "" || m.retries() > 0 ||
+			slices.ContainsFunc(faults, func(f fault) bool { return overlaps(&f, m.due, t) }) {
 			continue
 		}
 		latencies = append(latencies, t.Sub(m.due))
