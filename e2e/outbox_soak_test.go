@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -20,10 +19,7 @@ import (
 // none early, every duplicate handling explained, and each message left
 // exactly one business row and one event row.
 func outboxSoak(t *testing.T, transport string) {
-	bin := filepath.Join(t.TempDir(), "soak")
-	if out, err := exec.Command("go", "build", "-o", bin, "./soak").CombinedOutput(); err != nil {
-		t.Fatalf("go build soak: %v\n%s", err, out)
-	}
+	bin := soakBinary(t)
 	cmd := exec.CommandContext(ctxT(t, 3*time.Minute), bin, "-transport", transport, "-outbox",
 		"-n", "600", "-duration", "5s", "-max-delay", "3s", "-kills", "1", "-stops", "1", "-terminations", "1", "-cuts", "1",
 		"-lease", "5s", "-grace", "6s", "-wait", "30s")
