@@ -4,8 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +23,48 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		testSoak.remove()
+		os.Exit(code)
+	}))
+}
+
+// testSoak is the soak program the tests run, built once (soakBinary).
+var testSoak soakBuild
+
+// soakBuild is the soak program (./soak) built once for every test that
+// runs it, in a directory TestMain removes.
+type soakBuild struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// soakBinary returns the path of the soak program, building it on the
+// first call.
+func soakBinary(t testing.TB) string {
+	t.Helper()
+	b := &testSoak
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "postbus-e2e-soak-"); b.err != nil {
+			return
+		}
+		b.bin = filepath.Join(b.dir, "soak")
+		if out, err := exec.Command("go", "build", "-o", b.bin, "./soak").CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build soak: %w\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.bin
+}
+
+func (b *soakBuild) remove() {
+	if b.dir != "" {
+		_ = os.RemoveAll(b.dir)
+	}
 }
 
 // env returns the environment variable name, or def when it is unset.

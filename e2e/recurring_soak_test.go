@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -25,10 +24,7 @@ func TestRecurringSoakThreeProcessesKillEveryTickOnce(t *testing.T) {
 		unavailable(t, "RabbitMQ", rabbitURL(), err)
 	}
 	_ = conn.Close()
-	bin := filepath.Join(t.TempDir(), "soak")
-	if out, err := exec.Command("go", "build", "-o", bin, "./soak").CombinedOutput(); err != nil {
-		t.Fatalf("go build soak: %v\n%s", err, out)
-	}
+	bin := soakBinary(t)
 	cmd := exec.CommandContext(ctxT(t, 2*time.Minute), bin, "-workload", "recurring", "-transport", "rabbitmq",
 		"-schedules", "50", "-duration", "15s", "-kill-every", "5s", "-lease", "5s", "-grace", "10s")
 	cmd.Env = append(cmd.Environ(), "POSTBUS_TEST_POSTGRES_URL="+postgresURL(), "POSTBUS_TEST_RABBITMQ_URL="+rabbitURL())

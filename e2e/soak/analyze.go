@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -11,12 +12,35 @@ import (
 // and the clock reading stamped on it.
 const slack = 250 * time.Millisecond
 
+// What explains a duplicate: the fault that caused it, from what the soak
+// recorded. The empty cause is an unexplained duplicate.
+const (
+	// causeKillStop: a worker that held the message was killed or stopped
+	// (explain).
+	causeKillStop = "kill/stop"
+	// causeRollback: with -outbox, the message has fewer business rows
+	// than handlings, so this handling's transaction did not commit; it ran
+	// again, with no second effect.
+	causeRollback = "rolled-back handling"
+	// causeRetriedSend: a Send of the message failed and the producer sent
+	// it again with the same ID; each failed Send explains one duplicate.
+	causeRetriedSend = "retried send"
+	// causeConnection: a cut or backend termination that reaches the
+	// message's path began while the message was in flight (connectionLoss).
+	causeConnection = "cut/termination"
+)
+
+// causes lists the causes in the order analyze tries them.
+var causes = []string{causeKillStop, causeRollback, causeRetriedSend, causeConnection}
+
 // duplicate is a message handled again: the handlings first and second,
 // consecutive in time, and what explains the second.
 type duplicate struct {
 	id            string
 	first, second event
-	// by is the kill or stop that explains it; nil when nothing does.
+	cause         string // "" when nothing explains it
+	// by is the fault that explains it (kill, stop, cut, termination); nil
+	// for the other causes.
 	by *fault
 	// near are the other faults in the window (cuts, terminations, kills
 	// and stops of processes that never held the message).
@@ -44,19 +68,31 @@ type report struct {
 	early        []early
 	unknown      int // handled IDs the producer never sent
 	duplicates   []duplicate
-	explained    int
-	// Unexplained duplicates by what came with them, each counted once, in
-	// this order: the producer retried a failed Send of the message; a cut
-	// or backend termination in their window; neither (the rest).
-	afterRetriedSend int
-	nearOutage       int
+	// explainedBy counts the explained duplicates by cause.
+	explainedBy map[string]int
+	// margin is how long before a cut or termination a message counts as
+	// in flight (cutMargin).
+	margin time.Duration
 }
 
-// unexplained returns the duplicates no kill or stop explains.
+// evidence is what the analysis explains duplicates with besides the
+// journals and the producer's record.
+type evidence struct {
+	faults []fault
+	// dbIsBroker: the PostgreSQL transport, whose messages travel on the
+	// database connections, so a database cut or backend termination
+	// reaches every message.
+	dbIsBroker bool
+	// committed is the number of business rows of each message with
+	// -outbox (a handling's row commits with its transaction); nil without.
+	committed map[string]int
+}
+
+// unexplained returns the duplicates no recorded fault explains.
 func (r *report) unexplained() []duplicate {
 	var out []duplicate
 	for _, d := range r.duplicates {
-		if d.by == nil {
+		if d.cause == "" {
 			out = append(out, d)
 		}
 	}
@@ -65,41 +101,33 @@ func (r *report) unexplained() []duplicate {
 
 // failed reports whether the run found a defect.
 func (r *report) failed() bool {
-	return len(r.lost) > 0 || len(r.early) > 0 || r.explained < len(r.duplicates) || r.unsent > 0 || r.unknown > 0
-}
-
-// failedOutbox is failed for the -outbox soak, where a handling whose
-// commit failed runs again: its journal line is a duplicate without
-// effects, so duplicates are reported and the effects table decides.
-func (r *report) failedOutbox() bool {
-	return len(r.lost) > 0 || len(r.early) > 0 || r.unsent > 0 || r.unknown > 0
+	return len(r.lost) > 0 || len(r.early) > 0 || len(r.unexplained()) > 0 || r.unsent > 0 || r.unknown > 0
 }
 
 // analyze compares the producer's record with the workers' journals and the
-// faults.
+// evidence.
 //
 // A message is lost when no worker handled it, early when its first
 // handling came before its due time. Every handling after the first is a
-// duplicate. A duplicate is explained when a worker that could have held
-// the message was SIGKILLed or SIGSTOPped in the window where holding it
-// leads to a second handling:
-//   - a worker that handled the message (first or second handling), killed
-//     or stopped between the two handlings: killed before its
-//     acknowledgement, or stopped long enough for the broker to give the
-//     message to another consumer;
-//   - a worker that handed the message to the transport before the second
-//     handling, killed or stopped between that hand-over and the second
-//     handling: it may have died, or lost its lease, before deleting the
-//     row, which another dispatcher then sends again.
+// duplicate, explained by the first of these that applies:
 //
-// Connection cuts, backend terminations and a producer's retried Send never
-// explain a duplicate (the bus must survive them without one), but the
-// report counts the unexplained duplicates that came with them apart.
-func analyze(msgs []*message, events []event, faults []fault) *report {
-	r := &report{}
+//   - a kill or stop (explain): a worker that could have held the message
+//     was SIGKILLed or SIGSTOPped in the window where holding it leads to a
+//     second handling;
+//   - a rolled-back handling (-outbox): the message has fewer business rows
+//     than handlings, so some handlings' transactions did not commit; each
+//     explains one duplicate;
+//   - a retried send: the producer's Send of the message failed (a cut
+//     lost its reply) and it sent the message again with the same ID; each
+//     failed Send explains one duplicate;
+//   - a cut or backend termination (connectionLoss): it reaches the
+//     message's path and began while the message was in flight, and the
+//     second handling came after it began.
+func analyze(msgs []*message, events []event, ev evidence) *report {
+	r := &report{explainedBy: map[string]int{}, margin: cutMargin(msgs, events, ev.faults)}
 	byID := map[string][]event{}
-	for _, ev := range events {
-		byID[ev.id] = append(byID[ev.id], ev)
+	for _, e := range events {
+		byID[e.id] = append(byID[e.id], e)
 	}
 	known := map[string]bool{}
 	for _, m := range msgs {
@@ -109,20 +137,7 @@ func analyze(msgs []*message, events []event, faults []fault) *report {
 			continue
 		}
 		r.sent++
-		evs := byID[m.id]
-		slices.SortFunc(evs, func(a, b event) int { return a.at.Compare(b.at) })
-		var handled, handOvers []event
-		parked := false
-		for _, ev := range evs {
-			switch ev.kind {
-			case eventHandled:
-				handled = append(handled, ev)
-			case eventHandOver:
-				handOvers = append(handOvers, ev)
-			case eventParked:
-				parked = true
-			}
-		}
+		handled, handOvers, parked := split(byID[m.id])
 		r.handlings += len(handled)
 		r.handOvers += len(handOvers)
 		if len(handOvers) > m.handOversNeeded() {
@@ -138,27 +153,127 @@ func analyze(msgs []*message, events []event, faults []fault) *report {
 		if first := handled[0]; first.at.Before(m.due) {
 			r.early = append(r.early, early{id: m.id, by: m.due.Sub(first.at), pid: first.pid})
 		}
+		rolledBack := 0 // handlings without a business row
+		if ev.committed != nil {
+			rolledBack = max(0, len(handled)-ev.committed[m.id])
+		}
+		resent := m.retries()
 		for i := 1; i < len(handled); i++ {
-			d := explain(m.id, handled[i-1], handled[i], handOvers, faults)
-			d.sendRetries = m.retries
-			r.duplicates = append(r.duplicates, d)
+			d := explain(m.id, handled[i-1], handled[i], handOvers, ev.faults)
+			d.sendRetries = resent
 			switch {
 			case d.by != nil:
-				r.explained++
-			case d.sendRetries > 0:
-				r.afterRetriedSend++
-			case slices.ContainsFunc(d.near, func(f fault) bool { return !f.holds() }):
-				r.nearOutage++
+				d.cause = causeKillStop
+				rolledBack = max(0, rolledBack-1) // a killed handling did not commit either
+			case rolledBack > 0:
+				d.cause = causeRollback
+				rolledBack--
+			case resent > 0:
+				d.cause = causeRetriedSend
+				resent--
+			default:
+				if f := connectionLoss(m, d, handOvers, ev, r.margin); f != nil {
+					d.cause, d.by = causeConnection, f
+				}
 			}
+			if d.cause != "" {
+				r.explainedBy[d.cause]++
+			}
+			r.duplicates = append(r.duplicates, d)
 		}
 	}
 	for id, evs := range byID {
-		if !known[id] && slices.ContainsFunc(evs, func(ev event) bool { return ev.kind == eventHandled }) {
+		if !known[id] && slices.ContainsFunc(evs, func(e event) bool { return e.kind == eventHandled }) {
 			r.unknown++
 		}
 	}
 	slices.SortFunc(r.early, func(a, b early) int { return cmp.Compare(b.by, a.by) })
 	return r
+}
+
+// split sorts a message's events by time and splits them into handlings
+// and hand-overs; parked reports whether it went to an error queue.
+func split(evs []event) (handled, handOvers []event, parked bool) {
+	slices.SortFunc(evs, func(a, b event) int { return a.at.Compare(b.at) })
+	for _, e := range evs {
+		switch e.kind {
+		case eventHandled:
+			handled = append(handled, e)
+		case eventHandOver:
+			handOvers = append(handOvers, e)
+		case eventParked:
+			parked = true
+		}
+	}
+	return handled, handOvers, parked
+}
+
+// connectionLoss returns the cut or backend termination that explains
+// duplicate d of m, or nil. The fault must reach the message's path: a
+// broker cut always; a database cut or a backend termination when the
+// database is the broker, or when the message went through the store (a
+// dispatcher handed it over, or -outbox, where every handling commits
+// there). The message must have been in flight when the fault began: sent
+// by the producer, handed over by a dispatcher, or handled (its
+// acknowledgement or commit still to come) within margin before the fault
+// began, or during it; and the second handling must come after the fault
+// began. A publish whose confirm the cut lost is published again, an
+// acknowledgement the cut lost is delivered again, a row whose delete it
+// lost is dispatched again.
+func connectionLoss(m *message, d duplicate, handOvers []event, ev evidence, margin time.Duration) *fault {
+	viaStore := ev.dbIsBroker || ev.committed != nil || len(handOvers) > 0
+	moments := []time.Time{m.due.Add(-m.delay), d.first.at}
+	for _, h := range handOvers {
+		if !h.at.After(d.second.at) {
+			moments = append(moments, h.at)
+		}
+	}
+	for i := range ev.faults {
+		f := &ev.faults[i]
+		reaches := f.kind == faultCut && strings.Contains(f.what, "broker") ||
+			viaStore && (f.kind == faultTerminate || f.kind == faultCut && strings.Contains(f.what, "database"))
+		if f.failed != nil || !reaches || !d.second.at.After(f.start) {
+			continue
+		}
+		if slices.ContainsFunc(moments, func(t time.Time) bool {
+			return !t.Before(f.start.Add(-margin)) && !t.After(f.end.Add(slack))
+		}) {
+			return f
+		}
+	}
+	return nil
+}
+
+// cutMargin is how long before a cut or termination a message counts as
+// in flight: the 99th percentile of the time from the producer's Send to
+// the first handling, over the messages sent at once whose Send never
+// failed, whose handler did not fail on purpose and whose trip no fault
+// overlapped (the latency of the run's load, not of its faults), and at
+// least slack. A publish's confirm and a handling's acknowledgement take
+// less than a message takes from Send to handler, so a message sent or
+// handled earlier than that before the fault began was settled when it
+// began.
+func cutMargin(msgs []*message, events []event, faults []fault) time.Duration {
+	first := map[string]time.Time{}
+	for _, e := range events {
+		if t, ok := first[e.id]; e.kind == eventHandled && (!ok || e.at.Before(t)) {
+			first[e.id] = e.at
+		}
+	}
+	var latencies []time.Duration
+	for _, m := range msgs {
+		t, ok := first[m.id]
+		if !ok || !m.sent || m.delay > 0 || m.fail != "" || m.retries() > 0 ||
+			slices.ContainsFunc(faults, func(f fault) bool { return overlaps(&f, m.due, t) }) {
+			continue
+		}
+		latencies = append(latencies, t.Sub(m.due))
+	}
+	if len(latencies) == 0 {
+		return slack
+	}
+	slices.Sort(latencies)
+	return max(slack, latencies[(99*len(latencies)+99)/100-1])
 }
 
 // explain looks for the kill or stop that explains a second handling.

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,7 +43,7 @@ func TestAnalyzeCountsLostEarlyAndUnknown(t *testing.T) {
 		{kind: eventParked, id: "a", pid: 1, at: at(2)},
 		handled("x", 1, 1), // not sent by the producer
 	}
-	r := analyze(msgs, events, nil)
+	r := analyze(msgs, events, evidence{})
 	if len(r.lost) != 1 || r.lost[0] != "a" || r.lostParked != 1 {
 		t.Errorf("lost %v (%d parked), want [a] (1 parked)", r.lost, r.lostParked)
 	}
@@ -58,68 +61,141 @@ func TestAnalyzeCountsLostEarlyAndUnknown(t *testing.T) {
 func TestAnalyzeExplainsDuplicates(t *testing.T) {
 	t.Parallel()
 	stop := fault{kind: faultStop, pid: 3, start: at(9), end: at(12)}
-	cut := fault{kind: faultCut, what: "database", start: at(20), end: at(23)}
+	dbCut := fault{kind: faultCut, what: "database", start: at(20), end: at(23)}
+	brokerCut := fault{kind: faultCut, what: "broker", start: at(20), end: at(23)}
+	terminate := fault{kind: faultTerminate, what: "6", start: at(20), end: at(20.1)}
 	tests := []struct {
 		name       string
+		sentAt     float64 // the producer's first Send (the message is not delayed)
 		events     []event
 		faults     []fault
-		explained  bool
-		nearOutage bool
+		dbIsBroker bool
+		want       string // the cause; "" for unexplained
 	}{
-		{"first handler killed before its ack", []event{handled("m", 1, 10), handled("m", 2, 11)},
-			[]fault{kill(1, 10.5)}, true, false},
-		{"first handler killed after the second handling", []event{handled("m", 1, 10), handled("m", 2, 11)},
-			[]fault{kill(1, 15)}, false, false},
-		{"second handler stopped holding it", []event{handled("m", 2, 10), handled("m", 3, 12.5)},
-			[]fault{stop}, true, false},
-		{"dispatcher killed before its delete", []event{handOver("m", 4, 9), handled("m", 1, 9.1),
-			handOver("m", 2, 40), handled("m", 2, 40.1)}, []fault{kill(4, 9.5)}, true, false},
-		{"dispatcher killed after its delete window", []event{handOver("m", 4, 9), handled("m", 1, 9.1),
-			handled("m", 2, 12)}, []fault{kill(4, 30)}, false, false},
-		{"a worker that never held it", []event{handled("m", 1, 10), handled("m", 2, 11)},
-			[]fault{kill(5, 10.5)}, false, false},
-		{"a database cut between the handlings", []event{handOver("m", 1, 19.9), handled("m", 1, 20),
-			handOver("m", 2, 50), handled("m", 2, 50.1)}, []fault{cut}, false, true},
-		{"a failed kill explains nothing", []event{handled("m", 1, 10), handled("m", 2, 11)},
-			[]fault{{kind: faultKill, pid: 1, start: at(10.5), end: at(10.5), failed: errFailOnce}}, false, false},
+		{"first handler killed before its ack", 9, []event{handled("m", 1, 10), handled("m", 2, 11)},
+			[]fault{kill(1, 10.5)}, false, causeKillStop},
+		{"first handler killed after the second handling", 9, []event{handled("m", 1, 10), handled("m", 2, 11)},
+			[]fault{kill(1, 15)}, false, ""},
+		{"second handler stopped holding it", 9, []event{handled("m", 2, 10), handled("m", 3, 12.5)},
+			[]fault{stop}, false, causeKillStop},
+		{"dispatcher killed before its delete", 0, []event{handOver("m", 4, 9), handled("m", 1, 9.1),
+			handOver("m", 2, 40), handled("m", 2, 40.1)}, []fault{kill(4, 9.5)}, false, causeKillStop},
+		{"dispatcher killed after its delete window", 0, []event{handOver("m", 4, 9), handled("m", 1, 9.1),
+			handled("m", 2, 12)}, []fault{kill(4, 30)}, false, ""},
+		{"a worker that never held it", 9, []event{handled("m", 1, 10), handled("m", 2, 11)},
+			[]fault{kill(5, 10.5)}, false, ""},
+		{"a failed kill explains nothing", 9, []event{handled("m", 1, 10), handled("m", 2, 11)},
+			[]fault{{kind: faultKill, pid: 1, start: at(10.5), end: at(10.5), failed: errFailOnce}}, false, ""},
+		{"no fault at all", 9, []event{handled("m", 1, 10), handled("m", 2, 11)}, nil, false, ""},
+
+		// Cuts and backend terminations. The margin is the p99 latency from
+		// Send to first handling, here the one message's, floored at slack.
+		{"handled as a broker cut began, its ack lost", 19.8, []event{handled("m", 1, 19.9), handled("m", 2, 24)},
+			[]fault{brokerCut}, false, causeConnection},
+		{"published as a broker cut began, its confirm lost", 19.9, []event{handled("m", 1, 21), handled("m", 2, 24)},
+			[]fault{brokerCut}, false, causeConnection},
+		{"handled long before a broker cut", 1, []event{handled("m", 1, 1.1), handled("m", 2, 24)},
+			[]fault{brokerCut}, false, ""},
+		{"handled twice before a broker cut", 19.8, []event{handled("m", 1, 19.9), handled("m", 2, 19.95)},
+			[]fault{brokerCut}, false, ""},
+		{"a failed cut explains nothing", 19.8, []event{handled("m", 1, 19.9), handled("m", 2, 24)},
+			[]fault{{kind: faultCut, what: "broker", start: at(20), end: at(23), failed: errFailOnce}}, false, ""},
+		{"a database cut as the dispatcher deleted the row", 0, []event{handOver("m", 1, 19.9), handled("m", 1, 20),
+			handOver("m", 2, 50), handled("m", 2, 50.1)}, []fault{dbCut}, false, causeConnection},
+		{"a database cut never reaches a message on the broker", 19.8, []event{handled("m", 1, 19.9), handled("m", 2, 24)},
+			[]fault{dbCut}, false, ""},
+		{"a database cut of the PostgreSQL transport", 19.8, []event{handled("m", 1, 19.9), handled("m", 2, 50)},
+			[]fault{dbCut}, true, causeConnection},
+		{"a backend termination of the PostgreSQL transport", 19.8, []event{handled("m", 1, 19.9), handled("m", 2, 50)},
+			[]fault{terminate}, true, causeConnection},
+		{"a backend termination never reaches a message on the broker", 19.8, []event{handled("m", 1, 19.9), handled("m", 2, 50)},
+			[]fault{terminate}, false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := analyze([]*message{{id: "m", due: at(0), sent: true}}, tt.events, tt.faults)
+			m := &message{id: "m", due: at(tt.sentAt), sent: true}
+			if slices.ContainsFunc(tt.events, func(ev event) bool { return ev.kind == eventHandOver }) {
+				m.delay = time.Second // handed over: the margin is measured on other messages
+			}
+			msgs := []*message{m}
+			r := analyze(msgs, tt.events, evidence{faults: tt.faults, dbIsBroker: tt.dbIsBroker})
 			if len(r.duplicates) != 1 {
 				t.Fatalf("duplicates %d, want 1", len(r.duplicates))
 			}
-			if got := r.explained == 1; got != tt.explained {
-				t.Errorf("explained = %v, want %v", got, tt.explained)
+			if got := r.duplicates[0].cause; got != tt.want {
+				t.Errorf("cause %q, want %q", got, tt.want)
 			}
-			if got := r.nearOutage == 1; got != tt.nearOutage {
-				t.Errorf("near an outage = %v, want %v", got, tt.nearOutage)
+			if got := r.explainedBy[tt.want]; tt.want != "" && got != 1 {
+				t.Errorf("explained by %s: %d, want 1", tt.want, got)
 			}
-			if r.failed() == tt.explained {
-				t.Errorf("failed() = %v with explained = %v", r.failed(), tt.explained)
+			if r.failed() != (tt.want == "") {
+				t.Errorf("failed() = %v with cause %q", r.failed(), tt.want)
 			}
 		})
 	}
 }
 
-func TestAnalyzeCountsDuplicatesOfRetriedSendsApart(t *testing.T) {
+func TestAnalyzeExplainsNoMoreDuplicatesThanRetriedSends(t *testing.T) {
 	t.Parallel()
-	cut := fault{kind: faultCut, what: "broker", start: at(9), end: at(12)}
 	msgs := []*message{
-		{id: "retried", due: at(0), sent: true, retries: 2},
-		{id: "cut", due: at(0), sent: true},
+		{id: "retried", due: at(0), sent: true, failures: []sendFailure{{at(0.1), errFailOnce}}},
 		{id: "plain", due: at(0), sent: true},
 	}
 	events := []event{
-		handled("retried", 1, 12.1), handled("retried", 1, 12.1), handled("retried", 2, 12.2),
-		handled("cut", 1, 11), handled("cut", 2, 13),
-		handled("plain", 1, 20), handled("plain", 2, 21),
+		// One failed Send may have stored one copy: one duplicate of three
+		// handlings is explained, the other is not.
+		handled("retried", 1, 1), handled("retried", 2, 1.1), handled("retried", 3, 1.2),
+		handled("plain", 1, 1), handled("plain", 2, 2),
 	}
-	r := analyze(msgs, events, []fault{cut})
-	if len(r.duplicates) != 4 || r.explained != 0 || r.afterRetriedSend != 2 || r.nearOutage != 1 {
-		t.Errorf("duplicates %d, explained %d, after a retried send %d, near an outage %d; want 4, 0, 2, 1",
-			len(r.duplicates), r.explained, r.afterRetriedSend, r.nearOutage)
+	r := analyze(msgs, events, evidence{})
+	if len(r.duplicates) != 3 || r.explainedBy[causeRetriedSend] != 1 || len(r.unexplained()) != 2 {
+		t.Errorf("duplicates %d, explained by retried sends %d, unexplained %d; want 3, 1, 2",
+			len(r.duplicates), r.explainedBy[causeRetriedSend], len(r.unexplained()))
+	}
+	if !r.failed() {
+		t.Error("failed() = false")
+	}
+	r = analyze(msgs[:1], events[:2], evidence{})
+	if r.explainedBy[causeRetriedSend] != 1 || r.failed() {
+		t.Errorf("one duplicate of a message sent twice: explained by retried sends %d, failed %v; want 1, false",
+			r.explainedBy[causeRetriedSend], r.failed())
+	}
+}
+
+func TestCutMarginIsTheP99SendToHandlingLatency(t *testing.T) {
+	t.Parallel()
+	var msgs []*message
+	var events []event
+	for i := range 200 {
+		id := fmt.Sprint(i)
+		m := &message{id: id, due: at(float64(i)), sent: true}
+		latency := 0.1
+		if i >= 196 {
+			latency = 5 // the slowest 2%, after the cut
+		}
+		switch {
+		case i == 0:
+			m.delay = time.Second // delayed, failing and retried messages do not count
+			latency = 60
+		case i == 1:
+			m.fail = failLater
+			latency = 60
+		case i == 2:
+			m.failures = []sendFailure{{at(2), errFailOnce}}
+			latency = 60
+		case i >= 3 && i <= 5:
+			latency = 60 // held up by the cut below
+		}
+		msgs = append(msgs, m)
+		events = append(events, handled(id, 1, float64(i)+latency))
+	}
+	cut := fault{kind: faultCut, what: "broker", start: at(10), end: at(13)}
+	if got := cutMargin(msgs, events, []fault{cut}); got != 5*time.Second {
+		t.Errorf("margin %s, want 5s", got)
+	}
+	if got := cutMargin(msgs[:1], nil, nil); got != slack {
+		t.Errorf("margin with no latency measured %s, want %s", got, slack)
 	}
 }
 
@@ -132,5 +208,20 @@ func TestParseEventSkipsTornLines(t *testing.T) {
 		if _, ok := parseEvent(line); ok {
 			t.Errorf("parseEvent(%q) accepted a torn line", line)
 		}
+	}
+}
+
+func TestPrintSendFailuresGroupsErrorsByKind(t *testing.T) {
+	t.Parallel()
+	msgs := []*message{
+		{id: "r-1", failures: []sendFailure{{at(0), fmt.Errorf("send r-1: dial 127.0.0.1:4001: %w", errFailOnce)}}},
+		{id: "r-2", failures: []sendFailure{{at(0), fmt.Errorf("send r-2: dial 127.0.0.1:4002: %w", errFailOnce)}}},
+		{id: "r-3"},
+	}
+	var b strings.Builder
+	printSendFailures(&b, msgs)
+	want := "failed Sends retried 2:\n  2× send <id>: dial 127.0.0.1:<port>: " + errFailOnce.Error() + "\n"
+	if b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
 	}
 }

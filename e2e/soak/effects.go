@@ -103,6 +103,9 @@ type effectsReport struct {
 	eventMissing, eventTwice []string
 	extraRows                int // rows of more than one
 	unknown                  int // rows of IDs the producer never sent
+	// committed is the number of business rows of each message: the
+	// handlings whose transaction committed.
+	committed map[string]int
 }
 
 // failed reports whether any message's effects were not exactly once.
@@ -115,7 +118,7 @@ func (r *effectsReport) missing() int { return len(r.workMissing) + len(r.eventM
 
 // analyzeEffects compares the sent messages with the effect rows.
 func analyzeEffects(msgs []*message, counts map[string]effectCounts) *effectsReport {
-	r := &effectsReport{}
+	r := &effectsReport{committed: map[string]int{}}
 	known := map[string]bool{}
 	for _, m := range msgs {
 		known[m.id] = true // a Send reported as failed may have been stored
@@ -124,6 +127,7 @@ func analyzeEffects(msgs []*message, counts map[string]effectCounts) *effectsRep
 		}
 		r.messages++
 		c := counts[m.id]
+		r.committed[m.id] = c.work
 		switch {
 		case c.work == 0:
 			r.workMissing = append(r.workMissing, m.id)

@@ -54,18 +54,31 @@ func TestAnalyzeEffectsExactlyOncePasses(t *testing.T) {
 	}
 }
 
-func TestFailedOutboxIgnoresDuplicateHandlings(t *testing.T) {
+func TestAnalyzeExplainsRolledBackHandlings(t *testing.T) {
 	t.Parallel()
 	msgs := []*message{{id: "a", due: at(0), sent: true}}
-	// Handled twice by one process with no fault: a commit that failed
-	// after the journal line. The effects, not the journal, decide.
-	r := analyze(msgs, []event{handled("a", 1, 1), handled("a", 1, 2)}, nil)
-	if !r.failed() || r.failedOutbox() {
-		t.Errorf("failed() = %t, failedOutbox() = %t; want true, false", r.failed(), r.failedOutbox())
+	// Handled three times by one process with no fault: two commits that
+	// failed after the journal line. One business row says so.
+	events := []event{handled("a", 1, 1), handled("a", 1, 2), handled("a", 1, 3)}
+	r := analyze(msgs, events, evidence{committed: map[string]int{"a": 1}})
+	if r.explainedBy[causeRollback] != 2 || r.failed() {
+		t.Errorf("explained by rolled-back handlings %d, failed %v; want 2, false", r.explainedBy[causeRollback], r.failed())
 	}
-	r = analyze(msgs, nil, nil)
-	if !r.failedOutbox() {
-		t.Error("failedOutbox() = false with the message lost")
+	// Two business rows: one of the duplicates committed.
+	r = analyze(msgs, events, evidence{committed: map[string]int{"a": 2}})
+	if r.explainedBy[causeRollback] != 1 || len(r.unexplained()) != 1 || !r.failed() {
+		t.Errorf("explained by rolled-back handlings %d, unexplained %d, failed %v; want 1, 1, true",
+			r.explainedBy[causeRollback], len(r.unexplained()), r.failed())
+	}
+	// Without the outbox nothing is rolled back.
+	r = analyze(msgs, events, evidence{})
+	if r.explainedBy[causeRollback] != 0 || !r.failed() {
+		t.Errorf("without the outbox: explained by rolled-back handlings %d, failed %v; want 0, true",
+			r.explainedBy[causeRollback], r.failed())
+	}
+	r = analyze(msgs, nil, evidence{committed: map[string]int{}})
+	if !r.failed() {
+		t.Error("failed() = false with the message lost")
 	}
 }
 

@@ -11,7 +11,7 @@
 // broker cut), Kafka on kfake (started in this process; only the database
 // can be cut) or SQS/SNS on goaws (a child process). A producer in this
 // process sends -n messages evenly over -duration: half at once, half with
-// DeliverAfter up to 10 s; a tenth fail their first attempt (an immediate
+// DeliverAfter up to -max-delay (10 s); a tenth fail their first attempt (an immediate
 // retry handles them) and 3% ask for a delayed retry on their first
 // delivery. Each worker appends a line to a journal file of its own for
 // every message it handles, before the handler returns, and for every
@@ -30,9 +30,15 @@
 //
 // After the last due time and fault, it waits -grace (and up to -wait more
 // while messages are missing), stops the workers and prints lost, early and
-// duplicates, each duplicate classified as explained (a worker that could
-// have held the message was killed or stopped in between) or unexplained.
-// The exit status is 1 when anything is lost, early or unexplained.
+// duplicates, each duplicate explained by the fault that caused it, from
+// what the soak recorded: a worker that could have held the message was
+// killed or stopped in between; with -outbox, the message has fewer
+// business rows than handlings (a handling rolled back); the producer's
+// Send of the message failed and was retried; or a cut or backend
+// termination on the message's path began while it was in flight (sent,
+// handed over or handled within the run's p99 Send-to-handling latency
+// before it). The exit status is 1 when anything is lost or early, or a
+// duplicate has none of these explanations.
 //
 // # Exactly-once effects
 //
@@ -42,8 +48,8 @@
 // endpoint (a second bus in each worker, also with the outbox) records the
 // same way. The report counts the rows of each message: the target is
 // exactly one business row and one event row per message sent. A handling
-// whose commit failed runs again, so duplicate handlings are reported but
-// only the effects decide.
+// whose commit failed runs again: a duplicate handling with no second
+// business row is explained as rolled back.
 //
 // # The long soak
 //
@@ -105,6 +111,7 @@ type config struct {
 	transport    string
 	n            int
 	duration     time.Duration
+	maxDelay     time.Duration
 	workers      int
 	grace        time.Duration
 	wait         time.Duration
@@ -134,6 +141,7 @@ func main() {
 	flag.StringVar(&c.transport, "transport", "rabbitmq", "transport: rabbitmq, nats, redis, postgres, kafka (kfake, in the soak) or sqs (goaws)")
 	flag.IntVar(&c.n, "n", 22000, "messages to send")
 	flag.DurationVar(&c.duration, "duration", 60*time.Second, "time over which the messages are sent")
+	flag.DurationVar(&c.maxDelay, "max-delay", 10*time.Second, "the longest DeliverAfter of the delayed half of the messages")
 	flag.IntVar(&c.workers, "workers", 3, "worker processes")
 	flag.DurationVar(&c.grace, "grace", 45*time.Second,
 		"wait after the last due time and fault (longer than the 30 s lease and NATS AckWait)")

@@ -21,11 +21,23 @@ type message struct {
 	// due is the time read just before the first Send plus delay: a lower
 	// bound of the due time the bus computes, so a handling before it is
 	// early for certain.
-	due     time.Time
-	sent    bool  // a Send returned nil
-	err     error // the last Send's error
-	retries int   // failed Sends before the one that succeeded (or gave up)
+	due  time.Time
+	sent bool  // a Send returned nil
+	err  error // the last Send's error
+	// failures are the Sends that failed before the one that succeeded (or
+	// the producer gave up), each retried with the same ID: a failed Send
+	// whose write reached the broker leaves a copy.
+	failures []sendFailure
 }
+
+// sendFailure is a failed Send: when it started and its error.
+type sendFailure struct {
+	at  time.Time
+	err error
+}
+
+// retries is how often a Send of m failed and was retried.
+func (m *message) retries() int { return len(m.failures) }
 
 // handOversNeeded is how many times a dispatcher must hand m to the
 // transport: once if it was delayed, once more for its delayed retry.
@@ -42,17 +54,17 @@ func (m *message) handOversNeeded() int {
 
 // Share of messages of each kind.
 const (
-	delayedShare   = 0.5  // sent with DeliverAfter(0–maxDelay)
-	failOnceShare  = 0.10 // failOnce
-	failLaterShare = 0.03 // failLater
-	maxDelay       = 10 * time.Second
+	delayedShare   = 0.5              // sent with DeliverAfter(0–-max-delay)
+	failOnceShare  = 0.10             // failOnce
+	failLaterShare = 0.03             // failLater
 	sendTimeout    = 5 * time.Second  // bounds one Send
 	sendPatience   = 60 * time.Second // a failed Send is retried, with the same ID, this long
 	senders        = 8
 )
 
-// planMessages draws n messages.
-func planMessages(rng *rand.Rand, run string, n int) []*message {
+// planMessages draws n messages, the delayed ones due up to maxDelay after
+// their Send.
+func planMessages(rng *rand.Rand, run string, n int, maxDelay time.Duration) []*message {
 	msgs := make([]*message, n)
 	for i := range msgs {
 		m := &message{id: fmt.Sprintf("%s-%06d", run, i), seq: i}
@@ -112,6 +124,7 @@ func send(ctx context.Context, b *bus.Bus, m *message, log *slog.Logger) {
 	wait := 250 * time.Millisecond
 	for {
 		sctx, cancel := context.WithTimeout(ctx, sendTimeout)
+		attempt := time.Now()
 		m.err = b.Send(sctx, Work{Seq: m.seq, Fail: m.fail}, opts...)
 		cancel()
 		if m.err == nil {
@@ -119,10 +132,10 @@ func send(ctx context.Context, b *bus.Bus, m *message, log *slog.Logger) {
 			return
 		}
 		if ctx.Err() != nil || time.Now().Add(wait).After(giveUp) {
-			log.Warn("send failed; giving up", slog.String("id", m.id), slog.Int("attempts", m.retries+1), slog.Any("error", m.err))
+			log.Warn("send failed; giving up", slog.String("id", m.id), slog.Int("attempts", m.retries()+1), slog.Any("error", m.err))
 			return
 		}
-		m.retries++
+		m.failures = append(m.failures, sendFailure{at: attempt, err: m.err})
 		sleepCtx(ctx, wait)
 		wait = min(2*wait, 2*time.Second)
 	}

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -15,6 +19,8 @@ const maxExamples = 10
 type printer struct {
 	start time.Time
 	load  string // load average when the run started
+	// maxDelay is the longest DeliverAfter of the run.
+	maxDelay time.Duration
 }
 
 func (p *printer) rel(t time.Time) string {
@@ -25,7 +31,7 @@ func (p *printer) print(w io.Writer, r *report, msgs []*message, faults []fault,
 	torn int, storeRows string, unexpected []string) {
 	var delayed, once, later, retried int
 	for _, m := range msgs {
-		if m.retries > 0 {
+		if m.retries() > 0 {
 			retried++
 		}
 		if m.delay > 0 {
@@ -40,7 +46,7 @@ func (p *printer) print(w io.Writer, r *report, msgs []*message, faults []fault,
 	}
 	fmt.Fprintf(w, "load average: %s at the start, %s at the end\n", p.load, loadAverage())
 	fmt.Fprintf(w, "sent %d (%d delayed up to %s, %d fail once, %d retried later), %d not sent, %d sent again after a failed Send; last send %s behind schedule\n",
-		r.sent, delayed, maxDelay, once, later, r.unsent, retried, lag.Round(time.Millisecond))
+		r.sent, delayed, p.maxDelay, once, later, r.unsent, retried, lag.Round(time.Millisecond))
 	fmt.Fprintf(w, "faults %d:\n", len(faults))
 	for _, f := range faults {
 		line := fmt.Sprintf("  %-9s %s", p.rel(f.start), f)
@@ -64,12 +70,7 @@ func (p *printer) print(w io.Writer, r *report, msgs []*message, faults []fault,
 		fmt.Fprintf(w, "  %s handled %s before its due time by pid %d\n", e.id, e.by.Round(time.Millisecond), e.pid)
 	}
 	unexplained := r.unexplained()
-	fmt.Fprintf(w, "duplicates %d (%d explained by kills/stops, %d unexplained", len(r.duplicates), r.explained, len(unexplained))
-	if len(unexplained) > 0 {
-		fmt.Fprintf(w, ": %d of messages whose Send the producer retried, %d with a connection cut or backend termination in between, %d with neither",
-			r.afterRetriedSend, r.nearOutage, len(unexplained)-r.afterRetriedSend-r.nearOutage)
-	}
-	fmt.Fprint(w, ")")
+	fmt.Fprintf(w, "duplicates %d (explained by %s; %d unexplained)", len(r.duplicates), r.explanations(), len(unexplained))
 	if len(r.duplicates) > 0 {
 		ids := map[string]bool{}
 		for _, d := range r.duplicates {
@@ -77,7 +78,8 @@ func (p *printer) print(w io.Writer, r *report, msgs []*message, faults []fault,
 		}
 		fmt.Fprintf(w, " in %d messages", len(ids))
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "; in-flight margin before a cut or termination %s (p99 Send to handling)\n", r.margin.Round(time.Millisecond))
+	printSendFailures(w, msgs)
 	p.printUnexplained(w, unexplained)
 	if r.unknown > 0 {
 		fmt.Fprintf(w, "handled messages the producer never sent: %d\n", r.unknown)
@@ -89,6 +91,43 @@ func (p *printer) print(w io.Writer, r *report, msgs []*message, faults []fault,
 		fmt.Fprintf(w, "worker exited unexpectedly: %s\n", u)
 	}
 }
+
+// explanations lists the explained duplicates by cause, every cause
+// named: "3 kill/stop, 0 rolled-back handling, …".
+func (r *report) explanations() string {
+	parts := make([]string, len(causes))
+	for i, c := range causes {
+		parts[i] = fmt.Sprintf("%d %s", r.explainedBy[c], c)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// printSendFailures counts the producer's failed (and retried) Sends by
+// error, with message IDs and port numbers left out, the most frequent
+// first, up to maxExamples errors.
+func printSendFailures(w io.Writer, msgs []*message) {
+	count := map[string]int{}
+	total := 0
+	for _, m := range msgs {
+		for _, f := range m.failures {
+			e := portNumber.ReplaceAllString(strings.ReplaceAll(f.err.Error(), m.id, "<id>"), ":<port>")
+			count[e]++
+			total++
+		}
+	}
+	if total == 0 {
+		return
+	}
+	errs := slices.Collect(maps.Keys(count))
+	slices.SortFunc(errs, func(a, b string) int { return cmp.Or(cmp.Compare(count[b], count[a]), cmp.Compare(a, b)) })
+	fmt.Fprintf(w, "failed Sends retried %d:\n", total)
+	for _, e := range errs[:min(len(errs), maxExamples)] {
+		fmt.Fprintf(w, "  %d× %s\n", count[e], e)
+	}
+}
+
+// portNumber matches the port of an address in an error.
+var portNumber = regexp.MustCompile(`:[0-9]+\b`)
 
 // printUnexplained lists the unexplained duplicates of up to maxExamples
 // messages: every handling of each, and the faults around them.

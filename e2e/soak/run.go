@@ -117,12 +117,12 @@ func run(ctx context.Context, c config) (failed bool, err error) {
 	defer closeProducer()
 
 	rng := mrand.New(mrand.NewPCG(c.seed, 1))
-	msgs := planMessages(rng, n.run, c.n)
+	msgs := planMessages(rng, n.run, c.n, c.maxDelay)
 	plan := planFaults(rng, map[string]int{
 		faultKill: c.kills, faultStop: c.stops, faultTerminate: c.terminations, faultCut: c.cuts,
-	}, 3*time.Second, c.duration+maxDelay)
+	}, 3*time.Second, c.duration+c.maxDelay)
 	if c.faultEvery > 0 {
-		plan = planEvery(c.faultEvery, c.faultEvery, c.duration+maxDelay)
+		plan = planEvery(c.faultEvery, c.faultEvery, c.duration+c.maxDelay)
 	}
 	in := &injector{
 		rng: mrand.New(mrand.NewPCG(c.seed, 2)), fleet: fl, pool: pool, app: n.workerApp(),
@@ -137,7 +137,7 @@ func run(ctx context.Context, c config) (failed bool, err error) {
 			smp.run(sctx, c.sample)
 		}
 	}()
-	out := &printer{start: time.Now(), load: loadAverage()}
+	out := &printer{start: time.Now(), load: loadAverage(), maxDelay: c.maxDelay}
 	mode := ""
 	if c.outbox {
 		mode = " with the outbox"
@@ -175,20 +175,22 @@ func run(ctx context.Context, c config) (failed bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	r := analyze(msgs, events, faults)
-	out.print(os.Stdout, r, msgs, faults, lag, torn, storeRows(pool, n), fl.unexpectedExits())
-	failed = len(fl.unexpectedExits()) > 0
+	ev := evidence{faults: faults, dbIsBroker: c.transport == "postgres"}
+	var er *effectsReport
 	if c.outbox {
-		er := effects()
-		if er == nil {
+		if er = effects(); er == nil {
 			return true, errors.New("the effects table could not be read")
 		}
-		printEffects(os.Stdout, er)
 		// A handling whose commit failed ran again: its journal line is a
-		// duplicate, its rolled-back effects are not. The effects decide.
-		failed = failed || r.failedOutbox() || er.failed()
-	} else {
-		failed = failed || r.failed()
+		// duplicate, its rolled-back effects are not.
+		ev.committed = er.committed
+	}
+	r := analyze(msgs, events, ev)
+	out.print(os.Stdout, r, msgs, faults, lag, torn, storeRows(pool, n), fl.unexpectedExits())
+	failed = len(fl.unexpectedExits()) > 0 || r.failed()
+	if er != nil {
+		printEffects(os.Stdout, er)
+		failed = failed || er.failed()
 	}
 	if c.sample > 0 {
 		failed = printTrends(os.Stdout, smp.result()) || failed
@@ -313,7 +315,7 @@ func settle(ctx context.Context, dir string, msgs []*message, faults []fault, c 
 		if err != nil {
 			return
 		}
-		missing := len(analyze(msgs, events, nil).lost)
+		missing := len(analyze(msgs, events, evidence{}).lost)
 		if er := effects(); er != nil {
 			missing += er.missing()
 		}
