@@ -218,6 +218,23 @@ func (p *Pool[M]) AcquireBatch(ctx context.Context, least, limit int) int {
 	return 0
 }
 
+// Queued returns the number of messages put and not started yet.
+func (p *Pool[M]) Queued() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue)
+}
+
+// Changed returns a channel that is closed the next time a slot frees or
+// a Handle returns: a loop that waits for room on conditions of its own
+// (the messages it holds, a notification) selects on it with its other
+// events. Take it before looking at the pool, so no change is missed.
+func (p *Pool[M]) Changed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.watch()
+}
+
 // TryAcquire takes as many free slots as there are, up to limit, without
 // waiting, and returns how many it took.
 func (p *Pool[M]) TryAcquire(limit int) int {
@@ -357,6 +374,7 @@ func (p *Pool[M]) next() (queued[M], bool) {
 			return q, true
 		}
 		if p.closing && len(p.queue) == 0 {
+			p.ready.Broadcast() // the workers still waiting end too
 			return queued[M]{}, false
 		}
 		p.ready.Wait()

@@ -405,7 +405,7 @@ func TestPoolKeyedMessageWaitsWithoutBlockingOthers(t *testing.T) {
 				p.Put(m)
 			}
 			got := []string{recv(t, started, "a1"), recv(t, started, "b1"), recv(t, started, "-1")}
-			if !slices.Equal(got, []string{"a1", "b1", "-1"}) {
+			if slices.Sort(got); !slices.Equal(got, []string{"-1", "a1", "b1"}) {
 				t.Fatalf("started %v, want a1, b1, -1 while a1 runs", got)
 			}
 			none(t, started, "started while a1 runs")
@@ -505,4 +505,28 @@ func TestPoolAcquireBatchWaitsForABatchOrAnIdleWorker(t *testing.T) {
 	p.Release(1)
 	p.Settled(2)
 	p.Settled(3)
+}
+
+// Queued counts the messages not started; Changed is closed when a
+// Handle returns or a slot frees.
+func TestPoolQueuedAndChanged(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	started := make(chan int, 3)
+	p := newPool(t, driver.PoolOptions[int]{Concurrency: 1, Prefetch: 2, Handle: func(m int) { started <- m; <-gate }})
+	defer p.Close()
+	feed(t, p, seq(3), 3)
+	recv(t, started, "first")
+	if n := p.Queued(); n != 2 {
+		t.Fatalf("Queued = %d, want 2", n)
+	}
+	changed := p.Changed()
+	none(t, changed, "Changed while every handling runs")
+	gate <- struct{}{}
+	recv(t, changed, "Changed after a Handle returned")
+	recv(t, started, "second")
+	if n := p.Queued(); n != 1 {
+		t.Fatalf("Queued = %d, want 1", n)
+	}
+	close(gate)
 }

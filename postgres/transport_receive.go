@@ -131,6 +131,14 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		if n == want {
 			continue // there may be more
 		}
+		if changed := pool.Changed(); pool.Queued() > 0 {
+			select { // the queue is drained, but rows wait for handlers
+			case <-changed:
+			case <-wake:
+			case <-ctx.Done():
+			}
+			continue
+		}
 		if !poll.Stop() {
 			select {
 			case <-poll.C:
@@ -138,7 +146,7 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 			}
 		}
 		poll.Reset(t.opts.PollInterval)
-		select { // the queue is drained
+		select {
 		case <-wake:
 		case <-poll.C:
 		case <-ctx.Done():
@@ -256,8 +264,7 @@ func (r *receiver) handle(d *delivery) {
 		if d.ackedInTx.Load() {
 			return // deleted by the handling's transaction
 		}
-		err := r.settle(func(ctx context.Context) error { return r.t.acks.store(ctx, []heldRow{d.row}) })
-		if err != nil {
+		if err := r.settle(func(ctx context.Context) error { return r.t.acks.store(ctx, []heldRow{d.row}) }); err != nil {
 			r.t.log.Warn("postgres: acknowledgement failed; the message will be delivered again after its lease",
 				slog.String("queue", r.queue), slog.String("message_id", d.id), slog.Any("error", err))
 		}
