@@ -48,8 +48,9 @@
 //
 // Pool runs a transport's deliveries through the bus's handlers: starts in
 // the order the messages were put in, across Concurrency workers, with a
-// bounded read-ahead, and at Close hands back the messages not started
-// while it waits for the running ones. Batcher gathers settlements into one
+// bounded read-ahead (counting messages until their settlement ends, with
+// HoldUntilSettled), one at a time per ordering key (Key), and at Close
+// hands back the messages not started while it waits for the running ones. Batcher gathers settlements into one
 // broker call (an XACK or a DeleteMessageBatch of several messages), Retry
 // retries an acknowledgement a bounded number of times, and Ordered tells
 // how far the run of settled messages reaches, for brokers that commit an

@@ -46,3 +46,40 @@ func ExampleNewPool() {
 	// handled d
 	// handled e
 }
+
+// A pool with keys whose settlement outlives the handler: a1 and a2 share
+// a key, so a2 waits until a1 is settled, while b1 of another key runs in
+// between on the one worker.
+func ExamplePool_Settled() {
+	handled := make(chan string, 3)
+	p, err := driver.NewPool(driver.PoolOptions[string]{
+		Concurrency:      1,
+		Prefetch:         2,
+		HoldUntilSettled: true, // a slot and a key are held until Settled
+		Key:              func(m string) (string, bool) { return m[:1], true },
+		Handle: func(m string) {
+			fmt.Println("handled", m)
+			handled <- m // the settlement goes on elsewhere (a batched ack)
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	n := p.Acquire(context.Background(), 3)
+	for _, m := range []string{"a1", "a2", "b1"}[:n] {
+		p.Put(m)
+	}
+	a1, b1 := <-handled, <-handled
+	fmt.Println("settled", a1)
+	p.Settled(a1) // a2 may start
+	a2 := <-handled
+	p.Settled(b1)
+	p.Settled(a2)
+	p.Close()
+	// Output:
+	// handled a1
+	// handled b1
+	// settled a1
+	// handled a2
+}

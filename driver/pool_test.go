@@ -3,6 +3,7 @@ package driver_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -287,4 +288,245 @@ func TestPoolSettlementErrorsFreeTheirSlots(t *testing.T) {
 	if n := p.TryAcquire(100); n != p.Capacity() {
 		t.Fatalf("after Close %d slots free, want %d", n, p.Capacity())
 	}
+}
+
+// recv waits for a value on ch, failing the test after waitLimit.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitLimit):
+		t.Fatalf("%s: nothing within the wait limit", what)
+		panic("unreachable")
+	}
+}
+
+// none fails the test when ch yields a value within a short while.
+func none[T any](t *testing.T, ch <-chan T, what string) {
+	t.Helper()
+	select {
+	case v := <-ch:
+		t.Fatalf("%s: got %v", what, v)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// With HoldUntilSettled a message's worker is free when Handle returns,
+// its slot only when Settled is called: the read-ahead bounds the
+// messages not settled yet.
+func TestPoolHoldUntilSettledKeepsTheSlotAndFreesTheWorker(t *testing.T) {
+	t.Parallel()
+	handled := make(chan int, 10)
+	p := newPool(t, driver.PoolOptions[int]{Concurrency: 1, Prefetch: 1, HoldUntilSettled: true,
+		Handle: func(m int) { handled <- m }})
+	defer p.Close()
+	if n := p.TryAcquire(2); n != 2 {
+		t.Fatalf("TryAcquire = %d, want 2", n)
+	}
+	p.Put(1)
+	p.Put(2)
+	// One worker handles both: the first's Handle returned, unsettled.
+	if a, b := recv(t, handled, "first"), recv(t, handled, "second"); a != 1 || b != 2 {
+		t.Fatalf("handled %d, %d; want 1, 2", a, b)
+	}
+	if n := p.TryAcquire(1); n != 0 {
+		t.Fatalf("TryAcquire with two messages unsettled took %d", n)
+	}
+	p.Settled(1)
+	if n := p.TryAcquire(2); n != 1 {
+		t.Fatalf("TryAcquire after one Settled took %d, want 1", n)
+	}
+	p.Release(1)
+}
+
+// Messages of one key start one at a time in Put order; other keys and
+// unkeyed messages run beside them.
+func TestPoolKeyStartsOneAtATimeInPutOrder(t *testing.T) {
+	t.Parallel()
+	key := func(m int) (string, bool) { return fmt.Sprint(m % 3), m%3 != 0 }
+	var mu sync.Mutex
+	running := map[string]bool{}
+	starts := map[string][]int{}
+	var overlap []int
+	var count int
+	p := newPool(t, driver.PoolOptions[int]{Concurrency: 4, Prefetch: 12, Key: key, Handle: func(m int) {
+		k, keyed := key(m)
+		mu.Lock()
+		if keyed && running[k] {
+			overlap = append(overlap, m)
+		}
+		running[k] = keyed
+		starts[k] = append(starts[k], m)
+		count++
+		mu.Unlock()
+		time.Sleep(time.Duration(m%4) * 100 * time.Microsecond)
+		mu.Lock()
+		running[k] = false
+		mu.Unlock()
+	}})
+	feed(t, p, seq(300), 5)
+	p.Close()
+	if len(overlap) > 0 || count != 300 {
+		t.Fatalf("handled %d of 300; started while their key ran: %v", count, overlap)
+	}
+	for _, k := range []string{"1", "2"} {
+		if !slices.IsSorted(starts[k]) || len(starts[k]) != 100 {
+			t.Fatalf("key %s started %v, want its 100 messages in Put order", k, starts[k])
+		}
+	}
+}
+
+// A message waiting for its key holds no worker and holds up no other
+// message; the next of the key starts when the running one's Handle
+// returns, or, with HoldUntilSettled, when it is Settled.
+func TestPoolKeyedMessageWaitsWithoutBlockingOthers(t *testing.T) {
+	t.Parallel()
+	for _, hold := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hold=%v", hold), func(t *testing.T) {
+			t.Parallel()
+			gate := make(chan struct{})
+			started := make(chan string, 10)
+			p := newPool(t, driver.PoolOptions[string]{Concurrency: 2, Prefetch: 4, HoldUntilSettled: hold,
+				Key: func(m string) (string, bool) { return m[:1], m[:1] != "-" },
+				Handle: func(m string) {
+					started <- m
+					if m == "a1" {
+						<-gate
+					}
+				}})
+			defer p.Close()
+			var open sync.Once
+			defer open.Do(func() { close(gate) }) // a failed test does not leave a1 blocked
+			if n := p.TryAcquire(5); n != 5 {
+				t.Fatalf("TryAcquire = %d, want 5", n)
+			}
+			for _, m := range []string{"a1", "a2", "a3", "b1", "-1"} {
+				p.Put(m)
+			}
+			got := []string{recv(t, started, "a1"), recv(t, started, "b1"), recv(t, started, "-1")}
+			if slices.Sort(got); !slices.Equal(got, []string{"-1", "a1", "b1"}) {
+				t.Fatalf("started %v, want a1, b1, -1 while a1 runs", got)
+			}
+			none(t, started, "started while a1 runs")
+			open.Do(func() { close(gate) })
+			if hold {
+				none(t, started, "started before a1 was settled")
+				p.Settled("a1")
+			}
+			if m := recv(t, started, "a2"); m != "a2" {
+				t.Fatalf("started %s, want a2", m)
+			}
+			if hold {
+				none(t, started, "started before a2 was settled")
+				p.Settled("a2")
+			}
+			if m := recv(t, started, "a3"); m != "a3" {
+				t.Fatalf("started %s, want a3", m)
+			}
+			if hold {
+				for _, m := range []string{"a3", "b1", "-1"} {
+					p.Settled(m)
+				}
+			}
+		})
+	}
+}
+
+// Drop takes queued messages out before they start and frees their slots.
+func TestPoolDropTakesQueuedMessagesOut(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	var mu sync.Mutex
+	var handled []int
+	p := newPool(t, driver.PoolOptions[int]{Concurrency: 1, Prefetch: 5, Handle: func(m int) {
+		if m == 0 {
+			<-gate
+		}
+		mu.Lock()
+		handled = append(handled, m)
+		mu.Unlock()
+	}})
+	feed(t, p, seq(6), 6)
+	dropped := p.Drop(func(m int) bool { return m%2 == 1 })
+	if !slices.Equal(dropped, []int{1, 3, 5}) {
+		t.Fatalf("Drop returned %v, want [1 3 5]", dropped)
+	}
+	if n := p.TryAcquire(10); n != 3 {
+		t.Fatalf("TryAcquire after Drop took %d, want the 3 dropped slots", n)
+	}
+	p.Release(3)
+	close(gate)
+	p.Close()
+	if !slices.Equal(handled, []int{0, 2, 4}) {
+		t.Fatalf("handled %v, want [0 2 4]", handled)
+	}
+}
+
+// AcquireBatch waits for a batch of free slots while the workers are busy,
+// and returns what is free as soon as a worker has nothing to start.
+func TestPoolAcquireBatchWaitsForABatchOrAnIdleWorker(t *testing.T) {
+	t.Parallel()
+	gates := map[int]chan struct{}{}
+	for i := range 4 {
+		gates[i] = make(chan struct{})
+	}
+	started := make(chan int, 10)
+	p := newPool(t, driver.PoolOptions[int]{Concurrency: 2, Prefetch: 2, HoldUntilSettled: true,
+		Handle: func(m int) { started <- m; <-gates[m] }})
+	defer p.Close()
+	feed(t, p, seq(4), 4)
+	recv(t, started, "first")
+	recv(t, started, "second")
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	got := make(chan int, 1)
+	go func() { got <- p.AcquireBatch(ctx, 2, 4) }()
+	// A handling ends and is settled: one slot free, its worker takes the
+	// next message. No batch yet, no idle worker.
+	close(gates[0])
+	p.Settled(0)
+	recv(t, started, "third")
+	none(t, got, "AcquireBatch with one slot free and the workers busy")
+	close(gates[1])
+	p.Settled(1)
+	if n := recv(t, got, "AcquireBatch"); n != 2 {
+		t.Fatalf("AcquireBatch = %d, want 2", n)
+	}
+	recv(t, started, "fourth")
+	// Both handlings return unsettled: the workers are idle, nothing is
+	// queued, and one slot is free: a batch of three is not waited for.
+	p.Release(1)
+	close(gates[2])
+	close(gates[3])
+	if n := p.AcquireBatch(ctx, 3, 4); n != 1 {
+		t.Fatalf("AcquireBatch with idle workers = %d, want the 1 free slot", n)
+	}
+	p.Release(1)
+	p.Settled(2)
+	p.Settled(3)
+}
+
+// Queued counts the messages not started; Changed is closed when a
+// Handle returns or a slot frees.
+func TestPoolQueuedAndChanged(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	started := make(chan int, 3)
+	p := newPool(t, driver.PoolOptions[int]{Concurrency: 1, Prefetch: 2, Handle: func(m int) { started <- m; <-gate }})
+	defer p.Close()
+	feed(t, p, seq(3), 3)
+	recv(t, started, "first")
+	if n := p.Queued(); n != 2 {
+		t.Fatalf("Queued = %d, want 2", n)
+	}
+	changed := p.Changed()
+	none(t, changed, "Changed while every handling runs")
+	gate <- struct{}{}
+	recv(t, changed, "Changed after a Handle returned")
+	recv(t, started, "second")
+	if n := p.Queued(); n != 1 {
+		t.Fatalf("Queued = %d, want 1", n)
+	}
+	close(gate)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -94,12 +96,22 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		h:        h,
 		base:     context.WithoutCancel(ctx),
 		log:      t.opts.Logger.With(logQueue, queue),
-		wake:     make(chan struct{}, 1),
-		prefetch: max(t.opts.Prefetch, conc),
-		room:     make(chan struct{}, 1),
 		stopping: make(chan struct{}),
 		parts:    map[topicPartition]*partition{},
 	}
+	// The pool holds at most Prefetch records fetched and not settled; a
+	// record of a key starts once the one before it was handled.
+	pool, err := driver.NewPool(driver.PoolOptions[*entry]{
+		Concurrency: conc,
+		Prefetch:    max(t.opts.Prefetch, conc) - conc,
+		Handle:      r.handle,
+		Unstarted:   func(*entry) {}, // dropped: the next owner of the partition reads it
+		Key:         func(e *entry) (string, bool) { return e.key, e.key != "" },
+	})
+	if err != nil {
+		return fmt.Errorf("kafka: receive %s: %w", queue, err)
+	}
+	r.pool = pool
 	// A fetch waits at most 500 ms for records (Kafka's Java default;
 	// franz-go's is 5 s), which bounds the delay of a record whose arrival
 	// did not wake a waiting fetch.
@@ -116,18 +128,16 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 	)
 	cl, err := kgo.NewClient(copts...)
 	if err != nil {
+		pool.Close()
 		return fmt.Errorf("kafka: receive %s: %w", queue, err)
 	}
 	r.cl = cl
 	commitCtx, stopCommits := context.WithCancel(context.Background())
 	var commits sync.WaitGroup
 	commits.Go(func() { r.commitLoop(commitCtx) })
-	for range conc {
-		r.wg.Go(r.work)
-	}
 	r.poll(ctx)
 	close(r.stopping)
-	r.wg.Wait()
+	pool.Close()
 	stopCommits()
 	commits.Wait()
 	fctx, cancel := context.WithTimeout(context.Background(), finalCommitTimeout)
@@ -154,21 +164,12 @@ type receiver struct {
 	cl       *kgo.Client
 	base     context.Context // Receive's ctx without its cancellation
 	log      *slog.Logger
-	wake     chan struct{} // signalled when a record becomes ready
-	prefetch int
-	room     chan struct{} // signalled when a record is settled
+	pool     *driver.Pool[*entry]
 	stopping chan struct{} // closed when Receive stops: unstarted records are dropped
-	wg       sync.WaitGroup
 
-	mu       sync.Mutex
-	parts    map[topicPartition]*partition
-	ready    []ready // records whose turn has come, in that order
-	buffered int     // records held and not settled
-}
-
-type ready struct {
-	p *partition
-	e *entry
+	mu     sync.Mutex
+	parts  map[topicPartition]*partition
+	nextID uint64 // numbers the partitions held, so a partition held again has keys of its own
 }
 
 // partition tracks the records of one assigned partition.
@@ -177,7 +178,7 @@ type partition struct {
 	ctx       context.Context // handlers' parent; cancelled on revocation
 	cancel    context.CancelFunc
 	order     driver.Ordered[*kgo.Record] // unsettled records in offset order (a settled prefix is popped)
-	keys      map[string][]*entry         // per key, records waiting behind the one running
+	id        uint64                      // this holding of the partition
 	mark      kgo.EpochOffset             // next offset to commit; Offset -1: nothing settled yet
 	committed int64                       // last committed offset
 	inflight  sync.WaitGroup              // records being handled
@@ -185,25 +186,23 @@ type partition struct {
 }
 
 type entry struct {
+	p   *partition
 	rec *kgo.Record
 	pos *driver.Position[*kgo.Record] // its place in the partition's order
+	key string                        // the pool's key: the partition's id and the record key; "" without a key
 }
 
-// poll fetches records until ctx ends, keeping at most prefetch unsettled.
+// poll fetches records until ctx ends, for the room the pool has: at most
+// Prefetch records held and not settled.
 func (r *receiver) poll(ctx context.Context) {
-	for ctx.Err() == nil {
-		r.mu.Lock()
-		n := r.prefetch - r.buffered
-		r.mu.Unlock()
-		if n <= 0 {
-			select {
-			case <-r.room:
-			case <-ctx.Done():
-			}
-			continue
+	for {
+		n := r.pool.Acquire(ctx, r.pool.Capacity())
+		if n == 0 {
+			return
 		}
 		fetches := r.cl.PollRecords(ctx, n)
 		if fetches.IsClientClosed() {
+			r.pool.Release(n)
 			r.cl.AllowRebalance()
 			return
 		}
@@ -214,9 +213,14 @@ func (r *receiver) poll(ctx context.Context) {
 				r.log.Warn("kafka: fetch", logTopic, topic, logPartition, p, logError, err)
 			}
 		})
+		put := 0
 		if ctx.Err() == nil {
-			fetches.EachRecord(r.add)
+			fetches.EachRecord(func(rec *kgo.Record) { // at most n
+				r.add(rec)
+				put++
+			})
 		}
+		r.pool.Release(n - put)
 		r.cl.AllowRebalance()
 		if failed && fetches.NumRecords() == 0 {
 			sleep(ctx, fetchErrorPause) // an error the client reports at once again
@@ -224,8 +228,8 @@ func (r *receiver) poll(ctx context.Context) {
 	}
 }
 
-// add takes one fetched record: it starts at once unless a record with the
-// same key of the same partition is waiting or running.
+// add puts one fetched record into the pool, which starts it once no
+// record with the same key of the same partition is before it.
 func (r *receiver) add(rec *kgo.Record) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -233,78 +237,40 @@ func (r *receiver) add(rec *kgo.Record) {
 	p := r.parts[tp]
 	if p == nil {
 		ctx, cancel := context.WithCancel(r.base)
-		p = &partition{tp: tp, ctx: ctx, cancel: cancel, keys: map[string][]*entry{},
+		r.nextID++
+		p = &partition{tp: tp, ctx: ctx, cancel: cancel, id: r.nextID,
 			mark: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: -1}
 		r.parts[tp] = p
 	}
-	e := &entry{rec: rec, pos: p.order.Add(rec)}
-	r.buffered++
-	if len(rec.Key) == 0 {
-		r.startLocked(p, e)
+	e := &entry{p: p, rec: rec, pos: p.order.Add(rec)}
+	if len(rec.Key) > 0 {
+		e.key = strconv.FormatUint(p.id, 10) + "/" + string(rec.Key)
+	}
+	r.pool.Put(e)
+}
+
+// handle runs one record on a pool worker, unless its partition was
+// revoked or Receive is stopping.
+func (r *receiver) handle(e *entry) {
+	p := e.p
+	r.mu.Lock()
+	if p.ctx.Err() != nil || p.removed || isClosed(r.stopping) {
+		r.mu.Unlock()
 		return
 	}
-	k := string(rec.Key)
-	p.keys[k] = append(p.keys[k], e)
-	if len(p.keys[k]) == 1 {
-		r.startLocked(p, e)
-	}
+	p.inflight.Add(1)
+	r.mu.Unlock()
+	defer p.inflight.Done()
+	r.run(p, e)
 }
 
-// startLocked queues e for the workers, which take records in the order
-// they became ready.
-func (r *receiver) startLocked(p *partition, e *entry) {
-	r.ready = append(r.ready, ready{p, e})
+func isClosed(ch <-chan struct{}) bool {
 	select {
-	case r.wake <- struct{}{}:
+	case <-ch:
+		return true
 	default:
+		return false
 	}
-}
-
-// work is one of the Concurrency workers: it handles ready records until
-// Receive stops.
-func (r *receiver) work() {
-	for {
-		select {
-		case <-r.stopping:
-			return
-		default:
-		}
-		p, e := r.next()
-		if e == nil {
-			select {
-			case <-r.wake:
-			case <-r.stopping:
-				return
-			}
-			continue
-		}
-		r.run(p, e)
-		p.inflight.Done()
-	}
-}
-
-// next takes the first ready record of a partition still held, and passes
-// the wake-up on when more are ready.
-func (r *receiver) next() (*partition, *entry) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for len(r.ready) > 0 {
-		x := r.ready[0]
-		r.ready[0] = ready{}
-		r.ready = r.ready[1:]
-		if x.p.ctx.Err() != nil || x.p.removed {
-			continue
-		}
-		x.p.inflight.Add(1)
-		if len(r.ready) > 0 {
-			select {
-			case r.wake <- struct{}{}:
-			default:
-			}
-		}
-		return x.p, x.e
-	}
-	return nil, nil
 }
 
 // run handles one record. An error the handler returns on a live
@@ -337,34 +303,16 @@ func (r *receiver) run(p *partition, e *entry) {
 	}
 }
 
-// settle marks e handled, advances the partition's commit mark over the
-// settled prefix and starts the next record of e's key.
+// settle marks e handled and advances the partition's commit mark over
+// the settled prefix. The next record of e's key starts when run returns.
 func (r *receiver) settle(p *partition, e *entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p.removed {
 		return
 	}
-	r.buffered--
-	select {
-	case r.room <- struct{}{}:
-	default:
-	}
 	if rec, advanced := p.order.Settle(e.pos); advanced {
 		p.mark = kgo.EpochOffset{Epoch: rec.LeaderEpoch, Offset: rec.Offset + 1}
-	}
-	if len(e.rec.Key) == 0 {
-		return
-	}
-	k := string(e.rec.Key)
-	q := p.keys[k][1:]
-	if len(q) == 0 {
-		delete(p.keys, k)
-		return
-	}
-	p.keys[k] = q
-	if p.ctx.Err() == nil {
-		r.startLocked(p, q[0])
 	}
 }
 
@@ -465,6 +413,8 @@ func (r *receiver) release(ctx context.Context, tps map[string][]int32, commit b
 	if len(parts) == 0 {
 		return
 	}
+	// Their records not started never start.
+	r.pool.Drop(func(e *entry) bool { return slices.Contains(parts, e.p) })
 	waitAll(parts, r.t.opts.RevokeWait)
 	if commit {
 		cctx, cancel := context.WithTimeout(ctx, finalCommitTimeout)
@@ -473,15 +423,10 @@ func (r *receiver) release(ctx context.Context, tps map[string][]int32, commit b
 	}
 	r.mu.Lock()
 	for _, p := range parts {
-		r.buffered -= len(p.order.Unsettled())
 		p.removed = true
 		delete(r.parts, p.tp)
 	}
 	r.mu.Unlock()
-	select {
-	case r.room <- struct{}{}:
-	default:
-	}
 }
 
 // waitAll waits for the handlers of parts, at most d.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
 )
 
 // heldRow names a claimed row and the lease token of its claim.
@@ -52,15 +53,12 @@ type receiver struct {
 	t     *Transport
 	queue string
 	h     bus.DeliveryHandler
-	conc  int
 	base  context.Context // Receive's ctx without its cancellation
+	pool  *driver.Pool[*delivery]
 
 	mu      sync.Mutex
-	flight  map[int64]*delivery // every row held: running or waiting
-	waiting []*delivery         // claimed rows waiting for a free handler
-	running int
-	freed   chan struct{} // a handler finished (buffered 1)
-	wg      sync.WaitGroup
+	flight  map[int64]*delivery // every row held: running, waiting or settling
+	settles sync.WaitGroup      // settlements in progress
 	errWait time.Duration
 }
 
@@ -81,8 +79,16 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 	if err := checkQueue(queue); err != nil {
 		return err
 	}
-	r := &receiver{t: t, queue: queue, h: h, conc: max(1, opts.Concurrency), base: context.WithoutCancel(ctx),
-		flight: map[int64]*delivery{}, freed: make(chan struct{}, 1)}
+	conc := max(1, opts.Concurrency)
+	r := &receiver{t: t, queue: queue, h: h, base: context.WithoutCancel(ctx), flight: map[int64]*delivery{}}
+	// A row counts against the read-ahead until its acknowledgement ends;
+	// its handler's worker is free as soon as the handler returned.
+	pool, err := driver.NewPool(driver.PoolOptions[*delivery]{Concurrency: conc, Prefetch: conc,
+		HoldUntilSettled: true, Handle: r.handle, Unstarted: r.giveBack})
+	if err != nil {
+		return fmt.Errorf("postgres: receive %s: %w", queue, err)
+	}
+	r.pool = pool
 	var wake <-chan struct{}
 	if !t.opts.DisableNotify {
 		ch, unsubscribe := t.listen.subscribe(queue)
@@ -93,8 +99,8 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); r.heartbeat(hbCtx) }()
 	defer func() {
-		r.releaseWaiting()
-		r.wg.Wait()
+		pool.Close() // releases the rows claimed ahead, waits for the handlers
+		r.settles.Wait()
 		stopHeartbeat()
 		<-hbDone
 	}()
@@ -102,18 +108,13 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 	poll := time.NewTimer(t.opts.PollInterval)
 	defer poll.Stop()
 	first := true
-	for ctx.Err() == nil {
-		held, running, waiting := r.fill()
-		want := 2*r.conc - held
-		// Wait while enough is in hand, and always when nothing fits: rows
-		// whose handlers returned stay held until their acknowledgement
-		// ends, and a claim of zero rows would only loop.
-		if want <= 0 || want < (r.conc+1)/2 && !(waiting == 0 && running < r.conc) {
-			select { // wait for a handler or an acknowledgement to finish
-			case <-r.freed:
-			case <-ctx.Done():
-			}
-			continue
+	for {
+		// Claim when half the handlers' worth of rows fits, or when a
+		// handler is idle with nothing to start; never zero rows in a loop
+		// while the rows held wait for their acknowledgements.
+		want := pool.AcquireBatch(ctx, (conc+1)/2, pool.Capacity())
+		if want == 0 {
+			return nil
 		}
 		n, err := r.claim(ctx, want)
 		if err != nil {
@@ -130,9 +131,9 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		if n == want {
 			continue // there may be more
 		}
-		if _, _, waiting = r.fill(); waiting > 0 {
+		if changed := pool.Changed(); pool.Queued() > 0 {
 			select { // the queue is drained, but rows wait for handlers
-			case <-r.freed:
+			case <-changed:
 			case <-wake:
 			case <-ctx.Done():
 			}
@@ -151,7 +152,6 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		case <-ctx.Done():
 		}
 	}
-	return nil
 }
 
 // pause waits after a failed claim: 100 ms doubling to 5 s.
@@ -163,40 +163,28 @@ func (r *receiver) pause(ctx context.Context) {
 	}
 }
 
-// fill starts waiting rows while handlers are free, and returns how many
-// rows are held, running and waiting.
-func (r *receiver) fill() (held, running, waiting int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for r.running < r.conc && len(r.waiting) > 0 {
-		d := r.waiting[0]
-		r.waiting = r.waiting[1:]
-		r.running++
-		r.run(d)
-	}
-	return len(r.flight), r.running, len(r.waiting)
+// giveBack hands back a row claimed ahead that no handler took.
+func (r *receiver) giveBack(d *delivery) {
+	r.forget(d)
+	r.release(d.row)
 }
 
-// releaseWaiting hands back the rows claimed ahead that no handler took.
-func (r *receiver) releaseWaiting() {
+// forget ends the hold of a row: the heartbeat no longer extends it.
+func (r *receiver) forget(d *delivery) {
 	r.mu.Lock()
-	ws := r.waiting
-	r.waiting = nil
-	for _, d := range ws {
-		delete(r.flight, d.row.seq)
-	}
+	delete(r.flight, d.row.seq)
 	r.mu.Unlock()
-	for _, d := range ws {
-		r.release(d.row)
-		d.cancel(nil)
-	}
+	d.cancel(nil)
 }
 
-// claim leases up to limit rows and queues them for the handlers. The
-// claim itself does not stop when ctx ends (rows leased but never handed
-// out would wait out their lease); rows claimed after ctx ended are
-// released.
+// claim leases up to limit rows, puts them into the pool, which holds
+// limit slots for them, and gives back the slots of the rows it did not
+// put. The claim itself does not stop when ctx ends (rows leased but never
+// handed out would wait out their lease); rows claimed after ctx ended are
+// released. It returns how many rows it claimed.
 func (r *receiver) claim(ctx context.Context, limit int) (int, error) {
+	put := 0
+	defer func() { r.pool.Release(limit - put) }()
 	t := r.t
 	cctx, cancel := context.WithTimeout(r.base, settleTimeout)
 	defer cancel()
@@ -236,8 +224,9 @@ func (r *receiver) claim(ctx context.Context, limit int) (int, error) {
 		d.ctx = context.WithValue(dctx, deliveryKey{}, d)
 		r.mu.Lock()
 		r.flight[row.seq] = d
-		r.waiting = append(r.waiting, d)
 		r.mu.Unlock()
+		r.pool.Put(d)
+		put++
 	}
 	return len(got), nil
 }
@@ -257,23 +246,14 @@ func decodeRow(id string, body, envelope []byte) *bus.Envelope {
 	return env
 }
 
-// run starts the handler of one held row; r.mu is held.
-func (r *receiver) run(d *delivery) {
-	r.wg.Go(func() {
-		defer func() {
-			d.cancel(nil)
-			r.mu.Lock()
-			delete(r.flight, d.row.seq)
-			r.mu.Unlock()
-			r.signalFreed()
-		}()
-		err := r.h(d.ctx, d.env)
-		// The handler slot is free as soon as the handler returned; the
-		// row stays held (and its lease extended) until it is settled.
-		r.mu.Lock()
-		r.running--
-		r.mu.Unlock()
-		r.signalFreed()
+// handle runs the handler of one held row on a pool worker, whose slot
+// is free as soon as the handler returned; the row stays held (and its
+// lease extended) until it is settled, by a goroutine of its own.
+func (r *receiver) handle(d *delivery) {
+	err := r.h(d.ctx, d.env)
+	r.settles.Go(func() {
+		defer r.pool.Settled(d)
+		defer r.forget(d)
 		if errors.Is(context.Cause(d.ctx), ErrLeaseLost) {
 			return // another consumer has the message now
 		}
@@ -284,8 +264,7 @@ func (r *receiver) run(d *delivery) {
 		if d.ackedInTx.Load() {
 			return // deleted by the handling's transaction
 		}
-		err = r.settle(func(ctx context.Context) error { return r.t.acks.store(ctx, []heldRow{d.row}) })
-		if err != nil {
+		if err := r.settle(func(ctx context.Context) error { return r.t.acks.store(ctx, []heldRow{d.row}) }); err != nil {
 			r.t.log.Warn("postgres: acknowledgement failed; the message will be delivered again after its lease",
 				slog.String("queue", r.queue), slog.String("message_id", d.id), slog.Any("error", err))
 		}
@@ -316,13 +295,6 @@ func (r *receiver) settle(fn func(context.Context) error) error {
 		}
 		time.Sleep(wait)
 		wait = min(2*wait, time.Second)
-	}
-}
-
-func (r *receiver) signalFreed() {
-	select {
-	case r.freed <- struct{}{}:
-	default:
 	}
 }
 
