@@ -100,6 +100,7 @@ func TestRedactText(t *testing.T) {
 func TestRedactError(t *testing.T) {
 	t.Parallel()
 	conn := "nats://u:S3cret@127.0.0.1:abc"
+	//lint:ignore SA1007 the port does not parse on purpose: the test needs url.Parse's error
 	_, perr := url.Parse(conn)
 	err := fmt.Errorf("nats: %w", perr)
 	red := driver.RedactError(err, conn)
