@@ -1,7 +1,6 @@
 package mysql_test
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/mysql"
 )
 
@@ -184,46 +184,11 @@ func checkReceipts(t *testing.T, ctx context.Context, db *sql.DB, receipts, clai
 }
 
 // startWorker starts this test binary as a worker of TestMultiProcess
-// and waits for it to print "ready"; the lines it prints after that
-// arrive on the returned channel. It is killed at cleanup if still running.
+// and waits for it to print "ready" (drivertest.StartWorker).
 func startWorker(t *testing.T, spec string) (*exec.Cmd, <-chan string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), workerEnv+"="+spec)
 	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	ready := make(chan bool, 1)
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		ok := sc.Scan() && sc.Text() == "ready"
-		ready <- ok
-		for sc.Scan() { // drain until the process exits
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatalf("worker %s did not start", spec)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("worker %s not ready within 30s", spec)
-	}
-	return cmd, lines
+	return cmd, drivertest.StartWorker(t, cmd)
 }

@@ -1,7 +1,6 @@
 package postgres_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/postgres"
 )
 
@@ -191,49 +191,14 @@ func checkReceipts(t *testing.T, ctx context.Context, pool *pgxpool.Pool, receip
 	}
 }
 
-// startWorker starts bin and waits for it to print "ready"; the lines it
-// prints after that arrive on the returned channel. It is killed at cleanup
-// if still running.
+// startWorker starts bin with the test database's URL and waits for it to
+// print "ready" (drivertest.StartWorker).
 func startWorker(t *testing.T, bin string, args ...string) (*exec.Cmd, <-chan string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "POSTBUS_TEST_POSTGRES_URL="+testURL())
 	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	ready := make(chan bool, 1)
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		ok := sc.Scan() && sc.Text() == "ready"
-		ready <- ok
-		for sc.Scan() { // drain until the process exits
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatalf("worker %v did not start", args)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("worker %v not ready within 30s", args)
-	}
-	return cmd, lines
+	return cmd, drivertest.StartWorker(t, cmd)
 }
 
 func must[T any](v T, err error) T {
