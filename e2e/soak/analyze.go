@@ -217,7 +217,8 @@ func split(evs []event) (handled, handOvers []event, parked bool) {
 // by the producer, handed over by a dispatcher, or handled (its
 // acknowledgement or commit still to come) within margin before the fault
 // began, or during it; and the second handling must come after the fault
-// began. A publish whose confirm the cut lost is published again, an
+// began; or, for a store fault, it began between two hand-overs of the
+// message (redispatchedAfter). A publish whose confirm the cut lost is published again, an
 // acknowledgement the cut lost is delivered again, a row whose delete it
 // lost is dispatched again.
 func connectionLoss(m *message, d duplicate, handOvers []event, ev evidence, margin time.Duration) *fault {
@@ -230,18 +231,36 @@ func connectionLoss(m *message, d duplicate, handOvers []event, ev evidence, mar
 	}
 	for i := range ev.faults {
 		f := &ev.faults[i]
-		reaches := f.kind == faultCut && strings.Contains(f.what, "broker") ||
-			viaStore && (f.kind == faultTerminate || f.kind == faultCut && strings.Contains(f.what, "database"))
+		storeFault := f.kind == faultTerminate || f.kind == faultCut && strings.Contains(f.what, "database")
+		reaches := f.kind == faultCut && strings.Contains(f.what, "broker") || viaStore && storeFault
 		if f.failed != nil || !reaches || !d.second.at.After(f.start) {
 			continue
 		}
 		if slices.ContainsFunc(moments, func(t time.Time) bool {
 			return !t.Before(f.start.Add(-margin)) && !t.After(f.end.Add(slack))
-		}) {
+		}) || storeFault && redispatchedAfter(f, handOvers, d.second.at) {
 			return f
 		}
 	}
 	return nil
+}
+
+// redispatchedAfter reports whether a store fault f fell while the
+// message's row was still in the store after a hand-over: between a
+// hand-over and a later one before the second handling. A dispatcher
+// hands a row over again only once its lease lapsed, that is when its
+// delete did not reach the store in time; a batch's delete waits for every
+// hand-over of the batch, so under load it can still be pending seconds
+// after the message was handled. The later hand-over is the evidence that
+// the row outlived the fault.
+func redispatchedAfter(f *fault, handOvers []event, second time.Time) bool {
+	for i := 1; i < len(handOvers); i++ {
+		if again := handOvers[i].at; !again.After(second) &&
+			!f.start.Before(handOvers[i-1].at) && f.start.Before(again) {
+			return true
+		}
+	}
+	return false
 }
 
 // cutMargin is how long before a cut or termination a message counts as
