@@ -183,6 +183,10 @@ func TestPipelinedHandOverProbesAFailingTransport(t *testing.T) {
 	clock := bustest.NewFakeClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
 	tr, store := newBatchTransport(), bus.NewMemoryPersistence()
 	tr.down.Store(true)
+	// The first call returns at once; the probe waits for the test to have
+	// seen it, so the clock the test moves cannot bring a third call first.
+	tr.gate = make(chan struct{}, 1)
+	tr.gate <- struct{}{}
 	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr, Persistence: store, Clock: clock,
 		// Claims without look-ahead: one claim per batch, so the calls
 		// the probe is counted in are the dispatcher's batches.
@@ -198,6 +202,7 @@ func TestPipelinedHandOverProbesAFailingTransport(t *testing.T) {
 	advanceUntil(t, clock, "the first failure", func() bool { return len(tr.callSizes()) == 1 })
 	send(20)
 	advanceUntil(t, clock, "the probe", func() bool { return len(tr.callSizes()) == 2 })
+	close(tr.gate) // no call waits from here on
 	// Wait for the batch to be settled: the probe's rows carry a failure.
 	deadline := time.Now().Add(30 * time.Second)
 	failed := func() (n int) {
