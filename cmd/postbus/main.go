@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -43,6 +44,9 @@ type app struct {
 	// conns are the connection strings the command was given: run keeps
 	// their passwords out of stdout and stderr.
 	conns []string
+
+	logOnce sync.Once
+	log     *slog.Logger
 }
 
 // redactor writes to w with the passwords of the app's connection strings
@@ -63,7 +67,12 @@ func (r redactor) Write(p []byte) (int, error) {
 // logger returns the logger of the drivers and the console: warnings and
 // errors, to stderr.
 func (a *app) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// One logger for all: its handler's lock keeps the lines of the
+	// drivers and the console, logged from their own goroutines, whole.
+	a.logOnce.Do(func() {
+		a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	return a.log
 }
 
 // usageError is a bad command line: exit code 2.
