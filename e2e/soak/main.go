@@ -145,7 +145,7 @@ func main() {
 	flag.IntVar(&c.workers, "workers", 3, "worker processes")
 	flag.DurationVar(&c.grace, "grace", 45*time.Second,
 		"wait after the last due time and fault (longer than the 30 s lease and NATS AckWait)")
-	flag.DurationVar(&c.wait, "wait", 60*time.Second, "further wait, while messages are missing")
+	flag.DurationVar(&c.wait, "wait", 60*time.Second, "after the grace, how long to wait for missing messages since their count last fell (at most 10m in all)")
 	flag.IntVar(&c.kills, "kills", 2, "workers to SIGKILL (each started again)")
 	flag.IntVar(&c.stops, "stops", 2, "workers to SIGSTOP for 2-5 s")
 	flag.IntVar(&c.terminations, "terminations", 2, "times to terminate the workers' PostgreSQL backends")

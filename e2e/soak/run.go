@@ -297,8 +297,9 @@ func startProducer(ctx context.Context, transport, brokerURL string, n names, po
 }
 
 // settle waits until grace after the last due time and fault, then, while
-// messages (or, with effects, their effects) are missing, up to c.wait
-// more.
+// messages (or, with effects, their effects) are missing, as long as they
+// keep arriving: up to c.wait after the last time the missing count fell,
+// and no more than maxSettle in all (see patience).
 func settle(ctx context.Context, dir string, msgs []*message, faults []fault, c config, effects func() *effectsReport, log *slog.Logger) {
 	last := time.Now()
 	for _, m := range msgs {
@@ -309,8 +310,8 @@ func settle(ctx context.Context, dir string, msgs []*message, faults []fault, c 
 	}
 	log.Info("waiting for late handlings", slog.Duration("grace", time.Until(last.Add(c.grace)).Round(time.Second)))
 	sleepCtx(ctx, time.Until(last.Add(c.grace)))
-	deadline := time.Now().Add(c.wait)
-	for ctx.Err() == nil && time.Now().Before(deadline) {
+	p := newPatience(time.Now(), c.wait, maxSettle)
+	for ctx.Err() == nil {
 		events, _, err := readJournals(dir)
 		if err != nil {
 			return
@@ -319,12 +320,40 @@ func settle(ctx context.Context, dir string, msgs []*message, faults []fault, c 
 		if er := effects(); er != nil {
 			missing += er.missing()
 		}
-		if missing == 0 {
+		if missing == 0 || !p.wait(time.Now(), missing) {
 			return
 		}
 		log.Info("messages still missing", slog.Int("missing", missing))
 		sleepCtx(ctx, 5*time.Second)
 	}
+}
+
+// maxSettle bounds settle's wait after the grace, however steadily
+// missing messages still arrive.
+const maxSettle = 10 * time.Minute
+
+// patience decides how long settle waits for what is missing: a receiver
+// that fell behind under load is still draining while the count falls,
+// and a message that is really lost stops the count. It waits while the
+// count fell within the last idle, and never past the cap.
+type patience struct {
+	idle          time.Duration
+	until         time.Time // the cap
+	best          int       // the lowest missing count seen
+	lastProgress  time.Time
+	seenAnyCounts bool
+}
+
+func newPatience(now time.Time, idle, cap time.Duration) *patience {
+	return &patience{idle: idle, until: now.Add(cap), lastProgress: now}
+}
+
+// wait records the missing count at now and reports whether to wait on.
+func (p *patience) wait(now time.Time, missing int) bool {
+	if !p.seenAnyCounts || missing < p.best {
+		p.best, p.lastProgress, p.seenAnyCounts = missing, now, true
+	}
+	return now.Before(p.until) && now.Sub(p.lastProgress) < p.idle
 }
 
 func maxTime(a, b time.Time) time.Time {
