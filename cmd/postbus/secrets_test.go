@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -115,7 +113,7 @@ func TestConsolePasswordNeverShown(t *testing.T) {
 	for name, pgURL := range map[string]string{"accepted": pg.String(), "closed port": closed.String()} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			stderr := new(lockedBuffer) // the transport logs from its own goroutines
+			stderr := new(bustest.LogBuffer) // the transport logs from its own goroutines
 			a := &app{stdout: io.Discard, stderr: stderr, getenv: func(string) string { return "" }, now: fixedNow, open: openBackends}
 			s := settings{PostgresURL: pgURL, PostgresSchema: env["POSTBUS_POSTGRES_SCHEMA"],
 				RabbitMQURL: "amqp://guest:" + secret + "@127.0.0.1:5672/", Log: a.logger()}
@@ -150,23 +148,4 @@ func TestConsolePasswordNeverShown(t *testing.T) {
 			}
 		})
 	}
-}
-
-// lockedBuffer is a bytes.Buffer that goroutines may write while the test
-// reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
