@@ -96,6 +96,11 @@ func TestPermanentHandOverFailureUsesTheSendersBudget(t *testing.T) {
 			t.Errorf("error queue got %s with headers %v, want a refused message with the reason", env.ID, env.Headers)
 		}
 	}
+	// A row is deleted after its message reached the error queue.
+	deadline := time.Now().Add(30 * time.Second)
+	for store.Len() != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 	if rows := scheduledRows(t, store); len(rows) != 0 {
 		t.Errorf("%d rows left in the store, want 0", len(rows))
 	}

@@ -136,8 +136,21 @@ func TestPipelinedHandOverSettlesEachRowByItsOwnResult(t *testing.T) {
 		t.Errorf("while the confirms are pending: %d StartDispatch, %d EndDispatch; want 10 and 0", starts, ends)
 	}
 	close(tr.gate)
+	// The accepted rows are deleted and the refused ones' failures recorded
+	// by separate store calls: wait for both.
+	settled := func() bool {
+		if store.Len() != len(failing) {
+			return false
+		}
+		for id := range failing {
+			if r, ok := scheduledRows(t, store)[id]; !ok || r.Failures == 0 {
+				return false
+			}
+		}
+		return true
+	}
 	deadline := time.Now().Add(30 * time.Second)
-	for store.Len() != len(failing) && time.Now().Before(deadline) {
+	for !settled() && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	rows := scheduledRows(t, store)
