@@ -26,7 +26,10 @@ import (
 // at least half a window before they fall due, and the rows delivered are
 // deleted together every aheadSettleDelay or aheadSettleRows, in the
 // background. A row stored due before the window's end (or before the next
-// planned claim) pokes the dispatcher, which claims at once.
+// planned claim) pokes the dispatcher, which claims at once, within the
+// bound on rows held. Claims run beside the hand-overs, one at a time, and
+// the rows held are bounded by what the dispatcher drains within half the
+// lease (dispatch_ahead_claim.go, dispatch_ahead_bound.go).
 //
 // A row never leaves after its lease could have lapsed: its lease end is
 // taken at the earliest the store can have meant, and the hand-over of a
@@ -44,9 +47,9 @@ const (
 	// part in aheadDrift (1,000 ppm, twice the most ntpd slews a clock).
 	aheadDrift = 1000
 	// aheadHeldBatches bounds the rows a look-ahead dispatcher holds, in
-	// batches of Dispatcher.BatchSize: a window with more rows due is
-	// claimed as the rows held go out. Only a poke (a row stored due soon)
-	// claims beyond it.
+	// batches of Dispatcher.BatchSize, until it measured how fast it
+	// drains them (dispatch_ahead_bound.go): a window with more rows due
+	// is claimed as the rows held go out.
 	aheadHeldBatches = 2
 )
 
@@ -89,6 +92,12 @@ type ahead struct {
 	claimNow  bool // a poke asked for a claim
 	settling  settleBatch
 	blocked   heldKeys // ordering keys whose held rows wait behind a failed row
+
+	handing    int              // rows in the hand-over under way
+	handRate   drainRate        // how fast hand-overs go
+	inflight   chan claimResult // the claim running beside the hand-overs; nil when none
+	claimLimit int              // the most rows it can take
+	done       *claimResult     // its result, once sleep received it
 }
 
 // storeReading is a reading of a ClockedStore's clock: the store showed
@@ -100,6 +109,8 @@ func (d *dispatcher) runAhead(ctx context.Context, store AheadClaimer) {
 	a := &ahead{d: d, store: store, claimNow: true}
 	defer a.stop(ctx)
 	for ctx.Err() == nil {
+		a.collect(ctx, false)
+		a.settling.reap()
 		if failed := a.handOverDue(ctx); failed && d.dispatch.wait() > 0 {
 			// The transport is failing: probe, don't hold rows meanwhile.
 			a.releaseHeld(ctx)
@@ -108,60 +119,9 @@ func (d *dispatcher) runAhead(ctx context.Context, store AheadClaimer) {
 			continue
 		}
 		a.settling.maybeFlush(ctx, d, a.nextHandOver())
-		if a.claimNow || !d.clock.Now().Before(a.nextClaim) {
-			// A claim never overtakes the settling of rows handed over:
-			// a row whose delete is in flight must not come back.
-			a.settling.wait()
-			a.claim(ctx)
-		}
+		a.maybeClaim(ctx)
 		a.sleep(ctx)
 	}
-}
-
-// claim takes the rows due within the window into the heap and plans the
-// next claim.
-func (a *ahead) claim(ctx context.Context) {
-	d := a.d
-	poked := a.claimNow
-	a.claimNow = false
-	if len(a.held) >= aheadHeldBatches*d.cfg.BatchSize && !poked {
-		a.nextClaim = a.held[0].at // once hand-overs make room
-		a.setPlan()
-		return
-	}
-	d.plan.Store(0) // a row stored from now on may be missed by the claim: wake for it
-	sent := d.clock.Now()
-	c, err := a.store.ClaimOutgoingAhead(ctx, d.transport, sent, d.cfg.LookAhead, d.cfg.BatchSize, d.cfg.Lease)
-	recv := d.clock.Now()
-	if err != nil {
-		if ctx.Err() != nil {
-			return
-		}
-		d.fetch.failure(err)
-		d.logError("fetch", "cannot claim due messages; retrying", err)
-		a.nextClaim = recv.Add(d.fetch.wait())
-		a.setPlan()
-		return
-	}
-	d.fetch.success()
-	a.horizon = recv.Add(d.cfg.LookAhead)
-	if len(c.Rows) > 0 {
-		d.b.emit(ctx, ObserverEvent{Kind: EventClaim, Count: len(c.Rows), Start: sent})
-		reading := a.readStoreClock(ctx)
-		for i := range c.Rows {
-			a.hold(&c.Rows[i], c.Now, sent, recv, reading)
-		}
-	}
-	switch {
-	case len(c.Rows) >= d.cfg.BatchSize:
-		a.nextClaim = recv // the window may hold more
-	case len(c.Rows) > 0:
-		d.misses = 0
-		a.nextClaim = recv.Add(d.cfg.LookAhead / 2)
-	default:
-		a.nextClaim = recv.Add(a.idleWait(ctx))
-	}
-	a.setPlan()
 }
 
 // hold puts a claimed row in the heap. The store read storeNow at some
@@ -191,44 +151,6 @@ func (a *ahead) hold(m *OutgoingMessage, storeNow, sent, recv time.Time, r store
 	heap.Push(&a.held, &heldRow{row: *m, at: at, leaseEnd: leaseEnd, seq: a.seq})
 }
 
-// readStoreClock reads the clock of a ClockedStore; zero for another store,
-// or when the reading fails.
-func (a *ahead) readStoreClock(ctx context.Context) storeReading {
-	cs, ok := a.store.(ClockedStore)
-	if !ok {
-		return storeReading{}
-	}
-	storeNow, err := cs.StoreNow(ctx)
-	if err != nil {
-		return storeReading{}
-	}
-	return storeReading{store: storeNow, bus: a.d.clock.Now()}
-}
-
-// idleWait is how long to wait after a claim that found nothing: until the
-// next row is half a window away, at most the poll interval.
-func (a *ahead) idleWait(ctx context.Context) time.Duration {
-	d := a.d
-	next, ok, err := d.store.NextDueOutgoing(ctx, d.transport)
-	if err != nil {
-		if ctx.Err() == nil {
-			d.logError("next-due", "cannot read the next due time", err)
-		}
-		return d.cfg.PollInterval
-	}
-	if !ok {
-		return d.cfg.PollInterval
-	}
-	if wait := next.Sub(d.clock.Now().Add(d.storeSkew(ctx))) - d.cfg.LookAhead/2; wait > 0 {
-		d.misses = 0
-		return min(wait, d.cfg.PollInterval)
-	}
-	// Due within the window, yet not claimed: another process holds it,
-	// or the store's clock is a little behind ours.
-	d.misses++
-	return min(dueRetryDelay<<min(d.misses-1, 16), d.cfg.PollInterval)
-}
-
 // setPlan tells poke which rows the dispatcher would miss: those due
 // before the window claimed ends, or before the next claim can take them.
 func (a *ahead) setPlan() {
@@ -240,14 +162,17 @@ func (a *ahead) setPlan() {
 }
 
 // handOverDue hands over the held rows whose time has come, in groups of
-// at most BatchSize, and queues their results for settling. After a failed
-// hand-over it settles at once, so that the dispatch breaker knows, and
-// reports true.
+// at most BatchSize, and queues their results for settling. The next claim
+// starts as each group goes to the transport, within the bound on rows
+// held. After a failed hand-over it settles at once, so that the dispatch
+// breaker knows, and reports true.
 func (a *ahead) handOverDue(ctx context.Context) bool {
 	d := a.d
-	for len(a.held) > 0 && ctx.Err() == nil {
+	for ctx.Err() == nil {
+		a.collect(ctx, false)
+		a.settling.reap()
 		now := d.clock.Now()
-		if a.held[0].at.After(now) {
+		if len(a.held) == 0 || a.held[0].at.After(now) {
 			return false
 		}
 		var rows []OutgoingMessage
@@ -260,7 +185,12 @@ func (a *ahead) handOverDue(ctx context.Context) bool {
 				stopBy, settleBy = stop, by
 			}
 		}
+		a.handing = len(rows)
+		a.maybeClaim(ctx)
+		start := d.clock.Now()
 		results := a.blocked.handOver(ctx, d, rows, stopBy)
+		a.handRate.add(len(rows), d.clock.Now().Sub(start))
+		a.handing = 0
 		a.settling.add(rows, results, settleBy, now)
 		for _, err := range results {
 			if err != nil {
@@ -268,6 +198,7 @@ func (a *ahead) handOverDue(ctx context.Context) bool {
 				return true
 			}
 		}
+		a.settling.maybeFlush(ctx, d, a.nextHandOver())
 	}
 	return false
 }
@@ -280,33 +211,56 @@ func (a *ahead) nextHandOver() time.Time {
 	return a.held[0].at
 }
 
-// sleep waits for the next held row, the next claim or the next settling,
-// or for a poke, which asks for a claim.
+// sleep waits for the next held row, the next claim (when the bound on
+// rows held leaves room) or the next settling, for the settling in flight,
+// which makes room, or for a poke, which asks for a claim. A claim in
+// flight wakes the loop with its result, and nothing else does meanwhile
+// but a poke: its rows may be due first, and a sleep with a timer means
+// the claim is over, as it did when claims ran in the loop.
 func (a *ahead) sleep(ctx context.Context) {
 	d := a.d
-	wake := a.nextClaim
-	if next := a.nextHandOver(); !next.IsZero() && next.Before(wake) {
-		wake = next
-	}
-	if f := a.settling.due(); !f.IsZero() && f.Before(wake) {
-		wake = f
-	}
-	wait := wake.Sub(d.clock.Now())
-	if wait <= 0 {
+	if a.inflight != nil {
+		select {
+		case r := <-a.inflight:
+			a.done = &r
+		case <-d.wake:
+			a.claimNow = true
+		case <-ctx.Done():
+		}
 		return
 	}
-	t := d.clock.NewTimer(wait)
-	defer t.Stop()
+	var wake time.Time
+	if a.room() > 0 {
+		wake = a.nextClaim
+	}
+	for _, t := range []time.Time{a.nextHandOver(), a.settling.due()} {
+		if !t.IsZero() && (wake.IsZero() || t.Before(wake)) {
+			wake = t
+		}
+	}
+	var timer <-chan time.Time
+	if !wake.IsZero() {
+		wait := wake.Sub(d.clock.Now())
+		if wait <= 0 {
+			return
+		}
+		t := d.clock.NewTimer(wait)
+		defer t.Stop()
+		timer = t.C()
+	}
 	select {
-	case <-t.C():
+	case <-timer: // nil when nothing is planned: never ready
+	case <-a.settling.finished():
 	case <-d.wake:
 		a.claimNow = true
 	case <-ctx.Done():
 	}
 }
 
-// releaseHeld releases every row held, and settles what was handed over.
+// releaseHeld releases every row held (those of a claim in flight
+// included, once it returned), and settles what was handed over.
 func (a *ahead) releaseHeld(ctx context.Context) {
+	a.collect(ctx, true)
 	if len(a.held) > 0 {
 		rows := make([]OutgoingMessage, len(a.held))
 		results := make([]error, len(a.held))

@@ -7,13 +7,40 @@ import (
 
 // settleBatch gathers the results of a look-ahead dispatcher's hand-overs
 // and settles them together (see dispatcher.settle), one batch at a time in
-// the background, so that the loop goes on handing rows over meanwhile.
+// the background, so that the loop goes on handing rows over meanwhile. It
+// measures how fast its settlings go (rate), for the bound on rows held.
 type settleBatch struct {
 	rows    []OutgoingMessage
 	results []error
 	by      time.Time     // settle before: the earliest lease's end, less a margin
 	first   time.Time     // when the oldest result was added
 	running chan struct{} // closed when the settling in flight is over; nil when none
+	flying  int           // rows in the settling in flight
+	flyBy   time.Time     // the by of the settling in flight
+	took    time.Duration // how long it took, set before running is closed
+	rate    drainRate
+}
+
+// pending is how many rows wait for their settling or are in it.
+func (s *settleBatch) pending() int { return len(s.rows) + s.flying }
+
+// finished is closed when the settling in flight is over; nil when none.
+func (s *settleBatch) finished() <-chan struct{} { return s.running }
+
+// clearOf reports whether no row waiting for its settling or in it has a
+// lease that may end by t: a claim that looks as far as t cannot take back
+// a row whose delete is still on its way.
+func (s *settleBatch) clearOf(t time.Time) bool {
+	return (len(s.rows) == 0 || s.by.After(t)) && (s.running == nil || s.flyBy.After(t))
+}
+
+// reap takes note of the settling in flight if it is over, without waiting.
+func (s *settleBatch) reap() {
+	select {
+	case <-s.running: // nil when none: never ready
+		s.wait()
+	default:
+	}
 }
 
 // add queues results of rows for settling before by.
@@ -64,6 +91,8 @@ func (s *settleBatch) wait() {
 	if s.running != nil {
 		<-s.running
 		s.running = nil
+		s.rate.add(s.flying, s.took)
+		s.flying = 0
 	}
 }
 
@@ -77,9 +106,11 @@ func (s *settleBatch) flush(ctx context.Context, d *dispatcher, wait bool) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
+			start := d.clock.Now()
 			d.settle(ctx, rows, results, by)
+			s.took = d.clock.Now().Sub(start)
 		}()
-		s.running = done
+		s.running, s.flying, s.flyBy = done, len(rows), by
 	}
 	if wait {
 		s.wait()
