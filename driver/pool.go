@@ -112,6 +112,8 @@ type Pool[M any] struct {
 	running int             // Handle calls in progress
 	closing bool
 	changed chan struct{} // closed when a slot or a worker frees; nil while no one waits
+	line    []uint64      // the tickets of the AcquireBatch calls waiting, in arrival order
+	ticket  uint64        // the next ticket
 }
 
 // queued is a message put and not started, with its key.
@@ -182,7 +184,8 @@ func NewPool[M any](o PoolOptions[M]) (*Pool[M], error) {
 // Capacity returns the number of slots: Concurrency + Prefetch.
 func (p *Pool[M]) Capacity() int { return p.capacity }
 
-// Acquire waits for one free slot, then takes as many more as are free,
+// Acquire waits for one free slot (callers waiting at once are served in
+// the order they came), then takes as many more as are free,
 // up to limit (at least 1), and returns how many it took. It returns 0,
 // holding nothing, when ctx ended first.
 func (p *Pool[M]) Acquire(ctx context.Context, limit int) int {
@@ -200,9 +203,19 @@ func (p *Pool[M]) AcquireBatch(ctx context.Context, least, limit int) int {
 	least = max(min(least, limit, p.capacity), 1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// Callers are served in turn: a loop that gives its slots back and
+	// asks again at once queues behind the loops already waiting, as with
+	// a channel's blocked senders, so no loop sharing the pool starves.
+	t := p.ticket
+	p.ticket++
+	p.line = append(p.line, t)
+	defer func() {
+		p.line = slices.DeleteFunc(p.line, func(x uint64) bool { return x == t })
+		p.notify() // the next in line looks again
+	}()
 	for ctx.Err() == nil {
 		free := p.capacity - p.held
-		if free >= least || free > 0 && p.running < p.conc && p.startable() < 0 {
+		if p.line[0] == t && (free >= least || free > 0 && p.running < p.conc && p.startable() < 0) {
 			n := min(free, limit)
 			p.held += n
 			return n
@@ -240,6 +253,9 @@ func (p *Pool[M]) Changed() <-chan struct{} {
 func (p *Pool[M]) TryAcquire(limit int) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if len(p.line) > 0 {
+		return 0 // the slots that free go to the callers waiting first
+	}
 	n := max(min(p.capacity-p.held, limit), 0)
 	p.held += n
 	return n

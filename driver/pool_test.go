@@ -530,3 +530,37 @@ func TestPoolQueuedAndChanged(t *testing.T) {
 	}
 	close(gate)
 }
+
+// Two loops share a pool's slots (a reader of new messages and a taker of
+// idle ones): a loop that gives its slots back and asks again at once
+// must not take them before the loop that was already waiting, or the
+// waiting one starves.
+func TestPoolAcquireServesWaitersInTurn(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, driver.PoolOptions[int]{Concurrency: 2, Handle: func(int) {}})
+	defer p.Close()
+	ctx := context.Background()
+	if n := p.Acquire(ctx, p.Capacity()); n != p.Capacity() {
+		t.Fatalf("Acquire = %d, want every slot", n)
+	}
+	waiter := make(chan int, 1)
+	go func() { waiter <- p.Acquire(ctx, 1) }()
+	time.Sleep(50 * time.Millisecond) // the waiter is in line
+	for range 100 {
+		p.Release(p.Capacity())
+		n := p.Acquire(ctx, p.Capacity()) // the busy loop asks again at once
+		select {
+		case got := <-waiter:
+			if got != 1 {
+				t.Fatalf("the waiter got %d slots, want 1", got)
+			}
+			return
+		default:
+		}
+		p.Release(n)
+		if n := p.Acquire(ctx, p.Capacity()); n == 0 {
+			t.Fatal("Acquire returned 0")
+		}
+	}
+	t.Fatal("the waiting Acquire never got a slot: the loop that released took them back each time")
+}
