@@ -3,7 +3,6 @@ package kafka
 import (
 	"bytes"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -17,16 +16,7 @@ import (
 // always gives an ID; a record it decodes is written back the same by
 // encodeRecord; one it cannot read is marked with a reason.
 func FuzzDecodeRecordHeaders(f *testing.F) {
-	sent := time.Date(2031, 3, 4, 5, 6, 7, 890, time.UTC)
-	for _, env := range []*bus.Envelope{
-		{ID: "0190aa00-0000-7000-8000-000000000001", Type: "sales.PlaceOrder", Kind: bus.KindCommand,
-			Body: []byte(`{"id":1}`), ContentType: "application/json", SentAt: sent},
-		{ID: "id 2", Type: "a.B", Kind: bus.KindEvent, CorrelationID: "c", Source: "s", Destination: "d",
-			SentAt: sent, DueAt: sent.Add(time.Hour), ExpiresAt: sent.Add(2 * time.Hour), OrderingKey: "k",
-			Headers:    map[string]string{"h:": "nested prefix", "": "empty key"},
-			Attributes: map[string]string{"tenant": "acme"}, StickyAttributes: map[string]string{"s": "\xff"}},
-		{ID: "r", Type: "x", Kind: bus.KindReply},
-	} {
+	for _, env := range fuzzcheck.Envelopes() {
 		r := encodeRecord("t", env)
 		f.Add(seedOf(r.Headers), r.Key, r.Value)
 	}

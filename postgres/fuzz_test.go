@@ -3,7 +3,6 @@ package postgres
 import (
 	"bytes"
 	"testing"
-	"time"
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/internal/fuzzcheck"
@@ -14,16 +13,7 @@ import (
 // the body; a row it decodes is written back the same by newSendRow; one
 // it cannot read is marked with a reason and keeps the row's ID.
 func FuzzDecodeRow(f *testing.F) {
-	sent := time.Date(2031, 3, 4, 5, 6, 7, 890, time.UTC)
-	for _, env := range []*bus.Envelope{
-		{ID: "0190aa00-0000-7000-8000-000000000001", Type: "sales.PlaceOrder", Kind: bus.KindCommand,
-			Body: []byte(`{"id":1}`), ContentType: "application/json", SentAt: sent},
-		{ID: "id 2", Type: "a.B", Kind: bus.KindEvent, CorrelationID: "c", Source: "s", Destination: "d",
-			SentAt: sent, DueAt: sent.Add(time.Hour), ExpiresAt: sent.Add(2 * time.Hour), OrderingKey: "k",
-			Headers:    map[string]string{"k": "v", "": "empty key"},
-			Attributes: map[string]string{"tenant": "acme"}, StickyAttributes: map[string]string{"s": "\xff"}},
-		{ID: "r", Type: "x", Kind: bus.KindReply, Body: []byte{0, 0xff}},
-	} {
+	for _, env := range fuzzcheck.Envelopes() {
 		row, err := newSendRow("q", env)
 		if err != nil {
 			f.Fatal(err)

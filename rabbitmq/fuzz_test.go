@@ -18,17 +18,7 @@ import (
 // back the same by toPublishing; one it cannot map is marked with a reason;
 // and the error-queue copy of either is a message the client can publish.
 func FuzzFromDelivery(f *testing.F) {
-	sent := time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
-	for _, env := range []*bus.Envelope{
-		{ID: "0190aa00-0000-7000-8000-000000000001", Type: "sales.PlaceOrder", Kind: bus.KindCommand,
-			Body: []byte(`{"id":1}`), ContentType: "application/json", SentAt: sent},
-		{ID: "id 2", Type: "a.B", Kind: bus.KindEvent, CorrelationID: "c", Source: "s", Destination: "d",
-			SentAt: sent, DueAt: sent.Add(time.Hour), ExpiresAt: sent.Add(2 * time.Hour), OrderingKey: "k",
-			Headers:    map[string]string{"k": " v\n", "": "empty key"},
-			Attributes: map[string]string{"tenant": "acme"}, StickyAttributes: map[string]string{"s": "\xff"}},
-		{ID: "r", Type: "x", Kind: bus.KindReply},
-		{ID: "k9", Type: "x", Kind: 9},
-	} {
+	for _, env := range fuzzcheck.Envelopes() {
 		p, err := toPublishing(env)
 		if err != nil {
 			f.Fatal(err)

@@ -3,7 +3,6 @@ package redis
 import (
 	"bytes"
 	"testing"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -19,16 +18,7 @@ import (
 // without an envelope field, every field as a header, so the error queue
 // shows what arrived.
 func FuzzDecodeEntry(f *testing.F) {
-	sent := time.Date(2031, 3, 4, 5, 6, 7, 890, time.UTC)
-	for _, env := range []*bus.Envelope{
-		{ID: "0190aa00-0000-7000-8000-000000000001", Type: "sales.PlaceOrder", Kind: bus.KindCommand,
-			Body: []byte(`{"id":1}`), ContentType: "application/json", SentAt: sent},
-		{ID: "id 2", Type: "a.B", Kind: bus.KindEvent, CorrelationID: "c", Source: "s", Destination: "d",
-			SentAt: sent, DueAt: sent.Add(time.Hour), ExpiresAt: sent.Add(2 * time.Hour), OrderingKey: "k",
-			Headers:    map[string]string{"k": "v", "": "empty key"},
-			Attributes: map[string]string{"tenant": "acme"}, StickyAttributes: map[string]string{"s": "\xff"}},
-		{ID: "r", Type: "x", Kind: bus.KindReply, Body: []byte{0, 0xff}},
-	} {
+	for _, env := range fuzzcheck.Envelopes() {
 		f.Add("1700000000000-0", []byte(nil), bus.MarshalEnvelope(env), true)
 		f.Add("1700000000000-1", fuzzcheck.Join(fieldRequeues, "2"), bus.MarshalEnvelope(env), true)
 	}

@@ -2,7 +2,6 @@ package sqs
 
 import (
 	"testing"
-	"time"
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/internal/fuzzcheck"
@@ -14,17 +13,7 @@ import (
 // written back the same by encode; one it cannot read is marked with a
 // reason and keeps its body, and its error-queue copy can be sent.
 func FuzzDecode(f *testing.F) {
-	sent := time.Date(2031, 3, 4, 5, 6, 7, 890, time.UTC)
-	for _, env := range []*bus.Envelope{
-		{ID: "0190aa00-0000-7000-8000-000000000001", Type: "sales.PlaceOrder", Kind: bus.KindCommand,
-			Body: []byte(`{"id":1}`), ContentType: "application/json", SentAt: sent},
-		{ID: "id%2", Type: "a.B", Kind: bus.KindEvent, CorrelationID: "c", Source: "s", Destination: "d",
-			SentAt: sent, DueAt: sent.Add(time.Hour), ExpiresAt: sent.Add(2 * time.Hour), OrderingKey: "k\x00",
-			Headers:    map[string]string{"k": " v\n", "": "empty key"},
-			Attributes: map[string]string{"tenant": "acme"}, StickyAttributes: map[string]string{"s": "\xff"}},
-		{ID: "b", Type: "x", Kind: bus.KindReply, Body: []byte{0, 1, 0xff}},
-		{ID: "e", Type: "x", Kind: 7},
-	} {
+	for _, env := range fuzzcheck.Envelopes() {
 		w, err := encode(env)
 		if err != nil {
 			f.Fatal(err)

@@ -135,3 +135,27 @@ func Failed(env *bus.Envelope) *bus.Envelope {
 	f.SetHeader(bus.HeaderFailureAttempts, "0")
 	return f
 }
+
+// Envelopes are the seeds every transport's fuzz target encodes: a plain
+// command, events with every field set and awkward header keys, values and
+// IDs (spaces, percent signs, line breaks, NUL and invalid UTF-8), replies
+// with and without a binary body, and kinds the bus does not define.
+func Envelopes() []*bus.Envelope {
+	sent := time.Date(2031, 3, 4, 5, 6, 7, 890, time.UTC)
+	event := func(id, orderingKey, sticky string, headers map[string]string) *bus.Envelope {
+		return &bus.Envelope{ID: id, Type: "a.B", Kind: bus.KindEvent, CorrelationID: "c", Source: "s",
+			Destination: "d", SentAt: sent, DueAt: sent.Add(time.Hour), ExpiresAt: sent.Add(2 * time.Hour),
+			OrderingKey: orderingKey, Headers: headers, Attributes: map[string]string{"tenant": "acme"},
+			StickyAttributes: map[string]string{"s": sticky}}
+	}
+	return []*bus.Envelope{
+		{ID: "0190aa00-0000-7000-8000-000000000001", Type: "sales.PlaceOrder", Kind: bus.KindCommand,
+			Body: []byte(`{"id":1}`), ContentType: "application/json", SentAt: sent},
+		event("id 2", "k", "\xff", map[string]string{"k": " v\n", "": "empty key", "h:": "nested prefix"}),
+		event("id%2", "k\x00", "\x00", map[string]string{"Mixed.Case_key": " v\n", "100%": "%"}),
+		{ID: "r", Type: "x", Kind: bus.KindReply},
+		{ID: "b", Type: "x", Kind: bus.KindReply, Body: []byte{0, 1, 0xff}},
+		{ID: "k7", Type: "x", Kind: 7},
+		{ID: "k9", Type: "x", Kind: 9},
+	}
+}
