@@ -19,11 +19,8 @@ import (
 
 // Log keys.
 const (
-	logQueue     = "queue"
 	logTopic     = "topic"
 	logPartition = "partition"
-	logError     = "error"
-	logMsgID     = "message_id"
 )
 
 const (
@@ -95,7 +92,7 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		t:        t,
 		h:        h,
 		base:     context.WithoutCancel(ctx),
-		log:      t.opts.Logger.With(logQueue, queue),
+		log:      t.opts.Logger.With(driver.LogQueue, queue),
 		stopping: make(chan struct{}),
 		parts:    map[topicPartition]*partition{},
 	}
@@ -210,7 +207,7 @@ func (r *receiver) poll(ctx context.Context) {
 		fetches.EachError(func(topic string, p int32, err error) {
 			if !errors.Is(err, context.Canceled) {
 				failed = true
-				r.log.Warn("kafka: fetch", logTopic, topic, logPartition, p, logError, err)
+				r.log.Warn("kafka: fetch", logTopic, topic, logPartition, p, driver.LogError, err)
 			}
 		})
 		put := 0
@@ -291,8 +288,8 @@ func (r *receiver) run(p *partition, e *entry) {
 			return
 		default:
 		}
-		r.log.Warn("kafka: message not concluded; handling it again", logMsgID, env.ID,
-			logTopic, p.tp.topic, logPartition, p.tp.partition, logError, err)
+		r.log.Warn("kafka: message not concluded; handling it again", driver.LogMessageID, env.ID,
+			logTopic, p.tp.topic, logPartition, p.tp.partition, driver.LogError, err)
 		t := time.NewTimer(redeliverDelay)
 		select {
 		case <-t.C:
@@ -371,7 +368,7 @@ func (r *receiver) commit(ctx context.Context, only []*partition) {
 	})
 	if cerr != nil {
 		if ctx.Err() == nil {
-			r.log.Warn("kafka: offset commit failed; settled messages may be delivered again", logError, cerr)
+			r.log.Warn("kafka: offset commit failed; settled messages may be delivered again", driver.LogError, cerr)
 		}
 		return
 	}

@@ -16,14 +16,6 @@ import (
 	"github.com/postbus/bus/driver"
 )
 
-// Log keys.
-const (
-	logQueue    = "queue"
-	logConsumer = "consumer"
-	logError    = "error"
-	logMsgID    = "message_id"
-)
-
 // Bounds of the pause between attempts to resume a broken pull.
 const (
 	minRetryDelay = 50 * time.Millisecond
@@ -71,7 +63,7 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		t:        t,
 		h:        h,
 		hctx:     context.WithoutCancel(ctx),
-		log:      t.opts.Logger.With(logQueue, queue),
+		log:      t.opts.Logger.With(driver.LogQueue, queue),
 		prefetch: max(t.opts.Prefetch, conc),
 	}
 	// The pulls of every consumer of the queue feed one FIFO worker pool;
@@ -91,7 +83,7 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 			if errs[i] = r.run(pullCtx, c); errs[i] != nil && i == 0 {
 				stop() // without its own consumer the queue cannot be consumed
 			} else if errs[i] != nil {
-				r.log.Error("nats: event consumer stopped", logConsumer, c.CachedInfo().Name, logError, errs[i])
+				r.log.Error("nats: event consumer stopped", driver.LogConsumer, c.CachedInfo().Name, driver.LogError, errs[i])
 			}
 		})
 	}
@@ -99,7 +91,7 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 	pool.Close()
 	if t.nc.IsConnected() {
 		if ferr := t.nc.FlushTimeout(flushTimeout); ferr != nil {
-			r.log.Warn("nats: flushing acknowledgements", logError, ferr)
+			r.log.Warn("nats: flushing acknowledgements", driver.LogError, ferr)
 		}
 	}
 	if errs[0] != nil {
@@ -164,7 +156,7 @@ func (r *receiver) run(ctx context.Context, cons jetstream.Consumer) error {
 		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return err
 		}
-		r.log.Warn("nats: pull interrupted; resuming", logConsumer, cons.CachedInfo().Name, logError, err, "retry_in", delay)
+		r.log.Warn("nats: pull interrupted; resuming", driver.LogConsumer, cons.CachedInfo().Name, driver.LogError, err, "retry_in", delay)
 		if !driver.Sleep(ctx, delay) {
 			return nil
 		}
@@ -204,7 +196,7 @@ func (r *receiver) consume(ctx context.Context, cons jetstream.Consumer) error {
 		jetstream.PullExpiry(r.t.opts.PullExpiry),
 		jetstream.PullHeartbeat(pullHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			r.log.Debug("nats: pull", logConsumer, cons.CachedInfo().Name, logError, err)
+			r.log.Debug("nats: pull", driver.LogConsumer, cons.CachedInfo().Name, driver.LogError, err)
 			mu.Lock()
 			lastErr = err
 			mu.Unlock()
@@ -240,7 +232,7 @@ func (r *receiver) consume(ctx context.Context, cons jetstream.Consumer) error {
 
 func (r *receiver) giveBack(msg jetstream.Msg) {
 	if err := msg.Nak(); err != nil {
-		r.log.Debug("nats: returning an unstarted message", logError, err)
+		r.log.Debug("nats: returning an unstarted message", driver.LogError, err)
 	}
 }
 
@@ -257,7 +249,7 @@ func (r *receiver) handle(msg jetstream.Msg) {
 			err = msg.Nak()
 		}
 		if err != nil {
-			r.log.Warn("nats: nak failed; the message returns after AckWait", logMsgID, env.ID, logError, err)
+			r.log.Warn("nats: nak failed; the message returns after AckWait", driver.LogMessageID, env.ID, driver.LogError, err)
 		}
 		return
 	}
@@ -269,7 +261,7 @@ func (r *receiver) handle(msg jetstream.Msg) {
 		err = msg.Ack()
 	}
 	if err != nil {
-		r.log.Warn("nats: ack failed; the message may be redelivered", logMsgID, env.ID, logError, err)
+		r.log.Warn("nats: ack failed; the message may be redelivered", driver.LogMessageID, env.ID, driver.LogError, err)
 	}
 }
 
@@ -291,7 +283,7 @@ func (r *receiver) keepAlive(msg jetstream.Msg) (stop func()) {
 			return
 		}
 		if err := msg.InProgress(); err != nil {
-			r.log.Debug("nats: progress report failed", logError, err)
+			r.log.Debug("nats: progress report failed", driver.LogError, err)
 		}
 		timer.Reset(every)
 	})

@@ -21,11 +21,7 @@ import (
 
 // Log keys.
 const (
-	logQueue    = "queue"
-	logConsumer = "consumer"
-	logError    = "error"
-	logMsgID    = "message_id"
-	logEntry    = "entry_id"
+	logEntry = "entry_id"
 )
 
 // Bounds of the pause between attempts after a failed read.
@@ -83,7 +79,7 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		stop:     ctx,
 		held:     make(map[string]*delivery, hold),
 	}
-	r.log = t.opts.Logger.With(logQueue, queue, logConsumer, r.consumer)
+	r.log = t.opts.Logger.With(driver.LogQueue, queue, driver.LogConsumer, r.consumer)
 	// Messages in hand are started in stream order by Concurrency workers
 	// (driver.Pool); those not started when Receive stops are handed back.
 	pool, err := driver.NewPool(driver.PoolOptions[*delivery]{
@@ -195,7 +191,7 @@ func (r *receiver) readLoop(ctx context.Context) error {
 			if errors.Is(err, goredis.ErrClosed) {
 				return err
 			}
-			r.log.Warn("redis: read failed; retrying", logError, err, "retry_in", delay)
+			r.log.Warn("redis: read failed; retrying", driver.LogError, err, "retry_in", delay)
 			if isNoGroup(err) {
 				_ = r.t.ensureGroup(r.hctx, r.queue)
 			}
@@ -247,7 +243,7 @@ func (r *receiver) claimIdle(ctx context.Context) {
 		if err != nil {
 			r.pool.Release(n)
 			if !errors.Is(err, goredis.Nil) {
-				r.log.Warn("redis: taking over idle messages failed", logError, err)
+				r.log.Warn("redis: taking over idle messages failed", driver.LogError, err)
 			}
 			return
 		}
@@ -348,7 +344,7 @@ func (r *receiver) requeue(d *delivery, why string) {
 	err := requeueScript.Run(ctx, r.t.rdb, []string{r.key}, r.group, r.consumer, r.t.opts.MaxLen, d.id).Err()
 	if err != nil {
 		r.log.Warn("redis: handing a message back failed; it is taken over after the lease", "reason", why,
-			logMsgID, d.env.ID, logEntry, d.id, logError, err)
+			driver.LogMessageID, d.env.ID, logEntry, d.id, driver.LogError, err)
 	}
 }
 
@@ -373,7 +369,7 @@ func (r *receiver) ack(ids []string) {
 	})
 	if err != nil {
 		r.log.Warn("redis: acknowledging handled messages failed; they are delivered again after the lease",
-			"count", len(ids), logError, err)
+			"count", len(ids), driver.LogError, err)
 	}
 }
 
@@ -400,7 +396,7 @@ func (r *receiver) renewLoop(ctx context.Context) {
 			lost, err := renewScript.Run(ctx, r.t.rdb, []string{r.key}, args...).StringSlice()
 			if err != nil {
 				if ctx.Err() == nil {
-					r.log.Warn("redis: renewing the claim on messages in hand failed", logError, err)
+					r.log.Warn("redis: renewing the claim on messages in hand failed", driver.LogError, err)
 				}
 				continue
 			}
@@ -415,7 +411,7 @@ func (r *receiver) markLost(ids []string) {
 	for _, id := range ids {
 		if d, ok := r.held[id]; ok && !d.lost.Swap(true) {
 			r.log.Warn("redis: another consumer took over a message in hand; its handling is cancelled",
-				logMsgID, d.env.ID, logEntry, id)
+				driver.LogMessageID, d.env.ID, logEntry, id)
 			d.cancel()
 		}
 	}
@@ -426,7 +422,7 @@ func (r *receiver) retire() {
 	ctx, cancel := context.WithTimeout(r.hctx, defaultShutdownWait)
 	defer cancel()
 	if err := retireScript.Run(ctx, r.t.rdb, []string{r.key}, r.group, r.consumer).Err(); err != nil && !isNoGroup(err) {
-		r.log.Debug("redis: removing the consumer from its group", logError, err)
+		r.log.Debug("redis: removing the consumer from its group", driver.LogError, err)
 	}
 }
 

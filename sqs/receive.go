@@ -16,13 +16,6 @@ import (
 	"github.com/postbus/bus/driver"
 )
 
-// Log keys.
-const (
-	logQueue = "queue"
-	logError = "error"
-	logMsgID = "message_id"
-)
-
 // Tuning of the receive loop.
 const (
 	maxBatch        = 10 // SQS's limit for ReceiveMessage and DeleteMessageBatch
@@ -71,7 +64,7 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		h:    h,
 		qurl: qurl,
 		hctx: context.WithoutCancel(ctx),
-		log:  t.opts.Logger.With(logQueue, queue),
+		log:  t.opts.Logger.With(driver.LogQueue, queue),
 	}
 	// Received messages wait for a handler in one FIFO queue; the pollers
 	// ask only for free handler slots, so none waits long. Those received
@@ -137,7 +130,7 @@ func (r *receiver) poll(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			r.log.Warn("sqs: receive failed; retrying", logError, err, "retry_in", delay)
+			r.log.Warn("sqs: receive failed; retrying", driver.LogError, err, "retry_in", delay)
 			if !driver.Sleep(ctx, delay) {
 				return
 			}
@@ -176,7 +169,7 @@ func (r *receiver) handle(m sqstypes.Message) {
 	})
 	if err != nil {
 		r.log.Warn("sqs: could not make a failed message visible again; it returns after its visibility timeout",
-			logMsgID, env.ID, logError, err)
+			driver.LogMessageID, env.ID, driver.LogError, err)
 	}
 }
 
@@ -219,7 +212,7 @@ func (r *receiver) heartbeat(ctx context.Context, cancel context.CancelCauseFunc
 				return
 			default:
 			}
-			r.log.Warn("sqs: visibility extension failed; the handler's context is cancelled", logMsgID, id, logError, err)
+			r.log.Warn("sqs: visibility extension failed; the handler's context is cancelled", driver.LogMessageID, id, driver.LogError, err)
 			cancel(fmt.Errorf("%w: %w", ErrVisibilityLost, err))
 			return
 		}
@@ -243,7 +236,7 @@ func (r *receiver) deleteBatch(b []deleteEntry) {
 	defer cancel()
 	out, err := r.t.sqs.DeleteMessageBatch(ctx, &awssqs.DeleteMessageBatchInput{QueueUrl: aws.String(r.qurl), Entries: entries})
 	if err != nil {
-		r.log.Warn("sqs: deleting handled messages failed; they will be delivered again", "count", len(b), logError, err)
+		r.log.Warn("sqs: deleting handled messages failed; they will be delivered again", "count", len(b), driver.LogError, err)
 		return
 	}
 	for _, f := range out.Failed {
@@ -252,6 +245,6 @@ func (r *receiver) deleteBatch(b []deleteEntry) {
 			id = b[i].id
 		}
 		r.log.Warn("sqs: deleting a handled message failed; it will be delivered again",
-			logMsgID, id, "code", aws.ToString(f.Code), logError, aws.ToString(f.Message))
+			driver.LogMessageID, id, "code", aws.ToString(f.Code), driver.LogError, aws.ToString(f.Message))
 	}
 }

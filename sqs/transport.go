@@ -267,7 +267,7 @@ func (t *Transport) createQueue(ctx context.Context, name string) (string, error
 		}
 		return "", fmt.Errorf("create: %w", err)
 	}
-	t.opts.Logger.Debug("sqs: queue created", logQueue, name)
+	t.opts.Logger.Debug("sqs: queue created", driver.LogQueue, name)
 	return aws.ToString(out.QueueUrl), nil
 }
 
