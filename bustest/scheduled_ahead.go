@@ -86,10 +86,18 @@ func testAheadLeaseOfDeadClaimer(t *testing.T, s bus.ScheduledStore) {
 	if len(dead.Rows) != 1 {
 		t.Fatalf("claimed %d rows ahead, want 1", len(dead.Rows))
 	}
-	if other := claimAhead(t, a, ahead, 10, time.Hour); len(other.Rows) != 0 {
-		t.Fatalf("a second look-ahead claim took %v, held by the first", ids(other.Rows))
+	var again bus.OutgoingMessage
+	switch other := claimAhead(t, a, ahead, 10, time.Hour); {
+	case len(other.Rows) == 0:
+		again = waitClaim(t, s, time.Hour)
+	case other.Now.Before(dead.Rows[0].LeaseUntil):
+		t.Fatalf("a second look-ahead claim took %v at %v, held by the first until %v",
+			ids(other.Rows), other.Now, dead.Rows[0].LeaseUntil)
+	default:
+		// A machine slow enough that the window and the lease passed
+		// between the two claims: the second was right to take the row.
+		again = other.Rows[0]
 	}
-	again := waitClaim(t, s, time.Hour)
 	if el := time.Since(start); el < ahead+lease-10*time.Millisecond {
 		t.Errorf("row claimed again %v after the look-ahead claim, before its window and lease (%v) passed", el, ahead+lease)
 	}
