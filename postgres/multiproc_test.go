@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,6 +65,7 @@ func multiProcess(t *testing.T, pool *pgxpool.Pool, bin string, kill bool) {
 	}
 	procs := map[string]*exec.Cmd{}
 	var hung <-chan string
+	logs := new(bustest.LogBuffer) // every worker's log, also on os.Stderr
 	for _, name := range []string{"p1", "p2", "p3"} {
 		args := []string{"run", "-schema", schema, "-name", name, "-lease", "3s"}
 		if kill && name == "p2" {
@@ -72,7 +74,7 @@ func multiProcess(t *testing.T, pool *pgxpool.Pool, bin string, kill bool) {
 			args = append(args, "-hang-after", "300")
 		}
 		var lines <-chan string
-		procs[name], lines = startWorker(t, bin, args...)
+		procs[name], lines = startWorkerLogging(t, bin, logs, args...)
 		if name == "p2" {
 			hung = lines
 		}
@@ -138,10 +140,17 @@ func multiProcess(t *testing.T, pool *pgxpool.Pool, bin string, kill bool) {
 			t.Errorf("worker %s: %v", name, err)
 		}
 	}
-	checkReceipts(t, ctx, pool, receipts, claims, at, victim)
+	checkReceipts(t, ctx, pool, receipts, claims, at, victim, strings.Contains(logs.String(), abandonedSettle))
 }
 
-func checkReceipts(t *testing.T, ctx context.Context, pool *pgxpool.Pool, receipts, claims string, at time.Time, victim string) {
+// abandonedSettle is what a worker's dispatcher logs when the store failed
+// every attempt to delete rows it had handed over until their lease was
+// about to end: those rows are handed over again after the lease, a
+// duplicate the store's fault explains (on a shared server, another suite
+// can exhaust its connections).
+const abandonedSettle = "cannot settle dispatched rows; they will be dispatched again after their lease"
+
+func checkReceipts(t *testing.T, ctx context.Context, pool *pgxpool.Pool, receipts, claims string, at time.Time, victim string, storeFault bool) {
 	var total, distinct, early int
 	var last time.Time
 	err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT msg_id), count(*) FILTER (WHERE received_at < due_at), max(received_at) FROM `+receipts).
@@ -162,8 +171,20 @@ func checkReceipts(t *testing.T, ctx context.Context, pool *pgxpool.Pool, receip
 		t.Errorf("%d messages received before their due time", early)
 	}
 	if victim == "" {
-		if total != multiN {
+		if total != multiN && !storeFault {
 			t.Errorf("%d receipts, want exactly %d: duplicates without any failure", total, multiN)
+		}
+		if storeFault {
+			// Duplicates only of rows whose delete the store refused, and
+			// each sent once more at most.
+			var most int
+			if err := pool.QueryRow(ctx, `SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM `+receipts+` GROUP BY msg_id) c`).Scan(&most); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("a worker could not settle rows it handed over (the store refused): %d duplicates", total-multiN)
+			if most > 2 {
+				t.Errorf("a message was received %d times; a refused delete explains one more at most", most)
+			}
 		}
 		return
 	}
@@ -195,9 +216,19 @@ func checkReceipts(t *testing.T, ctx context.Context, pool *pgxpool.Pool, receip
 // print "ready" (drivertest.StartWorker).
 func startWorker(t *testing.T, bin string, args ...string) (*exec.Cmd, <-chan string) {
 	t.Helper()
+	return startWorkerLogging(t, bin, nil, args...)
+}
+
+// startWorkerLogging is startWorker with the worker's log also written to
+// logs, when not nil.
+func startWorkerLogging(t *testing.T, bin string, logs io.Writer, args ...string) (*exec.Cmd, <-chan string) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "POSTBUS_TEST_POSTGRES_URL="+testURL())
 	cmd.Stderr = os.Stderr
+	if logs != nil {
+		cmd.Stderr = io.MultiWriter(os.Stderr, logs)
+	}
 	return cmd, drivertest.StartWorker(t, cmd)
 }
 
