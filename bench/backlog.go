@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"runtime/debug"
 	"time"
 
@@ -42,7 +43,11 @@ func runBacklog(ctx context.Context, s *stage, r *Result) error {
 		return err
 	}
 	hour := bus.DeliverAfter(time.Hour)
-	took, err := s.scheduleAll(ctx, b, backlogSeq, s.o.backlog, func(int) bus.Option { return hour })
+	schedule := s.scheduleAll
+	if s.o.backlogBatch > 0 {
+		schedule = s.scheduleBatches
+	}
+	took, err := schedule(ctx, b, backlogSeq, s.o.backlog, func(int) bus.Option { return hour })
 	if err != nil {
 		return err
 	}
@@ -114,4 +119,21 @@ func (s *stage) idle(ctx context.Context) (idleCost, error) {
 		c.queriesPS = ptr(round(float64(q1-q0)/wall.Seconds(), 1))
 	}
 	return c, nil
+}
+
+// scheduleBatches stores n Ticks from base with SendBatch calls of
+// -backlog-batch messages, one call after another, and returns how long
+// that took.
+func (s *stage) scheduleBatches(ctx context.Context, b *bus.Bus, base int64, n int, opt func(i int) bus.Option) (time.Duration, error) {
+	start := time.Now()
+	for from := 0; from < n; from += s.o.backlogBatch {
+		var batch bus.Batch
+		for i := from; i < min(from+s.o.backlogBatch, n); i++ {
+			batch.Send(Tick{Seq: base + int64(i), Pad: s.pad}, opt(i))
+		}
+		if err := b.SendBatch(ctx, &batch); err != nil {
+			return time.Since(start), fmt.Errorf("send batch at %d: %w", from, err)
+		}
+	}
+	return time.Since(start), nil
 }

@@ -29,7 +29,8 @@
 //   - backlog: spread without a backlog, then -backlog rows scheduled an hour
 //     ahead, then spread again; reports both lateness figures and the
 //     process's CPU use over -idle seconds with nothing due, before and after
-//     the backlog was stored.
+//     the backlog was stored. -backlog-batch N stores the backlog with
+//     SendBatch calls of N messages, for backlogs of millions of rows.
 //   - throughput: immediate Send→handler round trips with -body byte bodies
 //     (default 1 KiB) from -concurrency senders (default 8; -senders, when
 //     given, sets them apart from the handlers' -concurrency), with at most

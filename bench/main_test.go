@@ -121,6 +121,7 @@ func TestBadFlags(t *testing.T) {
 		{"-workload", "schedule", "-instances", "2"},
 		{"-senders", "0"},
 		{"-rate", "-1"},
+		{"-workload", "backlog", "-backlog-batch", "-1"},
 		{"stray"},
 	} {
 		var stdout, stderr strings.Builder

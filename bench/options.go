@@ -25,6 +25,9 @@ type options struct {
 	over         time.Duration
 	lead         time.Duration
 	backlog      int
+	// backlogBatch: store the backlog with SendBatch calls of this many
+	// messages instead of one Send each (0).
+	backlogBatch int
 	// tickFor and idleSchedules shape the recurring workload.
 	tickFor       time.Duration
 	idleSchedules int
@@ -110,6 +113,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.over, "over", 10*time.Second, "spread: the window the due times are spread over")
 	fs.DurationVar(&o.lead, "lead", 0, "burst/spread: time from the start of scheduling to the first due time (0: sized from n and the store); schedule-batch: the messages' DeliverAfter (0: 2s + 10µs a message)")
 	fs.IntVar(&o.backlog, "backlog", 1_000_000, "backlog: rows scheduled an hour ahead")
+	fs.IntVar(&o.backlogBatch, "backlog-batch", 0, "backlog: store the backlog with SendBatch calls of this many messages (0: one Send each, from -senders goroutines)")
 	fs.DurationVar(&o.idle, "idle", 5*time.Second, "backlog, recurring: how long idle CPU is measured")
 	fs.DurationVar(&o.tickFor, "tick-for", 10*time.Second, "recurring: how long the -n schedules of Every(1s) are measured ticking")
 	fs.IntVar(&o.idleSchedules, "idle-schedules", 10_000, "recurring: hourly schedules declared while the idle cost is measured")
@@ -179,8 +183,8 @@ func (o *options) check() error {
 	switch {
 	case o.rate < 0:
 		return fmt.Errorf("-rate must not be negative")
-	case o.n < 0 || o.senders < 1 || o.concurrency < 1 || o.inflight < 1 || o.backlog < 0 || o.instances < 0:
-		return fmt.Errorf("-n, -backlog and -instances must not be negative; -senders, -concurrency and -inflight must be positive")
+	case o.n < 0 || o.senders < 1 || o.concurrency < 1 || o.inflight < 1 || o.backlog < 0 || o.backlogBatch < 0 || o.instances < 0:
+		return fmt.Errorf("-n, -backlog, -backlog-batch and -instances must not be negative; -senders, -concurrency and -inflight must be positive")
 	case o.over <= 0 || o.idle <= 0 || o.lead < 0 || o.timeout < 0:
 		return fmt.Errorf("-over and -idle must be positive; -lead and -timeout must not be negative")
 	case o.instances > 0 && (o.workload == "schedule" || o.workload == "throughput"):

@@ -49,6 +49,11 @@ func TestWorkloadsMemory(t *testing.T) {
 				t.Errorf("backlog report incomplete: %+v", r)
 			}
 		}},
+		{"backlog-batch", []string{"-workload", "backlog", "-n", "300", "-over", "300ms", "-lead", "2s", "-backlog", "5000", "-backlog-batch", "2000", "-idle", "100ms"}, func(t *testing.T, r Result) {
+			if r.Backlog != 5000 || r.BacklogMsgsPerSec <= 0 || r.LatenessMoved == nil {
+				t.Errorf("backlog stored in batches: report incomplete: %+v", r)
+			}
+		}},
 		{"throughput", []string{"-workload", "throughput", "-n", "3000"}, func(t *testing.T, r Result) {
 			if r.Latency == nil || r.BodyBytes < 1016 || r.BodyBytes > 1032 || r.Senders != 8 {
 				t.Errorf("throughput report incomplete, or not 1 KiB bodies from 8 senders: %+v", r)
