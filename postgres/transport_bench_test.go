@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
@@ -21,9 +22,14 @@ var benchBody = []byte(`{"Pad":"` + strings.Repeat("x", 1014) + `"}`)
 
 // BenchmarkTransportSendToHandler measures the transport alone: 8
 // goroutines Send 1 KiB messages to one queue, each waiting for its commit,
-// and one Receive with Concurrency 8 acknowledges them.
+// and one Receive with Concurrency 8 acknowledges them. It also reports
+// the statements the transport ran per message, by kind: each is a round
+// trip, and round trips cost the process most of its CPU (socket reads and
+// writes, goroutine wake-ups). Fewer per message means more messages shared
+// each insert, claim or acknowledgement.
 func BenchmarkTransportSendToHandler(b *testing.B) {
-	pool := newPool(b, 24)
+	stmts := &statementCounter{}
+	pool := newTracedPool(b, 24, stmts)
 	tr := newTransport(b, pool, freshSchema(b, pool), postgres.TransportOptions{})
 	queue := bustest.Namespace()
 	if err := tr.Provision(b.Context(), bus.Topology{Queue: queue}); err != nil {
@@ -45,6 +51,7 @@ func BenchmarkTransportSendToHandler(b *testing.B) {
 	defer func() { cancel(); <-recvDone }()
 	b.SetBytes(int64(len(benchBody)))
 	b.ResetTimer()
+	stmts.start(b.N)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range benchSenders {
@@ -62,6 +69,7 @@ func BenchmarkTransportSendToHandler(b *testing.B) {
 	wg.Wait()
 	<-done
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	stmts.report(b)
 }
 
 // BenchmarkTransportRawClientCeiling does the same work with pgx alone, no
@@ -140,4 +148,68 @@ func BenchmarkTransportRawClientCeiling(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// statementCounter is a pgx tracer counting the transport's statements by
+// kind, from start on.
+type statementCounter struct {
+	on                                    atomic.Bool
+	n                                     int
+	inserts, notifies, claims, acks, rest atomic.Int64
+}
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if !c.on.Load() {
+		return ctx
+	}
+	switch sql := d.SQL; {
+	case strings.HasPrefix(sql, "WITH u AS"):
+		c.inserts.Add(1)
+	case strings.Contains(sql, "pg_notify"):
+		c.notifies.Add(1)
+	case strings.HasPrefix(sql, "WITH c AS") && strings.Contains(sql, "SKIP LOCKED"):
+		c.claims.Add(1)
+	case strings.HasPrefix(sql, "DELETE"):
+		c.acks.Add(1)
+	default:
+		c.rest.Add(1)
+	}
+	return ctx
+}
+
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *statementCounter) start(n int) {
+	c.n = n
+	c.on.Store(true)
+}
+
+// report adds the statements per message to b's metrics.
+func (c *statementCounter) report(b *testing.B) {
+	c.on.Store(false)
+	per := func(v *atomic.Int64) float64 { return float64(v.Load()) / float64(c.n) }
+	b.ReportMetric(per(&c.inserts), "inserts/msg")
+	b.ReportMetric(per(&c.notifies), "notifies/msg")
+	b.ReportMetric(per(&c.claims), "claims/msg")
+	b.ReportMetric(per(&c.acks), "acks/msg")
+	b.ReportMetric(per(&c.rest), "other-stmts/msg")
+}
+
+// newTracedPool opens a pool of the benchmark's own with tracer on its
+// connections, closed at cleanup.
+func newTracedPool(b *testing.B, maxConns int32, tracer pgx.QueryTracer) *pgxpool.Pool {
+	b.Helper()
+	testPool(b) // skips when the server is down
+	cfg, err := pgxpool.ParseConfig(testURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = maxConns
+	cfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(b.Context(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return pool
 }
