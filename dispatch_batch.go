@@ -63,32 +63,40 @@ func (d *dispatcher) handOverAll(ctx context.Context, rows []OutgoingMessage, st
 	}
 	results := make([]error, len(rows))
 	var next, failures atomic.Int64
-	var wg sync.WaitGroup
-	for range min(d.cfg.Concurrency, len(lanes)) {
-		wg.Go(func() {
-			for l := int(next.Add(1)) - 1; l < len(lanes); l = int(next.Add(1)) - 1 {
-				var wait time.Duration // > 0 once a row of the lane failed
-				for k, i := range lanes[l] {
-					switch {
-					case wait > 0:
-						results[i] = &heldBackError{wait: wait + time.Duration(k)*keyStep}
-						continue
-					case failures.Load() >= batchFailureLimit || d.clock.Now().After(stopBy):
-						results[i] = errNotAttempted
-						continue
+	work := func() {
+		for l := int(next.Add(1)) - 1; l < len(lanes); l = int(next.Add(1)) - 1 {
+			var wait time.Duration // > 0 once a row of the lane failed
+			for k, i := range lanes[l] {
+				switch {
+				case wait > 0:
+					results[i] = &heldBackError{wait: wait + time.Duration(k)*keyStep}
+					continue
+				case failures.Load() >= batchFailureLimit || d.clock.Now().After(stopBy):
+					results[i] = errNotAttempted
+					continue
+				}
+				sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)
+				results[i] = d.handOverDecoded(sctx, &rows[i], dec[i])
+				cancel()
+				if results[i] != nil && ctx.Err() == nil {
+					if !errors.Is(results[i], ErrPermanent) {
+						failures.Add(1) // a refused message is no sign the transport is down
 					}
-					sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)
-					results[i] = d.handOverDecoded(sctx, &rows[i], dec[i])
-					cancel()
-					if results[i] != nil && ctx.Err() == nil {
-						if !errors.Is(results[i], ErrPermanent) {
-							failures.Add(1) // a refused message is no sign the transport is down
-						}
-						wait = d.holdsBack(&rows[i], results[i])
-					}
+					wait = d.holdsBack(&rows[i], results[i])
 				}
 			}
-		})
+		}
+	}
+	workers := min(d.cfg.Concurrency, len(lanes))
+	if workers <= 1 {
+		// One lane (a lone due row, the common case of a spread) or one
+		// worker: no goroutine to start and wait for.
+		work()
+		return results
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(work)
 	}
 	wg.Wait()
 	return results

@@ -1,6 +1,8 @@
 package bus_test
 
 import (
+	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,5 +48,48 @@ func TestDispatchFailuresOverTheRecordingLimitAreNotLeftLeased(t *testing.T) {
 				t.Errorf("%d of %d messages arrived within 15 s of the transport's return (lease 1 min): failed rows were left leased", got, n)
 			}
 		})
+	}
+}
+
+// deleteCounting counts the delete calls made on a memory store.
+type deleteCounting struct {
+	*bus.MemoryPersistence
+	deletes atomic.Int64
+}
+
+func (d *deleteCounting) DeleteOutgoing(ctx context.Context, c []bus.Claim) (int, error) {
+	d.deletes.Add(1)
+	return d.MemoryPersistence.DeleteOutgoing(ctx, c)
+}
+
+// A stream of rows falling due one every 2 ms is deleted in one or two
+// calls, not one every few rows: a look-ahead dispatcher deletes the rows
+// it delivered together, up to 100 ms after the first of them (or once no
+// row is held). Each row still arrives once and is deleted.
+func TestLookAheadDeletesAStreamOfDeliveredRowsTogether(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	clock := bustest.NewFakeClock(t0)
+	store, mem := &deleteCounting{MemoryPersistence: bus.NewMemoryPersistence()}, bus.NewMemoryTransport()
+	sender := bustest.StartBus(t, bus.Config{Endpoint: "sender", SendOnly: true, Transport: mem, Persistence: store, Clock: clock}, nil)
+	const n = 45 // due from 10 ms to 98 ms
+	for i := range n {
+		due := t0.Add(10*time.Millisecond + time.Duration(i)*2*time.Millisecond)
+		must(t, sender.Send(ctxT(t), PlaceOrder{ID: fmt.Sprint(i)}, bus.To("sales"), bus.DeliverAt(due)))
+	}
+	in := bustest.NewRecorder[PlaceOrder]()
+	bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: mem, Persistence: store, Clock: clock},
+		func(b *bus.Bus) { _ = bus.Handle(b, in.Handler) })
+	for (in.Len() < n || store.Len() > 0) && clock.Now().Before(t0.Add(time.Second)) {
+		clock.WaitForTimers(ctxT(t), 1)
+		clock.Advance(time.Millisecond)
+	}
+	in.WaitFor(t, n)
+	waitFor(t, "the delivered rows to be deleted", func() bool { return store.Len() == 0 })
+	if got := in.Len(); got != n {
+		t.Errorf("%d deliveries of %d rows", got, n)
+	}
+	if got := store.deletes.Load(); got > 2 {
+		t.Errorf("%d delete calls for %d rows delivered within 90 ms, want at most 2", got, n)
 	}
 }

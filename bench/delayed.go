@@ -122,6 +122,7 @@ func (s *stage) receivers(ctx context.Context, r *Result) (*bus.Bus, func(), err
 type phaseResult struct {
 	t0        time.Time
 	took      time.Duration // scheduling
+	schedCPU  time.Duration // this process, while it scheduled
 	tally     tally
 	serverCPU *float64      // milliseconds, while the batch fell due
 	cpu       time.Duration // this process and its workers, while the batch fell due
@@ -139,6 +140,7 @@ func (p *phaseResult) fill(r *Result) {
 	r.ScheduleMsgsPerSec = round(float64(r.N)/p.took.Seconds(), 0)
 	r.Lateness = percentiles(t.Lateness)
 	r.CPUPerMsgUS = cpuPerMsg(p.cpu, t.Received)
+	r.ScheduleCPUPerMsgUS = cpuPerMsg(p.schedCPU, r.N)
 	r.applyTally(t)
 	if p.scans != nil && t.Received > 0 {
 		r.StoreScansPer1k = ptr(round(float64(*p.scans)*1000/float64(t.Received), 0))
@@ -177,7 +179,9 @@ func (s *stage) phase(ctx context.Context, b *bus.Bus, base int64, n int, due fu
 	lead := s.leadFor(n)
 	p := &phaseResult{t0: time.Now().Add(lead)}
 	var err error
+	sched0 := selfCPU()
 	p.took, err = s.scheduleAll(ctx, b, base, n, func(i int) bus.Option { return bus.DeliverAt(due(p.t0, i)) })
+	p.schedCPU = selfCPU() - sched0
 	if err != nil {
 		return nil, err
 	}

@@ -30,15 +30,19 @@ type Result struct {
 	// CPUPerMsgUS is the CPU time this process (and its workers) used in
 	// the measured phase per message, in microseconds: unlike the rates, it
 	// hardly depends on what else the machine is running.
-	CPUPerMsgUS  float64      `json:"cpu_us_per_msg,omitempty"`
-	Lateness     *Percentiles `json:"lateness_ms,omitempty"`
-	Latency      *Percentiles `json:"latency_ms,omitempty"`
-	Early        int          `json:"early"`
-	Duplicates   int          `json:"duplicates"`
-	Missing      int          `json:"missing"`
-	IDMismatches int          `json:"id_mismatches,omitempty"`
-	Unexpected   int          `json:"unexpected,omitempty"`
-	BodyBytes    int          `json:"body_bytes"`
+	CPUPerMsgUS float64 `json:"cpu_us_per_msg,omitempty"`
+	// ScheduleCPUPerMsgUS is the CPU time this process used per message
+	// while it scheduled them, before the measured phase (burst, spread,
+	// backlog): the Sends, which CPUPerMsgUS does not count.
+	ScheduleCPUPerMsgUS float64      `json:"schedule_cpu_us_per_msg,omitempty"`
+	Lateness            *Percentiles `json:"lateness_ms,omitempty"`
+	Latency             *Percentiles `json:"latency_ms,omitempty"`
+	Early               int          `json:"early"`
+	Duplicates          int          `json:"duplicates"`
+	Missing             int          `json:"missing"`
+	IDMismatches        int          `json:"id_mismatches,omitempty"`
+	Unexpected          int          `json:"unexpected,omitempty"`
+	BodyBytes           int          `json:"body_bytes"`
 	// HeapBytesPerMsg is the heap growth per scheduled message, and
 	// HeapBeyondBody the same less the serialized body (memory store only).
 	HeapBytesPerMsg float64 `json:"heap_bytes_per_msg,omitempty"`
