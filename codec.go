@@ -67,7 +67,12 @@ func MarshalEnvelope(e *Envelope) []byte {
 
 // UnmarshalEnvelope decodes what MarshalEnvelope produced. Malformed input
 // returns an error wrapping ErrMalformedEnvelope; it never panics.
-func UnmarshalEnvelope(data []byte) (*Envelope, error) {
+func UnmarshalEnvelope(data []byte) (*Envelope, error) { return unmarshalEnvelope(data, false) }
+
+// unmarshalEnvelope is UnmarshalEnvelope; with dropPolicy, it leaves out
+// the dispatch policy headers (HeaderDispatchRetries,
+// HeaderDispatchBackoff), and an envelope with no other header gets none.
+func unmarshalEnvelope(data []byte, dropPolicy bool) (*Envelope, error) {
 	if len(data) < 3 || data[0] != codecMagic {
 		return nil, fmt.Errorf("%w: missing preamble", ErrMalformedEnvelope)
 	}
@@ -82,9 +87,9 @@ func UnmarshalEnvelope(data []byte) (*Envelope, error) {
 	for _, t := range [...]*time.Time{&e.SentAt, &e.DueAt, &e.ExpiresAt} {
 		*t = d.time()
 	}
-	for _, m := range [...]*map[string]string{&e.Headers, &e.Attributes, &e.StickyAttributes} {
-		*m = d.stringMap()
-	}
+	e.Headers = d.stringMap(dropPolicy)
+	e.Attributes = d.stringMap(false)
+	e.StickyAttributes = d.stringMap(false)
 	e.Body = d.bytes()
 	if data[1] == codecV2 {
 		if e.OrderingKey = d.string(); e.OrderingKey == "" && d.err == nil {
@@ -165,7 +170,9 @@ func (d *decoder) time() time.Time {
 	return time.Unix(0, v).UTC()
 }
 
-func (d *decoder) stringMap() map[string]string {
+// stringMap decodes a map; with dropPolicy, without the dispatch policy
+// headers, and nil when nothing else is left.
+func (d *decoder) stringMap(dropPolicy bool) map[string]string {
 	n, k := binary.Uvarint(d.buf)
 	if k <= 0 || n > uint64(len(d.buf)) { // each pair takes at least two bytes
 		d.fail("map")
@@ -175,13 +182,19 @@ func (d *decoder) stringMap() map[string]string {
 	if n == 0 {
 		return nil
 	}
-	m := make(map[string]string, n)
+	var m map[string]string
 	for range n {
-		key := d.string()
-		m[key] = d.string()
+		key, value := d.bytes(), d.bytes()
 		if d.err != nil {
 			return nil
 		}
+		if dropPolicy && (string(key) == HeaderDispatchRetries || string(key) == HeaderDispatchBackoff) {
+			continue
+		}
+		if m == nil {
+			m = make(map[string]string, n)
+		}
+		m[string(key)] = string(value)
 	}
 	return m
 }

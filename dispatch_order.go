@@ -82,7 +82,8 @@ type decoded struct {
 	err error
 }
 
-// keyLanes decodes rows and groups their indexes into lanes: the rows of
+// keyLanes decodes rows (without their dispatch policy headers, which are
+// for the dispatcher only) and groups their indexes into lanes: the rows of
 // one ordering key, in due order (then claim order), form one lane, handed
 // over one after another; every other row is a lane of its own. Lanes come
 // in the claim order of their first row.
@@ -90,14 +91,16 @@ func keyLanes(rows []OutgoingMessage) ([]decoded, [][]int) {
 	dec := make([]decoded, len(rows))
 	lanes := make([][]int, 0, len(rows))
 	var byKey map[string]int
+	single := make([]int, len(rows)) // the backing array of the one-row lanes
 	for i := range rows {
-		dec[i].env, dec[i].err = UnmarshalEnvelope(rows[i].Envelope)
+		dec[i].env, dec[i].err = unmarshalEnvelope(rows[i].Envelope, true)
 		key := ""
 		if dec[i].err == nil {
 			key = dec[i].env.OrderingKey
 		}
 		if key == "" {
-			lanes = append(lanes, []int{i})
+			single[i] = i
+			lanes = append(lanes, single[i:i+1:i+1])
 			continue
 		}
 		if byKey == nil {

@@ -13,7 +13,9 @@ import (
 // a dispatcher with NumberOfRetries 0 took it. The sender's
 // Dispatcher.NumberOfRetries and RetryBackoff travel in the stored
 // envelope's headers (HeaderDispatchRetries, HeaderDispatchBackoff), so
-// no store needs a column for them. A row without them (scheduled by an
+// no store needs a column for them. They are for the dispatcher only: the
+// hand-over decodes a row without them (unmarshalEnvelope), so the
+// transport and the receivers never get them. A row without them (scheduled by an
 // older version) gets the claiming dispatcher's configuration.
 
 // withDispatchPolicy returns env with this bus's dispatch retry policy in

@@ -115,7 +115,9 @@ const (
 	HeaderDelayedRetries = "postbus.retries.delayed"
 	// HeaderDispatchRetries is, on a scheduled message, the
 	// Dispatcher.NumberOfRetries of the endpoint that scheduled it: the
-	// dispatcher that hands it over applies it, not its own.
+	// dispatcher that hands it over applies it, not its own. It stays
+	// in the store: the message handed to the transport does not carry
+	// it, nor HeaderDispatchBackoff.
 	HeaderDispatchRetries = "postbus.dispatch.retries"
 	// HeaderDispatchBackoff is, on a scheduled message, the
 	// Dispatcher.RetryBackoff (a Go duration) of the endpoint that
