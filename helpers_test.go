@@ -46,3 +46,15 @@ func (l *logBuffer) String() string {
 func (l *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
+
+// eachDispatchMode runs test in parallel subtests for the look-ahead
+// dispatcher (Dispatcher.LookAhead 0, the default) and the one that claims
+// rows only when due (LookAhead -1).
+func eachDispatchMode(t *testing.T, test func(t *testing.T, lookAhead time.Duration)) {
+	for _, lookAhead := range []time.Duration{0, -1} {
+		t.Run(map[time.Duration]string{0: "look-ahead", -1: "claim-when-due"}[lookAhead], func(t *testing.T) {
+			t.Parallel()
+			test(t, lookAhead)
+		})
+	}
+}
