@@ -16,10 +16,11 @@ import (
 var backquotedGo = regexp.MustCompile("`([A-Za-z0-9_*?\\[\\]/-]+\\.go)`")
 
 // TestReadmeNamesEveryFileModuleAndPage keeps README.md's layout, code map
-// and docs list complete: every non-test .go file of the core (by name or
-// by a pattern such as `dispatch_ahead*.go`), every module folder of
-// go.work, and every page under docs/ must be mentioned, and the README
-// must still open with the two commands a newcomer runs first.
+// and docs list complete: every non-test .go file of the core and of the
+// driver kit in driver/ (by name or by a pattern such as
+// `dispatch_ahead*.go`), every module folder of go.work, and every page
+// under docs/ must be mentioned, and the README must still open with the
+// two commands a newcomer runs first.
 func TestReadmeNamesEveryFileModuleAndPage(t *testing.T) {
 	t.Parallel()
 	src, err := os.ReadFile("README.md")
