@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
@@ -29,7 +28,7 @@ var benchBody = []byte(`{"Pad":"` + strings.Repeat("x", 1014) + `"}`)
 // each insert, claim or acknowledgement.
 func BenchmarkTransportSendToHandler(b *testing.B) {
 	stmts := &statementCounter{}
-	pool := newTracedPool(b, 24, stmts)
+	pool := tracedPool(b, 24, stmts)
 	tr := newTransport(b, pool, freshSchema(b, pool), postgres.TransportOptions{})
 	queue := bustest.Namespace()
 	if err := tr.Provision(b.Context(), bus.Topology{Queue: queue}); err != nil {
@@ -193,23 +192,4 @@ func (c *statementCounter) report(b *testing.B) {
 	b.ReportMetric(per(&c.claims), "claims/msg")
 	b.ReportMetric(per(&c.acks), "acks/msg")
 	b.ReportMetric(per(&c.rest), "other-stmts/msg")
-}
-
-// newTracedPool opens a pool of the benchmark's own with tracer on its
-// connections, closed at cleanup.
-func newTracedPool(b *testing.B, maxConns int32, tracer pgx.QueryTracer) *pgxpool.Pool {
-	b.Helper()
-	testPool(b) // skips when the server is down
-	cfg, err := pgxpool.ParseConfig(testURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.MaxConns = maxConns
-	cfg.ConnConfig.Tracer = tracer
-	pool, err := pgxpool.NewWithConfig(b.Context(), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
-	return pool
 }

@@ -28,13 +28,17 @@ func (c *claimCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.T
 
 func (c *claimCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// tracedPool opens a pool of the test's own with tracer on its connections.
-func tracedPool(t *testing.T, tracer pgx.QueryTracer) *pgxpool.Pool {
+// tracedPool opens a pool of the test's own with tracer on its
+// connections, closed at cleanup; maxConns 0 keeps pgx's default size.
+func tracedPool(t testing.TB, maxConns int32, tracer pgx.QueryTracer) *pgxpool.Pool {
 	t.Helper()
 	testPool(t) // skips when the server is down
 	cfg, err := pgxpool.ParseConfig(testURL())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
 	}
 	cfg.ConnConfig.Tracer = tracer
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
@@ -52,7 +56,7 @@ func tracedPool(t *testing.T, tracer pgx.QueryTracer) *pgxpool.Pool {
 func TestTransportDoesNotSpinWhileAcknowledgementsArePending(t *testing.T) {
 	t.Parallel()
 	counter := &claimCounter{}
-	pool := tracedPool(t, counter)
+	pool := tracedPool(t, 0, counter)
 	tr := newTransport(t, pool, freshSchema(t, pool), postgres.TransportOptions{Lease: 30 * time.Second, PollInterval: 200 * time.Millisecond})
 	queue := bustest.Namespace() + "-spin"
 	ctx := ctxTimeout(t, time.Minute)
