@@ -14,12 +14,13 @@ import (
 
 // heldCounting is a memory store that counts the rows claimed and not yet
 // settled (deleted, released or recorded as failed), the most of them at
-// once, and the most claims running at once.
+// once, the most claims running at once, and the delete calls.
 type heldCounting struct {
 	*bus.MemoryPersistence
 	held, maxHeld        atomic.Int64
 	claiming, maxClaims  atomic.Int64
 	claims, claimedTotal atomic.Int64
+	deletes              atomic.Int64
 }
 
 func raise(m *atomic.Int64, v int64) {
@@ -45,6 +46,7 @@ func (h *heldCounting) settled(n int, err error) (int, error) {
 }
 
 func (h *heldCounting) DeleteOutgoing(ctx context.Context, c []bus.Claim) (int, error) {
+	h.deletes.Add(1)
 	return h.settled(h.MemoryPersistence.DeleteOutgoing(ctx, c))
 }
 

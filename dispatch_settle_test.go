@@ -1,7 +1,6 @@
 package bus_test
 
 import (
-	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -48,17 +47,6 @@ func TestDispatchFailuresOverTheRecordingLimitAreNotLeftLeased(t *testing.T) {
 	})
 }
 
-// deleteCounting counts the delete calls made on a memory store.
-type deleteCounting struct {
-	*bus.MemoryPersistence
-	deletes atomic.Int64
-}
-
-func (d *deleteCounting) DeleteOutgoing(ctx context.Context, c []bus.Claim) (int, error) {
-	d.deletes.Add(1)
-	return d.MemoryPersistence.DeleteOutgoing(ctx, c)
-}
-
 // A stream of rows falling due one every 2 ms is deleted in one or two
 // calls, not one every few rows: a look-ahead dispatcher deletes the rows
 // it delivered together, up to 100 ms after the first of them (or once no
@@ -67,7 +55,7 @@ func TestLookAheadDeletesAStreamOfDeliveredRowsTogether(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	clock := bustest.NewFakeClock(t0)
-	store, mem := &deleteCounting{MemoryPersistence: bus.NewMemoryPersistence()}, bus.NewMemoryTransport()
+	store, mem := &heldCounting{MemoryPersistence: bus.NewMemoryPersistence()}, bus.NewMemoryTransport()
 	sender := bustest.StartBus(t, bus.Config{Endpoint: "sender", SendOnly: true, Transport: mem, Persistence: store, Clock: clock}, nil)
 	const n = 45 // due from 10 ms to 98 ms
 	for i := range n {
