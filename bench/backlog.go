@@ -43,11 +43,13 @@ func runBacklog(ctx context.Context, s *stage, r *Result) error {
 		return err
 	}
 	hour := bus.DeliverAfter(time.Hour)
-	schedule := s.scheduleAll
+	at := func(int) bus.Option { return hour }
+	var took time.Duration
 	if s.o.backlogBatch > 0 {
-		schedule = s.scheduleBatches
+		took, err = s.scheduleBatches(ctx, b, backlogSeq, s.o.backlog, s.o.backlogBatch, at)
+	} else {
+		took, err = s.scheduleAll(ctx, b, backlogSeq, s.o.backlog, at)
 	}
-	took, err := schedule(ctx, b, backlogSeq, s.o.backlog, func(int) bus.Option { return hour })
 	if err != nil {
 		return err
 	}
@@ -121,14 +123,13 @@ func (s *stage) idle(ctx context.Context) (idleCost, error) {
 	return c, nil
 }
 
-// scheduleBatches stores n Ticks from base with SendBatch calls of
-// -backlog-batch messages, one call after another, and returns how long
-// that took.
-func (s *stage) scheduleBatches(ctx context.Context, b *bus.Bus, base int64, n int, opt func(i int) bus.Option) (time.Duration, error) {
+// scheduleBatches stores n Ticks from base with SendBatch calls of size
+// messages, one call after another, and returns how long that took.
+func (s *stage) scheduleBatches(ctx context.Context, b *bus.Bus, base int64, n, size int, opt func(i int) bus.Option) (time.Duration, error) {
 	start := time.Now()
-	for from := 0; from < n; from += s.o.backlogBatch {
+	for from := 0; from < n; from += size {
 		var batch bus.Batch
-		for i := from; i < min(from+s.o.backlogBatch, n); i++ {
+		for i := from; i < min(from+size, n); i++ {
 			batch.Send(Tick{Seq: base + int64(i), Pad: s.pad}, opt(i))
 		}
 		if err := b.SendBatch(ctx, &batch); err != nil {

@@ -27,14 +27,10 @@ func runScheduleBatch(ctx context.Context, s *stage, r *Result) error {
 
 	server0, cpu0 := serverSnapshot(procs), selfCPU()
 	start := time.Now()
-	var batch bus.Batch
-	for i := range s.o.n {
-		batch.Send(Tick{Seq: int64(i), Pad: s.pad}, after)
-	}
-	if err := b.SendBatch(ctx, &batch); err != nil {
+	took, err := s.scheduleBatches(ctx, b, 0, s.o.n, s.o.n, func(int) bus.Option { return after })
+	if err != nil {
 		return err
 	}
-	took := time.Since(start)
 	r.CPUPerMsgUS = cpuPerMsg(selfCPU()-cpu0, s.o.n)
 	if server0 != nil {
 		server := float64(serverSnapshot(procs).since(server0)) / 1e6
