@@ -15,8 +15,9 @@ import (
 // envelope's headers (HeaderDispatchRetries, HeaderDispatchBackoff), so
 // no store needs a column for them. They are for the dispatcher only: the
 // hand-over decodes a row without them (unmarshalEnvelope), so the
-// transport and the receivers never get them. A row without them (scheduled by an
-// older version) gets the claiming dispatcher's configuration.
+// transport and the receivers never get them. A row without them
+// (scheduled by an older version) gets the claiming dispatcher's
+// configuration.
 
 // withDispatchPolicy returns env with this bus's dispatch retry policy in
 // its headers, for storing; env itself is not changed.
