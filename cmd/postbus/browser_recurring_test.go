@@ -97,7 +97,7 @@ func TestBrowserRecurringPauseAndResume(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "console-recurring.jpg"), buf, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	step("pause", chromedp.Click(chromedp.CSS(`tr[data-name="hourly-sync"] button`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	submitForm(t, ctx, 30*time.Second, "pause", `tr[data-name="hourly-sync"] button`, "/recurring", "msg=")
 	if flash := text(".flash"); !strings.Contains(flash, "schedule hourly-sync paused") {
 		t.Errorf("pause flash %q", flash)
 	}
@@ -111,7 +111,12 @@ func TestBrowserRecurringPauseAndResume(t *testing.T) {
 	if _, ok, _ := store.GetScheduled(context.Background(), nextID); ok {
 		t.Errorf("occurrence %s still stored after pause", nextID)
 	}
-	step("resume", chromedp.Click(chromedp.CSS(`tr[data-name="hourly-sync"] button`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	// The paused page has a flash too: wait for the page the resume leads
+	// to, not for an element.
+	submitForm(t, ctx, 30*time.Second, "resume", `tr[data-name="hourly-sync"] button`, "/recurring", "msg=")
+	if flash := text(".flash"); !strings.Contains(flash, "schedule hourly-sync resumed") {
+		t.Errorf("resume flash %q", flash)
+	}
 	if state := text(`tr[data-name="hourly-sync"] td.state`); !strings.HasPrefix(state, "active") {
 		t.Errorf("state after resume %q", state)
 	}

@@ -87,28 +87,6 @@ func TestBrowserConsole(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	// submit clicks a button that submits a form and waits until the page
-	// the submission leads to (after the redirect of a POST) has loaded.
-	// Waiting for an element instead would race with the navigation: the
-	// page the form is on may have the element too (the unfiltered list has
-	// the searched message's link), or the old page is gone and the new one
-	// not yet drawn when a screenshot is taken.
-	submit := func(what string, button chromedp.CSS, wantPath, wantQuery string) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, deadline)
-		defer cancel()
-		resp, err := chromedp.RunResponse(sctx, chromedp.Click(button))
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		u, err := url.Parse(resp.URL)
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if resp.Status != http.StatusOK || u.Path != wantPath || !strings.Contains(u.RawQuery, wantQuery) {
-			t.Fatalf("%s: landed on %d %s, want 200 %s?…%s…", what, resp.Status, resp.URL, wantPath, wantQuery)
-		}
-	}
 	text := func(sel chromedp.CSS) string {
 		t.Helper()
 		sctx, cancel := context.WithTimeout(ctx, deadline)
@@ -139,20 +117,20 @@ func TestBrowserConsole(t *testing.T) {
 
 	step("scheduled", chromedp.Navigate(base+"/scheduled"), chromedp.WaitVisible(chromedp.ID("search-id")),
 		chromedp.SendKeys(chromedp.ID("search-id"), target))
-	submit("search", "#search", "/scheduled", "id="+target)
+	submitForm(t, ctx, deadline, "search", "#search", "/scheduled", "id="+target)
 	step("search result", chromedp.WaitVisible(chromedp.CSS(`a[href="/scheduled/`+target+`"]`)))
 	searched := text("#scheduled")
 	shot("console-scheduled-search.jpg")
 
 	step("message", chromedp.Navigate(base+"/scheduled/"+target), chromedp.WaitVisible(chromedp.ID("body")))
 	shot("console-message.jpg")
-	submit("cancel", `form[action$="/cancel"] button`, "/scheduled", "msg=")
+	submitForm(t, ctx, deadline, "cancel", `form[action$="/cancel"] button`, "/scheduled", "msg=")
 	step("cancelled", chromedp.WaitVisible(chromedp.CSS(".flash")))
 	flash := text(".flash")
 
 	step("failed", chromedp.Navigate(base+"/failed"), chromedp.WaitVisible(chromedp.ID("groups")))
 	shot("console-failed.jpg")
-	submit("retry group", "#groups button.primary", "/failed", "msg=")
+	submitForm(t, ctx, deadline, "retry group", "#groups button.primary", "/failed", "msg=")
 	step("retried", chromedp.WaitVisible(chromedp.CSS(".flash")), chromedp.WaitVisible(chromedp.ID("count")))
 	failedCount := text("#count")
 	shot("console-failed-retried.jpg")
@@ -187,4 +165,28 @@ func slowSubmissions(h http.Handler, d time.Duration) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// submitForm clicks a button that submits a form and waits until the page
+// the submission leads to (after the redirect of a POST) has loaded, then
+// checks it is 200 at wantPath with wantQuery in its query. Waiting for an
+// element instead would race with the navigation: the page the form is on
+// may have the element too (the unfiltered list has the searched message's
+// link, the page of an earlier submission its flash), or the old page is
+// gone and the new one not yet drawn when a screenshot is taken.
+func submitForm(t *testing.T, ctx context.Context, timeout time.Duration, what string, button chromedp.CSS, wantPath, wantQuery string) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := chromedp.RunResponse(sctx, chromedp.Click(button))
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	u, err := url.Parse(resp.URL)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if resp.Status != http.StatusOK || u.Path != wantPath || !strings.Contains(u.RawQuery, wantQuery) {
+		t.Fatalf("%s: landed on %d %s, want 200 %s?…%s…", what, resp.Status, resp.URL, wantPath, wantQuery)
+	}
 }
