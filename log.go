@@ -46,6 +46,11 @@ type Metrics struct {
 	// tick is stored by one process of those declaring its schedule, so
 	// the sum over the fleet is the number of occurrences.
 	Recurring uint64
+	// RecurringFailed counts the occurrences of recurring schedules that
+	// could not be built (their Message panicked, returned nil or returned
+	// a message the bus cannot send): each is logged with the schedule's
+	// name and tick, and the schedule goes on.
+	RecurringFailed uint64
 	// LatenessP50 and LatenessP99 summarise how late the last 1,024
 	// delayed messages were handled: handling start minus due time. Only
 	// scheduled deliveries and delayed retries count, each from its own due
@@ -56,7 +61,7 @@ type Metrics struct {
 
 type metrics struct {
 	sent, scheduled, dispatched, handled, retried, movedToError, dispatchFails, expired, duplicates atomic.Uint64
-	sagaConflicts, sagaNotFound, recurring                                                          atomic.Uint64
+	sagaConflicts, sagaNotFound, recurring, recurringFailed                                         atomic.Uint64
 	lateness                                                                                        latenessWindow
 }
 
@@ -69,7 +74,7 @@ func (b *Bus) Metrics() Metrics {
 		Handled: m.handled.Load(), Retried: m.retried.Load(), MovedToError: m.movedToError.Load(),
 		DispatchFails: m.dispatchFails.Load(), Expired: m.expired.Load(), Duplicates: m.duplicates.Load(),
 		SagaConflicts: m.sagaConflicts.Load(), SagaNotFound: m.sagaNotFound.Load(), Recurring: m.recurring.Load(),
-		LatenessP50: p50, LatenessP99: p99,
+		RecurringFailed: m.recurringFailed.Load(), LatenessP50: p50, LatenessP99: p99,
 	}
 }
 

@@ -57,7 +57,10 @@ func (p *MemoryPersistence) LoadRecurring(ctx context.Context, name string) (Rec
 	p.recur.mu.Lock()
 	defer p.recur.mu.Unlock()
 	r, ok := p.recur.records[name]
-	return cloneRecord(r), ok, nil
+	if !ok || r.Fingerprint == "" { // absent, or a deleted record's tombstone
+		return RecurringRecord{}, false, nil
+	}
+	return cloneRecord(r), true, nil
 }
 
 // ListRecurring returns every record, by name.
@@ -69,7 +72,9 @@ func (p *MemoryPersistence) ListRecurring(ctx context.Context) ([]RecurringRecor
 	defer p.recur.mu.Unlock()
 	out := make([]RecurringRecord, 0, len(p.recur.records))
 	for _, name := range slices.Sorted(maps.Keys(p.recur.records)) {
-		out = append(out, cloneRecord(p.recur.records[name]))
+		if r := p.recur.records[name]; r.Fingerprint != "" {
+			out = append(out, cloneRecord(r))
+		}
 	}
 	return out, nil
 }
@@ -83,7 +88,8 @@ func (p *MemoryPersistence) AdvanceRecurring(ctx context.Context, adv RecurringA
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur, ok := m.records[adv.Name]
-	if !ok || cur.Generation != adv.Generation || !cur.Last.Equal(adv.From) {
+	if !ok || cur.Generation != adv.Generation || cur.Fingerprint != adv.Fingerprint || cur.Paused != adv.Paused ||
+		!cur.Last.Equal(adv.From) {
 		return false, nil
 	}
 	for _, id := range adv.Cancel {
@@ -113,7 +119,7 @@ func (p *MemoryPersistence) SetRecurringPaused(ctx context.Context, name string,
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur, ok := m.records[name]
-	if !ok {
+	if !ok || cur.Fingerprint == "" {
 		return false, nil
 	}
 	cur.Paused = paused
@@ -124,7 +130,8 @@ func (p *MemoryPersistence) SetRecurringPaused(ctx context.Context, name string,
 	return true, nil
 }
 
-// DeleteRecurring removes the record name and cancels the rows named.
+// DeleteRecurring removes the record name, leaving its generation, and
+// cancels the rows named.
 func (p *MemoryPersistence) DeleteRecurring(ctx context.Context, name string, cancel []string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
@@ -132,7 +139,8 @@ func (p *MemoryPersistence) DeleteRecurring(ctx context.Context, name string, ca
 	m := &p.recur
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.records[name]; !ok {
+	cur, ok := m.records[name]
+	if !ok || cur.Fingerprint == "" {
 		return false, nil
 	}
 	for _, id := range cancel {
@@ -140,6 +148,6 @@ func (p *MemoryPersistence) DeleteRecurring(ctx context.Context, name string, ca
 			return false, err
 		}
 	}
-	delete(m.records, name)
+	m.records[name] = RecurringRecord{Name: name, Generation: cur.Generation} // the tombstone keeps the generation
 	return true, nil
 }

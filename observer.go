@@ -353,10 +353,11 @@ type Backlog struct {
 // It needs a store that implements ScheduledBrowser, which answers from
 // indexes without scanning the table; for another store it returns a
 // Backlog that is not Supported. Due times compare on the store's clock
-// where it has one. With the ctx of an outbox handling it returns
-// ErrCannotJoinTx: its queries would need a second connection.
+// where it has one. With the ctx of an outbox handling, or one carrying
+// the caller's transaction (TxCarrier), it returns ErrCannotJoinTx: its
+// queries would need a second connection.
 func (b *Bus) ScheduledBacklog(ctx context.Context) (Backlog, error) {
-	if err := b.checkNotInHandlingTx(ctx, "ScheduledBacklog"); err != nil {
+	if err := b.checkNoTx(ctx, "ScheduledBacklog"); err != nil {
 		return Backlog{}, err
 	}
 	sb, ok := b.store.(ScheduledBrowser)

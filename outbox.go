@@ -143,13 +143,21 @@ func markDueNow(ps []pending, now time.Time) {
 }
 
 // storeInCallerTx stores messages sent outside a handler in the caller's
-// transaction, when the outbox is on and ctx carries one.
+// transaction, when ctx carries one (postgres.WithTx), whether or not the
+// outbox is on: they are sent after the caller commits, and not at all
+// when it rolls back.
 func (b *Bus) storeInCallerTx(ctx context.Context, ps ...pending) (bool, error) {
-	if b.outbox == nil {
-		return false, nil
+	o := b.outbox
+	if o == nil {
+		if o, _ = b.cfg.Persistence.(OutboxStore); o == nil {
+			return false, nil
+		}
+	}
+	if tc, ok := o.(TxCarrier); ok && !tc.CarriesTx(ctx) {
+		return false, nil // the common case, without building rows
 	}
 	now := b.clock.Now()
-	stored, err := b.outbox.StoreOutgoingInCallerTx(ctx, b.outboxRows(ps, now))
+	stored, err := o.StoreOutgoingInCallerTx(ctx, b.outboxRows(ps, now))
 	if err != nil {
 		if len(ps) == 1 {
 			return false, fmt.Errorf("bus: outbox: store %s in the caller's transaction: %w", ps[0].env.ID, err)

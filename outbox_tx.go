@@ -107,11 +107,27 @@ func (b *Bus) storeInHandlingTx(ctx context.Context, ps ...pending) (bool, error
 	return true, nil
 }
 
-// checkNotInHandlingTx refuses a call that would read the store outside
-// the outbox handling's transaction that ctx carries.
-func (b *Bus) checkNotInHandlingTx(ctx context.Context, call string) error {
+// TxCarrier is implemented by persistences whose callers pass a
+// transaction of their own in a ctx (postgres.WithTx, sqlite.WithTx,
+// mysql.WithTx): CarriesTx reports whether ctx carries one. The bus runs
+// every call it can in that transaction (Send, Publish and SendBatch store
+// their messages in it; CancelScheduled cancels in it) and refuses the
+// others with ErrCannotJoinTx rather than run them beside it on another
+// connection, where they would escape the caller's rollback (or, on
+// SQLite, wait for the one connection the transaction holds).
+type TxCarrier interface {
+	CarriesTx(ctx context.Context) bool
+}
+
+// checkNoTx refuses a call that would read or write the store outside the
+// transaction that ctx carries: an outbox handling's, or a caller's.
+func (b *Bus) checkNoTx(ctx context.Context, call string) error {
 	if b.handlingTxScope(ctx) != nil {
 		return b.cannotJoin(call)
+	}
+	if tc, ok := b.cfg.Persistence.(TxCarrier); ok && tc.CarriesTx(ctx) {
+		return fmt.Errorf("%w: %s with a ctx that carries the caller's transaction: %T cannot do it in that transaction; "+
+			"call it with a ctx without one", ErrCannotJoinTx, call, b.cfg.Persistence)
 	}
 	return nil
 }

@@ -23,7 +23,7 @@ type Schedule interface {
 // epoch (UTC), so every process computes the same ticks whenever it
 // started: Every(time.Hour) ticks on the hour, Every(24*time.Hour) at
 // midnight UTC. A d of zero or less never ticks, and AddRecurring refuses
-// it.
+// it: the interval must be positive.
 func Every(d time.Duration) Schedule { return every{d: d} }
 
 type every struct{ d time.Duration }
@@ -116,6 +116,11 @@ type RecurringInfo struct {
 	// Generation counts the definitions the schedule has had; the
 	// latest declaration with another definition wins (see AddRecurring).
 	Generation int64
+	// Superseded is true when this bus declares the schedule with another
+	// definition than the stored one, which a process that started later
+	// declared: this bus stores no occurrences for it until it restarts
+	// with that definition. Schedule shows the stored definition.
+	Superseded bool
 }
 
 // Headers of a recurring occurrence.

@@ -40,8 +40,11 @@ type recurringEntry struct {
 	// (zero before its first): a step within the grace period after it
 	// ran across the ticks in between, so they are late, not missed.
 	stepped time.Time
-	dueMu   sync.Mutex
-	due     time.Time // when the loop steps the schedule next
+	// supersededBy is the generation of the later declaration that took
+	// the schedule over, once this bus found it (zero before).
+	supersededBy int64
+	dueMu        sync.Mutex
+	due          time.Time // when the loop steps the schedule next
 }
 
 // dueAt returns when the loop steps e next.
@@ -141,6 +144,9 @@ func (b *Bus) checkRecurring(r Recurring) (*recurringEntry, error) {
 	case r.Missed > MissedSkip:
 		return bad("Missed", fmt.Sprintf("unknown policy %d", r.Missed))
 	}
+	if ev, ok := r.Schedule.(every); ok && ev.d <= 0 {
+		return bad("Schedule", fmt.Sprintf("the interval of Every must be positive, not %v", ev.d))
+	}
 	now := b.clock.Now()
 	first := r.Schedule.Next(now)
 	if first.IsZero() || !first.After(now) {
@@ -213,17 +219,17 @@ func fingerprint(r Recurring, text string, o *sendOptions) string {
 }
 
 // recurringID is the message ID of the occurrence of schedule name for
-// tick (or, with trigger, of a TriggerRecurring at tick): the same in
-// every process, so the store keeps one row per tick. It is a UUIDv8 whose
-// first 48 bits are the tick's Unix milliseconds, so IDs sort by tick, and
-// whose other bits come from a SHA-256 of the inputs. Ticks compare at
-// millisecond precision.
-func recurringID(name string, tick time.Time, trigger bool) string {
+// tick (variant ""), or of a trigger (variant "trigger", or "trigger" and
+// the trigger's key after a NUL byte): the same in every process, so the
+// store keeps one row per tick. It is a UUIDv8 whose first 48 bits are the
+// tick's Unix milliseconds, so IDs sort by tick, and whose other bits come
+// from a SHA-256 of the inputs. Ticks compare at millisecond precision.
+func recurringID(name string, tick time.Time, variant string) string {
 	h := sha256.New()
 	h.Write([]byte("postbus.recurring\x00"))
 	h.Write([]byte(name))
-	if trigger {
-		h.Write([]byte("\x00trigger"))
+	if variant != "" {
+		h.Write([]byte("\x00" + variant))
 	}
 	h.Write([]byte{0})
 	ms := tick.UnixMilli()

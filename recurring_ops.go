@@ -15,7 +15,7 @@ func (b *Bus) recurringStore(ctx context.Context, op, name string) (RecurringSto
 	if err := b.checkOpen(); err != nil {
 		return nil, err
 	}
-	if err := b.checkNotInHandlingTx(ctx, op+" recurring "+name); err != nil {
+	if err := b.checkNoTx(ctx, op+" recurring "+name); err != nil {
 		return nil, err
 	}
 	st, ok := b.cfg.Persistence.(RecurringStore)
@@ -80,21 +80,50 @@ func (b *Bus) ResumeRecurring(ctx context.Context, name string) error {
 	return nil
 }
 
+// TriggerOption configures one TriggerRecurring call.
+type TriggerOption func(*triggerOptions)
+
+type triggerOptions struct{ key string }
+
+// TriggerKey makes a trigger idempotent: every TriggerRecurring call of a
+// schedule with the same key stores the same occurrence (its message ID
+// is RecurringTriggerKeyID(name, key)), so a caller that does not know
+// whether its call went through can retry it. The key is 1 to 200 bytes.
+func TriggerKey(key string) TriggerOption { return func(o *triggerOptions) { o.key = key } }
+
 // TriggerRecurring stores one extra occurrence of the schedule name, due
 // now, whether or not the schedule is paused; its HeaderRecurringTick is
-// the trigger's time. The name must be declared on this bus (AddRecurring),
-// which builds the message; otherwise the error wraps ErrUnknownRecurring.
-func (b *Bus) TriggerRecurring(ctx context.Context, name string) error {
+// the trigger's time. Each call stores an occurrence of its own, unless
+// TriggerKey names one that a call stored already. The name must be
+// declared on this bus (AddRecurring), which builds the message; otherwise
+// the error wraps ErrUnknownRecurring. An occurrence whose Message fails
+// returns a *RecurringTickError.
+func (b *Bus) TriggerRecurring(ctx context.Context, name string, opts ...TriggerOption) error {
 	if _, err := b.recurringStore(ctx, "trigger", name); err != nil {
 		return err
+	}
+	var o triggerOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
 	e := b.localRecurring(name)
 	if e == nil {
 		return fmt.Errorf("bus: trigger recurring %q: %w: not declared on this bus", name, ErrUnknownRecurring)
 	}
-	ps, err := b.occurrences(ctx, e, []time.Time{b.clock.Now()}, true)
+	now := b.clock.Now()
+	var id string
+	switch {
+	case o.key != "" && len(o.key) <= 200:
+		id = RecurringTriggerKeyID(name, o.key)
+	case o.key != "" || len(opts) > 0:
+		return &RecurringError{Name: name, Field: "TriggerKey", Reason: "must be 1 to 200 bytes"}
+	default:
+		id = recurringID(name, now, "trigger\x00"+b.ids.New())
+	}
+	ps, err := b.occurrence(ctx, e, now, id)
 	if err != nil {
-		return fmt.Errorf("bus: trigger recurring %q: %w", name, err)
+		b.metrics.recurringFailed.Add(1)
+		return err
 	}
 	if err := b.schedule(ctx, ps); err != nil {
 		return fmt.Errorf("bus: trigger recurring %q: %w", name, err)
@@ -129,7 +158,8 @@ func (b *Bus) Recurrings(ctx context.Context) ([]RecurringInfo, error) {
 		}
 		e := b.localRecurring(rec.Name)
 		info.Declared = e != nil
-		if e != nil && info.Next.IsZero() && !rec.Paused {
+		info.Superseded = e != nil && e.fingerprint != rec.Fingerprint
+		if e != nil && !info.Superseded && info.Next.IsZero() && !rec.Paused {
 			info.Next = e.r.Schedule.Next(maxTime(now, rec.Last))
 		}
 		if rec.Paused {
@@ -158,7 +188,7 @@ func (b *Bus) DeleteRecurring(ctx context.Context, name string) error {
 	if err == nil && ok {
 		ids := make([]string, len(rec.Ticks))
 		for i, t := range rec.Ticks {
-			ids[i] = recurringID(name, t, false)
+			ids[i] = recurringID(name, t, "")
 		}
 		ok, err = st.DeleteRecurring(ctx, name, ids)
 	}

@@ -118,7 +118,7 @@ func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Tim
 		}
 	}
 	for _, t := range cancelled {
-		p.cancel = append(p.cancel, recurringID(e.r.Name, t, false))
+		p.cancel = append(p.cancel, recurringID(e.r.Name, t, ""))
 	}
 	p.ticks = keepTicks(passed, future, p.store, cancelled, now.Add(-grace))
 	p.wake = now.Add(b.recurringRefresh())

@@ -301,10 +301,11 @@ func (b *Bus) cancelAhead(ctx context.Context, st RecurringStore, name string, g
 			return err
 		}
 		now := b.clock.Now()
-		adv := RecurringAdvance{Name: name, Generation: rec.Generation, From: rec.Last, Last: rec.Last}
+		adv := RecurringAdvance{Name: name, Generation: rec.Generation, Fingerprint: rec.Fingerprint,
+			Paused: rec.Paused, From: rec.Last, Last: rec.Last}
 		for _, t := range rec.Ticks {
 			if t.After(now) {
-				adv.Cancel = append(adv.Cancel, recurringID(name, t, false))
+				adv.Cancel = append(adv.Cancel, recurringID(name, t, ""))
 			} else {
 				adv.Ticks = append(adv.Ticks, t)
 			}
@@ -350,7 +351,8 @@ func (b *Bus) stepRecurring(ctx context.Context, st RecurringStore, e *recurring
 			continue
 		}
 		now := b.clock.Now()
-		if rec.Generation != gen { // a later declaration with another definition runs it
+		if rec.Generation != gen || rec.Fingerprint != e.fingerprint { // a later declaration runs it
+			b.noteSuperseded(e, rec)
 			return now.Add(b.recurringRefresh()), nil
 		}
 		b.recur.mu.Lock()
@@ -361,13 +363,9 @@ func (b *Bus) stepRecurring(ctx context.Context, st RecurringStore, e *recurring
 		if len(p.store) == 0 && len(p.cancel) == 0 && (!rec.Paused || p.last.Equal(rec.Last)) {
 			return p.wake, nil
 		}
-		ps, err := b.occurrences(ctx, e, p.store, false)
-		if err != nil {
-			return time.Time{}, err
-		}
-		rows := b.rows(ps, now)
-		adv := RecurringAdvance{Name: name, Generation: gen, From: rec.Last,
-			Last: p.last, Ticks: p.ticks, Store: rows, Cancel: p.cancel}
+		rows := b.rows(b.occurrences(ctx, e, p.store), now)
+		adv := RecurringAdvance{Name: name, Generation: gen, Fingerprint: e.fingerprint, Paused: rec.Paused,
+			From: rec.Last, Last: p.last, Ticks: p.ticks, Store: rows, Cancel: p.cancel}
 		if !rec.Paused {
 			adv.Alive = now.Add(b.aliveSpan(now))
 		}
@@ -384,29 +382,4 @@ func (b *Bus) stepRecurring(ctx context.Context, st RecurringStore, e *recurring
 		}
 	}
 	return b.clock.Now().Add(b.cfg.Dispatcher.PollInterval), nil
-}
-
-// occurrences builds the messages of e for ticks through the outgoing
-// pipeline, as SendBatch does, collecting them rather than sending them.
-// A trigger's occurrence gets an ID of its own.
-func (b *Bus) occurrences(ctx context.Context, e *recurringEntry, ticks []time.Time, trigger bool) ([]pending, error) {
-	c := &collector{bus: b, pending: make([]pending, 0, len(ticks))}
-	cctx := context.WithValue(ctx, collectorKey{}, c)
-	for _, tick := range ticks {
-		tick = tick.UTC()
-		opts := append(slices.Clip(e.r.Options), DeliverAt(tick), WithMessageID(recurringID(e.r.Name, tick, trigger)))
-		env, ictx, err := b.prepare(cctx, e.kind, e.r.Message(tick), opts)
-		if err != nil {
-			return nil, fmt.Errorf("build the occurrence of %s: %w", tick.Format(time.RFC3339Nano), err)
-		}
-		if env.DueAt.IsZero() {
-			env.DueAt = tick // a tick that passed: due at once, and it says when it was due
-		}
-		env.SetHeader(HeaderRecurringName, e.r.Name)
-		env.SetHeader(HeaderRecurringTick, tick.Format(time.RFC3339Nano))
-		if err := b.outgoing(ictx, env); err != nil {
-			return nil, fmt.Errorf("build the occurrence of %s: %w", tick.Format(time.RFC3339Nano), err)
-		}
-	}
-	return c.take(), nil
 }

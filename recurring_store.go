@@ -12,25 +12,35 @@ import (
 // A schedule's record says which definition is current (Fingerprint,
 // Generation), whether it is paused, and how far its ticks have been dealt
 // with (Last, Ticks). Every change that moves a schedule on goes through
-// AdvanceRecurring, a compare-and-set on Generation and Last that also
-// stores and cancels occurrences in the same step, all or nothing: of
-// several processes that plan the same step, one makes it and the others
-// find the record moved on.
+// AdvanceRecurring, a compare-and-set on everything a step depends on
+// (Generation, Fingerprint, Paused and Last) that also stores and cancels
+// occurrences in the same step, all or nothing: of several processes that
+// plan the same step, one makes it and the others find the record moved
+// on, and a pause or a new definition that lands while a step is under
+// way makes that step's write fail.
+//
+// A deleted record leaves its name's generation behind (a tombstone with
+// an empty Fingerprint, which LoadRecurring and ListRecurring do not
+// return), so a later declaration of the name continues from it:
+// generations are never reused, and a process that still runs a
+// superseded definition can never match the record again.
 type RecurringStore interface {
 	ScheduledStore
 	// DeclareRecurring inserts the record rec.Name with rec's Fingerprint
 	// and Schedule at Generation 1, unless one exists. An existing record
 	// with the same Fingerprint is left as it is; one with another
-	// Fingerprint gets rec's Fingerprint and Schedule and its Generation
-	// raised by one, keeping Paused, Last and Ticks. It returns the
-	// stored record and whether it inserted or replaced it.
+	// Fingerprint (a deleted one's is empty) gets rec's Fingerprint and
+	// Schedule and its Generation raised by one, keeping Paused, Last and
+	// Ticks. It returns the stored record and whether it inserted or
+	// replaced it.
 	DeclareRecurring(ctx context.Context, rec RecurringRecord) (RecurringRecord, bool, error)
 	// LoadRecurring returns the record name, and false when there is none.
 	LoadRecurring(ctx context.Context, name string) (RecurringRecord, bool, error)
 	// ListRecurring returns every record, by name.
 	ListRecurring(ctx context.Context) ([]RecurringRecord, error)
 	// AdvanceRecurring applies adv if the record adv.Name still has
-	// adv.Generation and adv.From as Last, and reports whether it did:
+	// adv.Generation, adv.Fingerprint, adv.Paused and adv.From as Last,
+	// and reports whether it did:
 	// it cancels the rows adv.Cancel names that are not leased (as
 	// CancelOutgoing), then stores adv.Store (ignoring IDs still stored,
 	// as StoreOutgoing: an ID both cancelled and stored gets the new
@@ -39,12 +49,14 @@ type RecurringStore interface {
 	// Times keep at least millisecond precision.
 	AdvanceRecurring(ctx context.Context, adv RecurringAdvance) (bool, error)
 	// SetRecurringPaused pauses or resumes the record name and reports
-	// whether it exists. Resuming also moves Last to at when it is
-	// earlier, so ticks that passed while paused are not sent.
+	// whether it exists (a deleted one does not). Resuming also moves Last
+	// to at when it is earlier, so ticks that passed while paused are not
+	// sent.
 	SetRecurringPaused(ctx context.Context, name string, paused bool, at time.Time) (bool, error)
 	// DeleteRecurring removes the record name and cancels the rows
 	// cancel names that are not leased, and reports whether the record
-	// existed.
+	// existed. It keeps the name's Generation as a tombstone: Fingerprint
+	// and Schedule empty, not paused, Last zero, no Ticks, no Alive.
 	DeleteRecurring(ctx context.Context, name string, cancel []string) (bool, error)
 }
 
@@ -79,12 +91,14 @@ type RecurringRecord struct {
 
 // RecurringAdvance is one step of a schedule (RecurringStore.AdvanceRecurring).
 type RecurringAdvance struct {
-	Name       string
-	Generation int64     // the record must still have it
-	From       time.Time // the record's Last must still be this
-	Last       time.Time // the new Last
-	Ticks      []time.Time
-	Store      []OutgoingMessage // occurrences to store
-	Cancel     []string          // IDs of occurrences to cancel unless leased
-	Alive      time.Time         // the new liveness mark, kept only when later than the stored one; zero: unchanged
+	Name        string
+	Generation  int64     // the record must still have it
+	Fingerprint string    // the record must still have it
+	Paused      bool      // the record must still have it
+	From        time.Time // the record's Last must still be this
+	Last        time.Time // the new Last
+	Ticks       []time.Time
+	Store       []OutgoingMessage // occurrences to store
+	Cancel      []string          // IDs of occurrences to cancel unless leased
+	Alive       time.Time         // the new liveness mark, kept only when later than the stored one; zero: unchanged
 }

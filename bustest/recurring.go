@@ -32,6 +32,9 @@ func RecurringTests(t *testing.T, newStore RecurringStoreFactory) {
 		{"DeleteRemovesTheRecordAndCancelsRows", testRecDelete},
 		{"ListReturnsEveryRecordByName", testRecList},
 		{"AdvanceKeepsTheLatestLivenessMark", testRecAlive},
+		{"AdvanceFailsOnceAPauseLanded", testRecPauseRacesStep},
+		{"AdvanceFailsWithAnotherDefinition", testRecFingerprintCAS},
+		{"DeleteNeverLetsAGenerationBeReused", testRecDeleteKeepsGeneration},
 	}
 	runStoreCases(t, newStore, cases, func(t *testing.T, s bus.RecurringStore) {
 		assertEmpty(t, s)
@@ -117,7 +120,7 @@ func testRecRedeclare(t *testing.T, s bus.RecurringStore) {
 	now := msec(time.Now())
 	mustDeclare(t, s, name, "fp1")
 	ticks := []time.Time{now.Add(time.Hour), now.Add(2 * time.Hour)}
-	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Last: ticks[1], Ticks: ticks}, true)
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp1", Last: ticks[1], Ticks: ticks}, true)
 	if ok, err := s.SetRecurringPaused(ctxT(t), name, true, now); err != nil || !ok {
 		t.Fatalf("SetRecurringPaused = %v, %v", ok, err)
 	}
@@ -143,18 +146,18 @@ func testRecAdvanceCAS(t *testing.T, s bus.RecurringStore) {
 	r1 := row(name+"-1", t1)
 	// The wrong generation or the wrong Last changes nothing.
 	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 2, Last: t1, Ticks: []time.Time{t1}, Store: []bus.OutgoingMessage{r1}}, false)
-	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, From: now, Last: t1, Ticks: []time.Time{t1}, Store: []bus.OutgoingMessage{r1}}, false)
-	mustAdvance(t, s, bus.RecurringAdvance{Name: "missing-" + name, Generation: 1, Last: t1}, false)
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", From: now, Last: t1, Ticks: []time.Time{t1}, Store: []bus.OutgoingMessage{r1}}, false)
+	mustAdvance(t, s, bus.RecurringAdvance{Name: "missing-" + name, Generation: 1, Fingerprint: "fp", Last: t1}, false)
 	if _, ok, _ := s.NextDueOutgoing(ctxT(t), suiteTransport); ok {
 		t.Fatal("a refused advance stored its row")
 	}
-	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Last: t1, Ticks: []time.Time{t1}, Store: []bus.OutgoingMessage{r1}}, true)
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", Last: t1, Ticks: []time.Time{t1}, Store: []bus.OutgoingMessage{r1}}, true)
 	rec := mustLoadRec(t, s, name)
 	if !rec.Last.Equal(t1) || len(rec.Ticks) != 1 || !rec.Ticks[0].Equal(t1) {
 		t.Fatalf("record after the advance = %+v; want Last and Ticks %v", rec, t1)
 	}
 	// The same step again is refused: Last moved on.
-	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Last: t1, Ticks: []time.Time{t1}}, false)
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", Last: t1, Ticks: []time.Time{t1}}, false)
 	mustDeleteRec(t, s, name, r1.ID)
 }
 
@@ -163,10 +166,10 @@ func testRecAdvanceRows(t *testing.T, s bus.RecurringStore) {
 	now := msec(time.Now())
 	mustDeclare(t, s, name, "fp")
 	past, future := row(name+"-past", now.Add(-time.Second)), row(name+"-future", now.Add(time.Hour))
-	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Last: future.DueAt,
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", Last: future.DueAt,
 		Ticks: []time.Time{past.DueAt, future.DueAt}, Store: []bus.OutgoingMessage{past, future}}, true)
 	// Storing an ID again keeps the one row; cancelling removes it.
-	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, From: future.DueAt, Last: future.DueAt,
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", From: future.DueAt, Last: future.DueAt,
 		Ticks: []time.Time{past.DueAt}, Store: []bus.OutgoingMessage{past}, Cancel: []string{future.ID}}, true)
 	got := drain(t, s)
 	if len(got) != 1 || got[0].ID != past.ID {
@@ -180,12 +183,12 @@ func testRecAdvanceLeased(t *testing.T, s bus.RecurringStore) {
 	now := msec(time.Now())
 	mustDeclare(t, s, name, "fp")
 	r := row(name+"-due", now.Add(-time.Second))
-	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Last: r.DueAt, Ticks: []time.Time{r.DueAt}, Store: []bus.OutgoingMessage{r}}, true)
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", Last: r.DueAt, Ticks: []time.Time{r.DueAt}, Store: []bus.OutgoingMessage{r}}, true)
 	held := claim(t, s, 10, time.Minute)
 	if len(held) != 1 {
 		t.Fatalf("claimed %d rows, want 1", len(held))
 	}
-	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, From: r.DueAt, Last: r.DueAt, Cancel: []string{r.ID}}, true)
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", From: r.DueAt, Last: r.DueAt, Cancel: []string{r.ID}}, true)
 	mustDelete(t, s, held) // still there, still held: it is being delivered
 	mustDeleteRec(t, s, name)
 }
@@ -200,7 +203,7 @@ func testRecAdvanceRace(t *testing.T, s bus.RecurringStore) {
 	for i := range n {
 		wg.Go(func() {
 			tick := now.Add(time.Duration(i+1) * time.Minute)
-			ok, err := s.AdvanceRecurring(ctxT(t), bus.RecurringAdvance{Name: name, Generation: 1, Last: tick,
+			ok, err := s.AdvanceRecurring(ctxT(t), bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", Last: tick,
 				Ticks: []time.Time{tick}, Store: []bus.OutgoingMessage{row(name+"-"+tick.Format("150405"), now.Add(-time.Second))}})
 			if err != nil {
 				t.Errorf("AdvanceRecurring: %v", err)
@@ -230,7 +233,7 @@ func testRecPause(t *testing.T, s bus.RecurringStore) {
 	}
 	mustDeclare(t, s, name, "fp")
 	last := now.Add(-time.Hour)
-	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Last: last}, true)
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", Last: last}, true)
 	if ok, err := s.SetRecurringPaused(ctxT(t), name, true, now); err != nil || !ok {
 		t.Fatalf("pause = %v, %v", ok, err)
 	}
@@ -258,7 +261,7 @@ func testRecDelete(t *testing.T, s bus.RecurringStore) {
 	now := msec(time.Now())
 	mustDeclare(t, s, name, "fp")
 	r := row(name+"-1", now.Add(time.Hour))
-	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Last: r.DueAt, Ticks: []time.Time{r.DueAt}, Store: []bus.OutgoingMessage{r}}, true)
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", Last: r.DueAt, Ticks: []time.Time{r.DueAt}, Store: []bus.OutgoingMessage{r}}, true)
 	mustDeleteRec(t, s, name, r.ID)
 	if _, ok, err := s.LoadRecurring(ctxT(t), name); err != nil || ok {
 		t.Fatalf("LoadRecurring after delete = %v, %v; want false", ok, err)
@@ -299,13 +302,13 @@ func testRecAlive(t *testing.T, s bus.RecurringStore) {
 		t.Fatalf("liveness mark of a new record = %v, want zero", rec.Alive)
 	}
 	t1, t2 := now.Add(time.Minute), now.Add(2*time.Minute)
-	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Last: t1, Ticks: []time.Time{t1}, Alive: t2}, true)
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", Last: t1, Ticks: []time.Time{t1}, Alive: t2}, true)
 	if rec := mustLoadRec(t, s, name); !rec.Alive.Equal(t2) {
 		t.Fatalf("liveness mark after an advance = %v, want %v", rec.Alive, t2)
 	}
 	// An earlier mark, or none, leaves the later one.
-	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, From: t1, Last: t1, Ticks: []time.Time{t1}, Alive: now}, true)
-	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, From: t1, Last: t2, Ticks: []time.Time{t1}}, true)
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", From: t1, Last: t1, Ticks: []time.Time{t1}, Alive: now}, true)
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", From: t1, Last: t2, Ticks: []time.Time{t1}}, true)
 	rec := mustLoadRec(t, s, name)
 	if !rec.Alive.Equal(t2) || !rec.Last.Equal(t2) {
 		t.Fatalf("record after earlier marks = %+v; want Alive %v kept and Last %v", rec, t2, t2)
@@ -323,5 +326,80 @@ func testRecAlive(t *testing.T, s bus.RecurringStore) {
 	if i < 0 || !recs[i].Alive.Equal(t2) {
 		t.Fatalf("listed records %+v; want %s with Alive %v", recs, name, t2)
 	}
+	mustDeleteRec(t, s, name)
+}
+
+// A pause that lands between a step's read and its write makes the write
+// fail, and so does a resume that lands during a paused step.
+func testRecPauseRacesStep(t *testing.T, s bus.RecurringStore) {
+	name := recName(t)
+	now := msec(time.Now())
+	mustDeclare(t, s, name, "fp")
+	t1 := now.Add(time.Minute)
+	step := bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", Last: t1, Ticks: []time.Time{t1},
+		Store: []bus.OutgoingMessage{row(name+"-1", t1)}}
+	if ok, err := s.SetRecurringPaused(ctxT(t), name, true, now); err != nil || !ok {
+		t.Fatalf("pause = %v, %v", ok, err)
+	}
+	mustAdvance(t, s, step, false)
+	if _, ok, _ := s.NextDueOutgoing(ctxT(t), suiteTransport); ok {
+		t.Fatal("a step planned before the pause stored its row after it")
+	}
+	paused := step
+	paused.Paused, paused.Store, paused.Last, paused.Ticks = true, nil, now, nil
+	if ok, err := s.SetRecurringPaused(ctxT(t), name, false, now); err != nil || !ok {
+		t.Fatalf("resume = %v, %v", ok, err)
+	}
+	paused.From = now
+	mustAdvance(t, s, paused, false)
+	step.From = now // resuming moved Last to the resume time
+	mustAdvance(t, s, step, true)
+	mustDeleteRec(t, s, name, name+"-1")
+}
+
+// A step of a definition the record no longer has fails, whatever the
+// generation says.
+func testRecFingerprintCAS(t *testing.T, s bus.RecurringStore) {
+	name := recName(t)
+	now := msec(time.Now())
+	mustDeclare(t, s, name, "fp1")
+	t1 := now.Add(time.Minute)
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp2", Last: t1, Ticks: []time.Time{t1},
+		Store: []bus.OutgoingMessage{row(name+"-1", t1)}}, false)
+	if _, ok, _ := s.NextDueOutgoing(ctxT(t), suiteTransport); ok {
+		t.Fatal("a step of another definition stored its row")
+	}
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp1", Last: t1, Ticks: []time.Time{t1}}, true)
+	mustDeleteRec(t, s, name)
+}
+
+// A deleted record keeps its generation: the name declared again gets a
+// later one, so a process still stepping the deleted generation (a
+// rolling deploy) can never write again.
+func testRecDeleteKeepsGeneration(t *testing.T, s bus.RecurringStore) {
+	name := recName(t)
+	now := msec(time.Now())
+	mustDeclare(t, s, name, "fp")
+	t1 := now.Add(time.Minute)
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", Last: t1, Ticks: []time.Time{t1}}, true)
+	mustDeleteRec(t, s, name)
+	old := bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", Last: t1, Ticks: []time.Time{t1},
+		Store: []bus.OutgoingMessage{row(name+"-old", t1)}}
+	mustAdvance(t, s, old, false)
+	old.From = t1
+	mustAdvance(t, s, old, false)
+	if ok, err := s.SetRecurringPaused(ctxT(t), name, true, now); err != nil || ok {
+		t.Fatalf("pause of a deleted record = %v, %v; want false, nil", ok, err)
+	}
+	rec, changed := mustDeclare(t, s, name, "fp")
+	if !changed || rec.Generation <= 1 || rec.Paused || !rec.Last.IsZero() || len(rec.Ticks) != 0 || !rec.Alive.IsZero() {
+		t.Fatalf("declared again after a delete = %+v, changed %v; want a fresh record at a generation after 1", rec, changed)
+	}
+	old.From = time.Time{}
+	mustAdvance(t, s, old, false)
+	if _, ok, _ := s.NextDueOutgoing(ctxT(t), suiteTransport); ok {
+		t.Fatal("a step of the deleted generation stored its row")
+	}
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: rec.Generation, Fingerprint: "fp", Last: t1, Ticks: []time.Time{t1}}, true)
 	mustDeleteRec(t, s, name)
 }
