@@ -29,14 +29,25 @@ func Tx(ctx context.Context) (pgx.Tx, bool) {
 }
 
 // WithTx returns ctx carrying tx, a transaction of the caller's own on the
-// store's database. With bus.Config.Outbox enabled, Send and Publish with
-// that ctx store the message in tx instead of sending it: it is dispatched
-// after the caller commits tx, and never if tx rolls back. A transaction on
-// another database is refused at send with an *OtherDatabaseError, and
-// nothing is stored. bus.CancelScheduled with that ctx cancels in tx (with
-// the outbox on or off): the message stays scheduled if tx rolls back.
+// store's database. Send, Publish and SendBatch with that ctx store their
+// messages in tx instead of sending them (with bus.Config.Outbox on or
+// off): they are dispatched after the caller commits tx, and never if tx
+// rolls back. A transaction on another database is refused at send with
+// an *OtherDatabaseError, and nothing is stored. bus.CancelScheduled with
+// that ctx cancels in tx: the message stays scheduled if tx rolls back.
+// The bus calls that cannot run in tx (the recurring calls,
+// ScheduledBacklog) refuse that ctx with bus.ErrCannotJoinTx.
 func WithTx(ctx context.Context, tx pgx.Tx) context.Context {
 	return context.WithValue(ctx, callerKey{}, tx)
+}
+
+var _ bus.TxCarrier = (*Persistence)(nil)
+
+// CarriesTx reports whether ctx carries a caller's transaction (WithTx):
+// see bus.TxCarrier.
+func (p *Persistence) CarriesTx(ctx context.Context) bool {
+	tx, ok := ctx.Value(callerKey{}).(pgx.Tx)
+	return ok && tx != nil
 }
 
 // BeginHandling opens the transaction of one handling of messageID at

@@ -21,7 +21,8 @@ const recurringSuffix = "_recurring"
 // its ticks are dealt with (last_tick, NULL before the first), the
 // recent ticks whose occurrences may still be stored, and the liveness
 // mark (alive_until, NULL before the first step: see
-// bus.RecurringRecord.Alive). The occurrences themselves are ordinary rows
+// bus.RecurringRecord.Alive). A deleted schedule's row stays, with an
+// empty fingerprint, so that its generation is never reused. The occurrences themselves are ordinary rows
 // of the scheduled-message table.
 func recurringDDL(n names) string {
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
@@ -108,7 +109,7 @@ RETURNING %[2]s`, t, recurringColumns), rec.Name, rec.Fingerprint, rec.Schedule)
 
 // LoadRecurring returns the record name.
 func (p *Persistence) LoadRecurring(ctx context.Context, name string) (bus.RecurringRecord, bool, error) {
-	r, err := scanRecurring(p.pool.QueryRow(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE name = $1`, recurringColumns, p.names.recur), name))
+	r, err := scanRecurring(p.pool.QueryRow(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE name = $1 AND fingerprint <> ''`, recurringColumns, p.names.recur), name))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return bus.RecurringRecord{}, false, nil
@@ -120,7 +121,7 @@ func (p *Persistence) LoadRecurring(ctx context.Context, name string) (bus.Recur
 
 // ListRecurring returns every record, by name.
 func (p *Persistence) ListRecurring(ctx context.Context) ([]bus.RecurringRecord, error) {
-	rows, err := p.pool.Query(ctx, fmt.Sprintf(`SELECT %s FROM %s ORDER BY name`, recurringColumns, p.names.recur))
+	rows, err := p.pool.Query(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE fingerprint <> '' ORDER BY name`, recurringColumns, p.names.recur))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list recurring: %w", err)
 	}
@@ -150,8 +151,8 @@ func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdv
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE %s SET last_tick = $4, ticks = $5, updated_at = now(),
 	alive_until = greatest(alive_until, $6)
-WHERE name = $1 AND generation = $2 AND last_tick IS NOT DISTINCT FROM $3`, p.names.recur),
-			adv.Name, adv.Generation, nullTime(adv.From), nullTime(adv.Last), ticks, nullTime(adv.Alive))
+WHERE name = $1 AND generation = $2 AND last_tick IS NOT DISTINCT FROM $3 AND fingerprint = $7 AND paused = $8`, p.names.recur),
+			adv.Name, adv.Generation, nullTime(adv.From), nullTime(adv.Last), ticks, nullTime(adv.Alive), adv.Fingerprint, adv.Paused)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
@@ -184,19 +185,22 @@ func (p *Persistence) cancelManySQL() string {
 func (p *Persistence) SetRecurringPaused(ctx context.Context, name string, paused bool, at time.Time) (bool, error) {
 	tag, err := p.pool.Exec(ctx, fmt.Sprintf(`UPDATE %s SET paused = $2, updated_at = now(),
 	last_tick = CASE WHEN NOT $2 AND (last_tick IS NULL OR last_tick < $3) THEN $3 ELSE last_tick END
-WHERE name = $1`, p.names.recur), name, paused, at)
+WHERE name = $1 AND fingerprint <> ''`, p.names.recur), name, paused, at)
 	if err != nil {
 		return false, fmt.Errorf("postgres: pause recurring %q: %w", name, err)
 	}
 	return tag.RowsAffected() > 0, nil
 }
 
-// DeleteRecurring removes the record name and cancels the rows named, in
+// DeleteRecurring removes the record name, leaving a tombstone (an empty
+// fingerprint) that keeps its generation, and cancels the rows named, in
 // one transaction.
 func (p *Persistence) DeleteRecurring(ctx context.Context, name string, cancel []string) (bool, error) {
 	var done bool
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, fmt.Sprintf(`DELETE FROM %s WHERE name = $1`, p.names.recur), name)
+		tag, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE %s SET fingerprint = '', schedule = '', paused = false,
+	last_tick = NULL, ticks = '{}', alive_until = NULL, updated_at = now()
+WHERE name = $1 AND fingerprint <> ''`, p.names.recur), name)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}

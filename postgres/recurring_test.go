@@ -196,7 +196,7 @@ func TestRecurringSetupMigratesTheLivenessMark(t *testing.T) {
 		t.Fatalf("record made before the mark = %+v, %v, %v; want Last %v and no mark", rec, ok, err, last)
 	}
 	alive := last.Add(time.Hour)
-	if ok, err := store.AdvanceRecurring(ctx, bus.RecurringAdvance{Name: "old", Generation: 1, From: last, Last: last, Alive: alive}); err != nil || !ok {
+	if ok, err := store.AdvanceRecurring(ctx, bus.RecurringAdvance{Name: "old", Generation: 1, Fingerprint: "fp", From: last, Last: last, Alive: alive}); err != nil || !ok {
 		t.Fatalf("AdvanceRecurring = %v, %v", ok, err)
 	}
 	if rec, _, _ := store.LoadRecurring(ctx, "old"); !rec.Alive.Equal(alive) {
