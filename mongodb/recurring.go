@@ -104,7 +104,8 @@ func (p *Persistence) RecurringCollection() *mongo.Collection { return p.recurri
 // setupRecurring creates the record index and removes the writes that
 // are no schedule's latest once they are a day old (a writer that read one
 // of them that long ago could store its seq again, but no step lasts a
-// day), with the marks of schedules deleted a day ago.
+// day). A deleted schedule's mark is its latest write and stays: it keeps
+// the name's generation and seq.
 func (p *Persistence) setupRecurring(ctx context.Context) error {
 	_, err := p.recurring.Indexes().CreateOne(ctx, mongo.IndexModel{
 		Keys:    bson.D{{Key: "name", Value: 1}, {Key: "seq", Value: -1}},
@@ -123,7 +124,7 @@ func (p *Persistence) setupRecurring(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("old writes in %s: %w", p.recurring.Name(), err)
 		}
-		if ok && (latest.Seq != d.Seq || latest.Deleted) {
+		if ok && latest.Seq != d.Seq {
 			old = append(old, d.ID)
 		}
 	}

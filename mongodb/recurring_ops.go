@@ -49,8 +49,9 @@ func (p *Persistence) DeclareRecurring(ctx context.Context, rec bus.RecurringRec
 		var d recurringDoc
 		switch {
 		case !ok:
+			// A deletion mark keeps the generation: the next one follows it.
 			d = recurringDoc{Name: rec.Name, Seq: cur.Seq + 1, Fingerprint: rec.Fingerprint, Schedule: rec.Schedule,
-				Generation: 1, Last: noTime, Ticks: []int64{}}
+				Generation: cur.Generation + 1, Last: noTime, Ticks: []int64{}}
 		case cur.Fingerprint == rec.Fingerprint:
 			return cur.record(), false, nil
 		default:
@@ -101,8 +102,8 @@ func (p *Persistence) ListRecurring(ctx context.Context) ([]bus.RecurringRecord,
 	return out, nil
 }
 
-// AdvanceRecurring applies adv if the record still has adv.Generation and
-// adv.From as Last. Without multi-document transactions it goes in two
+// AdvanceRecurring applies adv if the record still has adv.Generation,
+// adv.Fingerprint, adv.Paused and adv.From as Last. Without multi-document transactions it goes in two
 // steps: the commit point is the insert of the record's next write, which
 // carries the new Last and Ticks and the advance's rows as pending; then
 // the rows are stored (an ID already stored keeps its row) and the rows
@@ -118,7 +119,8 @@ func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdv
 	if err != nil {
 		return false, fmt.Errorf("mongodb: advance recurring %s: %w", adv.Name, err)
 	}
-	if !ok || cur.Generation != adv.Generation || cur.Last != toNanos(adv.From) {
+	if !ok || cur.Generation != adv.Generation || cur.Fingerprint != adv.Fingerprint || cur.Paused != adv.Paused ||
+		cur.Last != toNanos(adv.From) {
 		return false, nil
 	}
 	d := cur.next()
@@ -226,7 +228,8 @@ func (p *Persistence) SetRecurringPaused(ctx context.Context, name string, pause
 }
 
 // DeleteRecurring cancels the rows named that no claim holds, then writes
-// the record's deletion mark; Setup removes the mark a day later.
+// the record's deletion mark, which keeps its generation (and stays: the
+// name's generations are never reused).
 func (p *Persistence) DeleteRecurring(ctx context.Context, name string, cancel []string) (bool, error) {
 	for {
 		cur, ok, err := p.settledRecurring(ctx, name)
@@ -241,7 +244,7 @@ func (p *Persistence) DeleteRecurring(ctx context.Context, name string, cancel [
 				return false, fmt.Errorf("mongodb: delete recurring %s: %w", name, err)
 			}
 		}
-		mark := recurringDoc{Name: name, Seq: cur.Seq + 1, Deleted: true, Last: noTime, Ticks: []int64{}}
+		mark := recurringDoc{Name: name, Seq: cur.Seq + 1, Generation: cur.Generation, Deleted: true, Last: noTime, Ticks: []int64{}}
 		if err := p.writeRecurring(ctx, &mark); err == nil {
 			return true, nil
 		} else if !errors.Is(err, errMoved) {

@@ -53,7 +53,7 @@ func TestRecurringAdvanceLeftPendingIsFinishedByTheNextRead(t *testing.T) {
 	old := outgoing(name+"-old", now.Add(time.Hour))
 	mustStore(t, store, old)
 	due := outgoing(name+"-due", now.Add(-time.Second))
-	adv := bus.RecurringAdvance{Name: name, Generation: 1, Last: due.DueAt, Ticks: []time.Time{due.DueAt},
+	adv := bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", Last: due.DueAt, Ticks: []time.Time{due.DueAt},
 		Store: []bus.OutgoingMessage{due}, Cancel: []string{old.ID}}
 	if err := mongodb.CommitAdvanceOnly(ctx, store, adv); err != nil {
 		t.Fatalf("commit without finishing: %v", err)
@@ -62,7 +62,7 @@ func TestRecurringAdvanceLeftPendingIsFinishedByTheNextRead(t *testing.T) {
 		t.Fatalf("claimed %d rows of an unfinished advance, want none", len(got))
 	}
 	// A racing advance from the same Last loses.
-	if ok, err := store.AdvanceRecurring(ctx, bus.RecurringAdvance{Name: name, Generation: 1, Last: now, Ticks: []time.Time{now}}); err != nil || ok {
+	if ok, err := store.AdvanceRecurring(ctx, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", Last: now, Ticks: []time.Time{now}}); err != nil || ok {
 		t.Fatalf("advance from the old Last = %v, %v; want false", ok, err)
 	}
 	rec, ok, err := store.LoadRecurring(ctx, name)

@@ -27,15 +27,25 @@ func Tx(ctx context.Context) (*sql.Tx, bool) {
 }
 
 // WithTx returns ctx carrying tx, a transaction the caller opened on the
-// store's database. Outside handlers, bus.Send, bus.Publish and their
-// delayed forms with that ctx store the message in tx as an outbox row:
-// it is dispatched after tx commits, and never if tx rolls back. The bus
-// must have bus.Config.Outbox.Enabled. bus.CancelScheduled with that ctx
-// cancels in tx (with the outbox on or off): the message stays scheduled
-// if tx rolls back. A transaction on another database or server is
+// store's database. Outside handlers, bus.Send, bus.Publish, bus.SendBatch
+// and their delayed forms with that ctx store the message in tx as an
+// outbox row (with bus.Config.Outbox on or off): it is dispatched after tx
+// commits, and never if tx rolls back. bus.CancelScheduled with that ctx
+// cancels in tx: the message stays scheduled if tx rolls back. A transaction on another database or server is
 // refused with a *TxError, and nothing is stored.
 func WithTx(ctx context.Context, tx *sql.Tx) context.Context {
 	return context.WithValue(ctx, txKey{}, tx)
+}
+
+var _ bus.TxCarrier = (*Persistence)(nil)
+
+// CarriesTx reports whether ctx carries a transaction (WithTx, or a
+// handling's): see bus.TxCarrier. The bus calls that cannot run in it
+// (the recurring calls, ScheduledBacklog) refuse such a ctx with
+// bus.ErrCannotJoinTx.
+func (p *Persistence) CarriesTx(ctx context.Context) bool {
+	_, ok := Tx(ctx)
+	return ok
 }
 
 // ErrUnusableTx is wrapped by every *TxError.

@@ -109,7 +109,7 @@ func (p *Persistence) DeclareRecurring(ctx context.Context, rec bus.RecurringRec
 
 // LoadRecurring returns the record name.
 func (p *Persistence) LoadRecurring(ctx context.Context, name string) (bus.RecurringRecord, bool, error) {
-	r, err := scanRecurring(p.db.QueryRowContext(ctx, p.recurringSelect()+" WHERE name = ?", []byte(name)))
+	r, err := scanRecurring(p.db.QueryRowContext(ctx, p.recurringSelect()+" WHERE name = ? AND fingerprint <> ''", []byte(name)))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return bus.RecurringRecord{}, false, nil
@@ -121,7 +121,7 @@ func (p *Persistence) LoadRecurring(ctx context.Context, name string) (bus.Recur
 
 // ListRecurring returns every record, by name.
 func (p *Persistence) ListRecurring(ctx context.Context) ([]bus.RecurringRecord, error) {
-	rows, err := p.db.QueryContext(ctx, p.recurringSelect()+" ORDER BY name")
+	rows, err := p.db.QueryContext(ctx, p.recurringSelect()+" WHERE fingerprint <> '' ORDER BY name")
 	if err != nil {
 		return nil, fmt.Errorf("mysql: list recurring: %w", err)
 	}
@@ -154,8 +154,10 @@ func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdv
 		n, err := execCount(ctx, tx, "UPDATE "+p.n.recurring+" SET last_tick = "+at("?")+", ticks = ?,"+
 			" alive_until = CASE WHEN ? IS NULL OR (alive_until IS NOT NULL AND alive_until >= "+at("?")+")"+
 			" THEN alive_until ELSE "+at("?")+" END, revision = revision + 1,"+
-			" updated_at = UTC_TIMESTAMP(6) WHERE name = ? AND generation = ? AND last_tick <=> "+at("?"),
-			lastTick(adv.Last), ticksJSON(adv.Ticks), alive, alive, alive, []byte(adv.Name), adv.Generation, lastTick(adv.From))
+			" updated_at = UTC_TIMESTAMP(6) WHERE name = ? AND generation = ? AND last_tick <=> "+at("?")+
+			" AND fingerprint = ? AND paused = ?",
+			lastTick(adv.Last), ticksJSON(adv.Ticks), alive, alive, alive, []byte(adv.Name), adv.Generation, lastTick(adv.From),
+			[]byte(adv.Fingerprint), adv.Paused)
 		if err != nil || n == 0 {
 			return err
 		}
@@ -193,7 +195,7 @@ func (p *Persistence) SetRecurringPaused(ctx context.Context, name string, pause
 	// changes, on the stored value.
 	n, err := execCount(ctx, p.db, "UPDATE "+p.n.recurring+
 		" SET last_tick = IF(NOT ? AND (last_tick IS NULL OR last_tick < "+atSQL+"), "+atSQL+", last_tick),"+
-		" paused = ?, revision = revision + 1, updated_at = UTC_TIMESTAMP(6) WHERE name = ?",
+		" paused = ?, revision = revision + 1, updated_at = UTC_TIMESTAMP(6) WHERE name = ? AND fingerprint <> ''",
 		paused, micros(at), micros(at), paused, []byte(name))
 	if err != nil {
 		return false, fmt.Errorf("mysql: pause recurring %q: %w", name, err)
@@ -204,12 +206,15 @@ func (p *Persistence) SetRecurringPaused(ctx context.Context, name string, pause
 // atSQL is at of one parameter.
 var atSQL = at("?")
 
-// DeleteRecurring removes the record name and cancels the rows named, in
+// DeleteRecurring removes the record name, leaving a tombstone (an empty
+// fingerprint) that keeps its generation, and cancels the rows named, in
 // one transaction.
 func (p *Persistence) DeleteRecurring(ctx context.Context, name string, cancel []string) (bool, error) {
 	var done bool
 	err := p.inTx(ctx, func(tx *sql.Tx) error {
-		n, err := execCount(ctx, tx, "DELETE FROM "+p.n.recurring+" WHERE name = ?", []byte(name))
+		n, err := execCount(ctx, tx, "UPDATE "+p.n.recurring+" SET fingerprint = '', schedule = '', paused = false,"+
+			" last_tick = NULL, ticks = '[]', alive_until = NULL, revision = revision + 1, updated_at = UTC_TIMESTAMP(6)"+
+			" WHERE name = ? AND fingerprint <> ''", []byte(name))
 		if err != nil || n == 0 {
 			return err
 		}

@@ -24,7 +24,8 @@ func (p *Persistence) recurringTable() string { return p.q.table + "_recurring" 
 // its recent ticks as a JSON array of Unix nanoseconds, and the liveness
 // mark (alive_until, Unix nanoseconds, 0 before the first step: see
 // bus.RecurringRecord.Alive). The occurrences are ordinary rows of the
-// scheduled-message table.
+// scheduled-message table. A deleted schedule's row stays, with an empty
+// fingerprint, so that its generation is never reused.
 func recurringDDL(table string) string {
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
 	name        TEXT    NOT NULL PRIMARY KEY,
@@ -131,7 +132,7 @@ func (p *Persistence) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error
 
 // LoadRecurring returns the record name.
 func (p *Persistence) LoadRecurring(ctx context.Context, name string) (bus.RecurringRecord, bool, error) {
-	r, err := scanRecurring(p.db.QueryRowContext(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE name = ?1`, recurringColumns, p.recurringTable()), name))
+	r, err := scanRecurring(p.db.QueryRowContext(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE name = ?1 AND fingerprint <> ''`, recurringColumns, p.recurringTable()), name))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return bus.RecurringRecord{}, false, nil
@@ -143,7 +144,7 @@ func (p *Persistence) LoadRecurring(ctx context.Context, name string) (bus.Recur
 
 // ListRecurring returns every record, by name.
 func (p *Persistence) ListRecurring(ctx context.Context) ([]bus.RecurringRecord, error) {
-	rows, err := p.db.QueryContext(ctx, fmt.Sprintf(`SELECT %s FROM %s ORDER BY name`, recurringColumns, p.recurringTable()))
+	rows, err := p.db.QueryContext(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE fingerprint <> '' ORDER BY name`, recurringColumns, p.recurringTable()))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list recurring: %w", err)
 	}
@@ -174,8 +175,9 @@ func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdv
 		now := p.now()
 		res, err := tx.ExecContext(ctx, fmt.Sprintf(`UPDATE %s SET last_tick = ?4, ticks = ?5, updated_at = ?6,
 	alive_until = max(alive_until, ?7)
-WHERE name = ?1 AND generation = ?2 AND last_tick = ?3`, p.recurringTable()),
-			adv.Name, adv.Generation, nanos(adv.From), nanos(adv.Last), ticksJSON(adv.Ticks), nanos(now), nanos(adv.Alive))
+WHERE name = ?1 AND generation = ?2 AND last_tick = ?3 AND fingerprint = ?8 AND paused = ?9`, p.recurringTable()),
+			adv.Name, adv.Generation, nanos(adv.From), nanos(adv.Last), ticksJSON(adv.Ticks), nanos(now), nanos(adv.Alive),
+			adv.Fingerprint, adv.Paused)
 		if err != nil {
 			return err
 		}
@@ -214,7 +216,7 @@ func (p *Persistence) cancelIn(ctx context.Context, tx *sql.Tx, ids []string, no
 func (p *Persistence) SetRecurringPaused(ctx context.Context, name string, paused bool, at time.Time) (bool, error) {
 	res, err := p.db.ExecContext(ctx, fmt.Sprintf(`UPDATE %s SET paused = ?2, updated_at = ?4,
 	last_tick = CASE WHEN NOT ?2 AND last_tick < ?3 THEN ?3 ELSE last_tick END
-WHERE name = ?1`, p.recurringTable()), name, paused, nanos(at), nanos(p.now()))
+WHERE name = ?1 AND fingerprint <> ''`, p.recurringTable()), name, paused, nanos(at), nanos(p.now()))
 	if err != nil {
 		return false, fmt.Errorf("sqlite: pause recurring %q: %w", name, err)
 	}
@@ -225,12 +227,15 @@ WHERE name = ?1`, p.recurringTable()), name, paused, nanos(at), nanos(p.now()))
 	return n > 0, nil
 }
 
-// DeleteRecurring removes the record name and cancels the rows named, in
+// DeleteRecurring removes the record name, leaving a tombstone (an empty
+// fingerprint) that keeps its generation, and cancels the rows named, in
 // one write transaction.
 func (p *Persistence) DeleteRecurring(ctx context.Context, name string, cancel []string) (bool, error) {
 	var done bool
 	err := p.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, fmt.Sprintf(`DELETE FROM %s WHERE name = ?1`, p.recurringTable()), name)
+		res, err := tx.ExecContext(ctx, fmt.Sprintf(`UPDATE %s SET fingerprint = '', schedule = '', paused = 0,
+	last_tick = 0, ticks = '[]', alive_until = 0, updated_at = ?2
+WHERE name = ?1 AND fingerprint <> ''`, p.recurringTable()), name, nanos(p.now()))
 		if err != nil {
 			return err
 		}

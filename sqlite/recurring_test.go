@@ -144,7 +144,7 @@ INSERT INTO outgoing_messages_recurring (name, fingerprint, schedule, generation
 		t.Fatalf("record made before the mark = %+v, %v, %v; want Last %v and no mark", rec, ok, err, last)
 	}
 	alive := last.Add(time.Hour)
-	if ok, err := p.AdvanceRecurring(ctx, bus.RecurringAdvance{Name: "old", Generation: 1, From: last, Last: last, Alive: alive}); err != nil || !ok {
+	if ok, err := p.AdvanceRecurring(ctx, bus.RecurringAdvance{Name: "old", Generation: 1, Fingerprint: "fp", From: last, Last: last, Alive: alive}); err != nil || !ok {
 		t.Fatalf("AdvanceRecurring = %v, %v", ok, err)
 	}
 	if rec, _, _ := p.LoadRecurring(ctx, "old"); !rec.Alive.Equal(alive) {
