@@ -51,6 +51,7 @@ func TestRecurringPage(t *testing.T) {
 	rec := &fakeRecurring{infos: []bus.RecurringInfo{
 		{Name: "hourly-sync", Schedule: "every 1h0m0s", Next: next, Last: next.Add(-time.Hour), Declared: true},
 		{Name: "old-<b>report</b>", Schedule: "0 2 * * *", Paused: true},
+		{Name: "nightly", Schedule: "every 24h0m0s", Declared: true, Superseded: true},
 	}}
 	f := newFixture(t, func(o *console.Options) { o.Recurring = rec })
 	code, body := f.get(t, "/recurring")
@@ -58,7 +59,7 @@ func TestRecurringPage(t *testing.T) {
 		t.Fatalf("GET /recurring: %d", code)
 	}
 	mustContain(t, body, "hourly-sync", "every 1h0m0s", "2030-01-02 03:00:00 UTC", "2030-01-02 02:00:00 UTC",
-		"old-&lt;b&gt;report&lt;/b&gt;", "not declared here", `/recurring/hourly-sync/pause"`, `/recurring/old-%3Cb%3Ereport%3C%2Fb%3E/resume"`)
+		"old-&lt;b&gt;report&lt;/b&gt;", "not declared here", "superseded: this process declares another definition", `/recurring/hourly-sync/pause"`, `/recurring/old-%3Cb%3Ereport%3C%2Fb%3E/resume"`)
 
 	code, loc := f.post(t, "/recurring/hourly-sync/pause", url.Values{})
 	if code != http.StatusSeeOther || !strings.Contains(loc, "schedule+hourly-sync+paused") {

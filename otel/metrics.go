@@ -85,6 +85,9 @@ func newInstruments(o *Observer, m metric.Meter) (*instruments, error) {
 	occurrences, err := m.Int64ObservableCounter("postbus.recurring.occurrences", metric.WithUnit("{message}"),
 		metric.WithDescription("Occurrences of recurring schedules stored by the bus: ticks, catch-ups of missed ticks and triggers."))
 	add(err)
+	failedTicks, err := m.Int64ObservableCounter("postbus.recurring.failed", metric.WithUnit("{message}"),
+		metric.WithDescription("Occurrences of recurring schedules that could not be built (their Message panicked or returned no valid message); the schedules went on."))
+	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -101,7 +104,9 @@ func newInstruments(o *Observer, m metric.Meter) (*instruments, error) {
 		o.mu.Unlock()
 		for _, b := range buses {
 			ep := metric.WithAttributes(o.system, keyEndpoint.String(b.Endpoint()))
-			obs.ObserveInt64(occurrences, int64(b.Metrics().Recurring), ep)
+			bm := b.Metrics()
+			obs.ObserveInt64(occurrences, int64(bm.Recurring), ep)
+			obs.ObserveInt64(failedTicks, int64(bm.RecurringFailed), ep)
 			for _, name := range []string{"store", "fetch", "dispatch"} {
 				v := int64(0)
 				if breakers[breakerKey{b.Endpoint(), name}] {
@@ -120,7 +125,7 @@ func newInstruments(o *Observer, m metric.Meter) (*instruments, error) {
 			obs.ObserveFloat64(oldest, bl.OldestOverdue.Seconds(), ep)
 		}
 		return nil
-	}, backlog, overdue, oldest, breakerOpen, occurrences)
+	}, backlog, overdue, oldest, breakerOpen, occurrences, failedTicks)
 	if err != nil {
 		return nil, err
 	}

@@ -42,3 +42,27 @@ func TestRecurringOccurrencesCounted(t *testing.T) {
 		t.Errorf("endpoint attribute = %q, want reports", v.AsString())
 	}
 }
+
+// TestRecurringFailedTicksCounted: postbus.recurring.failed reports the
+// occurrences whose Message failed.
+func TestRecurringFailedTicksCounted(t *testing.T) {
+	t.Parallel()
+	tel := newTelemetry(t)
+	clock := bustest.NewFakeClock(time.Date(2026, 1, 1, 9, 30, 0, 0, time.UTC))
+	b := newBus(t, bus.Config{Endpoint: "reports", Clock: clock, Observer: tel.obs}, func(b *bus.Bus) {
+		bus.Handle(b, func(context.Context, reportDue) error { return nil })
+		bus.Route[reportDue](b, "reports")
+		if err := b.AddRecurring(bus.Recurring{Name: "hourly", Schedule: bus.Every(time.Hour),
+			Message: func(time.Time) any { panic("broken report") }}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	want := int64(b.Metrics().RecurringFailed)
+	if want < 2 {
+		t.Fatalf("the bus counts %d failed occurrences, want the ticks ahead", want)
+	}
+	sum, ok := tel.collect(t)["postbus.recurring.failed"].Data.(metricdata.Sum[int64])
+	if !ok || len(sum.DataPoints) != 1 || !sum.IsMonotonic || sum.DataPoints[0].Value != want {
+		t.Fatalf("postbus.recurring.failed = %+v, want one monotonic point of %d", sum, want)
+	}
+}

@@ -94,12 +94,30 @@ func testRecurringCommands(t *testing.T, s recurringStore, open opener, env map[
 	}
 
 	// trigger copies the stored occurrence, due now, with the trigger's tick.
-	run(exitOK, "recurring", "trigger", "--dry-run", "hourly")
-	trigID := bus.RecurringTriggerID("hourly", now)
+	run(exitOK, "recurring", "trigger", "--dry-run", "--key", "k1", "hourly")
+	trigID := bus.RecurringTriggerKeyID("hourly", "k1")
 	if _, ok, _ := s.GetScheduled(ctx, trigID); ok {
 		t.Fatal("the dry run stored the trigger's occurrence")
 	}
-	run(exitOK, "recurring", "trigger", "hourly")
+	run(exitOK, "recurring", "trigger", "--key", "k1", "hourly")
+	run(exitOK, "recurring", "trigger", "--key", "k1", "hourly") // a retry stores nothing more
+	// Two triggers without a key at the same instant are two occurrences.
+	var t1, t2 struct {
+		Occurrence string `json:"occurrence_id"`
+	}
+	for _, o := range []any{&t1, &t2} {
+		if err := json.Unmarshal([]byte(run(exitOK, "recurring", "trigger", "--json", "hourly").stdout), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if t1.Occurrence == t2.Occurrence || t1.Occurrence == trigID {
+		t.Fatalf("two triggers at one instant stored %s and %s, want two occurrences", t1.Occurrence, t2.Occurrence)
+	}
+	for _, id := range []string{t1.Occurrence, t2.Occurrence} {
+		if ok, err := s.CancelOutgoing(ctx, id); err != nil || !ok {
+			t.Fatalf("occurrence %s of a trigger is not stored: %v, %v", id, ok, err)
+		}
+	}
 	m, ok, err := s.GetScheduled(ctx, trigID)
 	if err != nil || !ok {
 		t.Fatalf("trigger stored no occurrence %s (err %v)", trigID, err)

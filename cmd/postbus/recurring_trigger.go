@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -11,13 +13,18 @@ import (
 // recurringTrigger stores one extra occurrence of a schedule, due now. The
 // CLI has none of the application's code, so it cannot build the message:
 // it copies the envelope of the earliest occurrence stored for the record's
-// ticks, with the trigger's ID, due time and tick header. A schedule with
-// no stored occurrence (paused, or every tick sent) cannot be triggered
-// here; a process that declares it can (Bus.TriggerRecurring).
+// ticks, with the trigger's ID, due time and tick header. Each call
+// stores an occurrence of its own; with --key, every call with that key
+// stores the same one (bus.RecurringTriggerKeyID), so a script can retry
+// it. A schedule with no stored occurrence (paused, or every tick sent)
+// cannot be triggered here; a process that declares it can
+// (Bus.TriggerRecurring).
 func (a *app) recurringTrigger(ctx context.Context, args []string) error {
-	c := a.newCommand("recurring trigger", "recurring trigger [--dry-run] NAME",
-		"  postbus recurring trigger nightly-report\n  postbus recurring trigger --dry-run --json nightly-report\n")
+	c := a.newCommand("recurring trigger", "recurring trigger [--dry-run] [--key KEY] NAME",
+		"  postbus recurring trigger nightly-report\n  postbus recurring trigger --key rerun-2030-01-02 nightly-report\n"+
+			"  postbus recurring trigger --dry-run --json nightly-report\n")
 	dry := c.fs.Bool("dry-run", false, "say what would be stored, store nothing")
+	key := c.fs.String("key", "", "idempotency key: every trigger with this key stores one occurrence (default: a new one each call)")
 	pos, err := a.parse(c, args)
 	if err != nil {
 		return err
@@ -53,7 +60,11 @@ func (a *app) recurringTrigger(ctx context.Context, args []string) error {
 		return fmt.Errorf("recurring trigger %s: occurrence %s: %w", name, from.ID, err)
 	}
 	now := a.now().UTC()
-	env.ID = bus.RecurringTriggerID(name, now)
+	k := *key
+	if k == "" {
+		k = newTriggerKey()
+	}
+	env.ID = bus.RecurringTriggerKeyID(name, k)
 	env.SentAt, env.DueAt = now, now
 	env.SetHeader(bus.HeaderRecurringTick, now.Format(time.RFC3339Nano))
 	msg := bus.OutgoingMessage{ID: env.ID, Kind: from.Kind, Type: from.Type, Envelope: bus.MarshalEnvelope(env),
@@ -78,4 +89,12 @@ func (a *app) recurringTrigger(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(a.stdout, "%s occurrence %s of %s, due %s (a copy of %s)\n", verb, msg.ID, name, fmtTime(now), from.ID)
 	return nil
+}
+
+// newTriggerKey returns a random key, so that each trigger without --key
+// is an occurrence of its own.
+func newTriggerKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
 }
