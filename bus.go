@@ -42,6 +42,7 @@ type Bus struct {
 	unconcluded   atomic.Int64   // deliveries in a row that could not be concluded
 	metrics       metrics
 	recur         recurringState // schedules of AddRecurring
+	runtime       runtimeState   // schedules of SetRecurring
 }
 
 type state int
@@ -69,6 +70,7 @@ func New(cfg Config) (*Bus, error) {
 		routes:    map[string]string{},
 	}
 	b.store, _ = cfg.Persistence.(ScheduledStore)
+	b.runtime.poke = make(chan struct{}, 1)
 	if m, ok := cfg.Persistence.(*MemoryPersistence); ok {
 		m.adoptClock(cfg.Clock)
 	}

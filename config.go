@@ -60,6 +60,15 @@ type Config struct {
 	Outgoing []Middleware
 	// Clock tells time. Default: the system clock. Tests inject a fake one.
 	Clock Clock
+	// ParseSchedule turns the text of a schedule made at runtime
+	// (RecurringSpec.Schedule) into a Schedule, on every process that runs
+	// it: give every process of the fleet the same one. Default
+	// ParseEvery, which understands "@every <duration>". robfig/cron's
+	// parser fits as it is, for cron specs with time zones
+	// ("CRON_TZ=Europe/Berlin 0 9 * * 1-5"):
+	//
+	//	ParseSchedule: func(s string) (bus.Schedule, error) { return cron.ParseStandard(s) },
+	ParseSchedule func(string) (Schedule, error)
 	// HandlerTimeout bounds one handling attempt: the handler's ctx ends
 	// then, and the attempt fails (and is retried) even if the handler does
 	// not return. A handler that ignores its ctx is abandoned, not stopped:
@@ -254,6 +263,9 @@ func (c Config) withDefaults() Config {
 	c.StartTimeout = cmp.Or(c.StartTimeout, defaultStartTimeout)
 	if c.Clock == nil {
 		c.Clock = systemClock{}
+	}
+	if c.ParseSchedule == nil {
+		c.ParseSchedule = ParseEvery
 	}
 	return c
 }

@@ -82,6 +82,9 @@ func (d *dispatcher) run(ctx context.Context) {
 	if n, ok := d.store.(DueNotifier); ok {
 		wg.Go(func() { d.watch(ctx, n) })
 	}
+	if st, ok := d.b.cfg.Persistence.(RecurringRuntimeStore); ok {
+		wg.Go(func() { d.b.runRuntimeRecurring(ctx, st) })
+	}
 	if o := d.b.outbox; o != nil {
 		wg.Go(func() {
 			for ctx.Err() == nil {

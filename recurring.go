@@ -100,6 +100,9 @@ type Recurring struct {
 	// Missed says what to do about ticks missed while no declaring
 	// process ran. Default MissedOnce.
 	Missed MissedPolicy
+	// Policy refines when ticks are sent: a catch-up window, jitter, a
+	// start and an end, a maximum number of runs, overlap.
+	Policy RecurringPolicy
 }
 
 // RecurringInfo describes a stored schedule (Bus.Recurrings).
@@ -116,6 +119,11 @@ type RecurringInfo struct {
 	// Generation counts the definitions the schedule has had; the
 	// latest declaration with another definition wins (see AddRecurring).
 	Generation int64
+	// Runtime is true for a schedule made at runtime (SetRecurring).
+	Runtime bool
+	// Skipped counts the ticks the policies skipped (missed ticks under
+	// MissedOnce and MissedSkip, past CatchUp, overlapping ones).
+	Skipped int
 	// Superseded is true when this bus declares the schedule with another
 	// definition than the stored one, which a process that started later
 	// declared: this bus stores no occurrences for it until it restarts

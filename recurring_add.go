@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -40,6 +39,9 @@ type recurringEntry struct {
 	// (zero before its first): a step within the grace period after it
 	// ran across the ticks in between, so they are late, not missed.
 	stepped time.Time
+	// spec builds the occurrences of a schedule made at runtime (nil for
+	// one declared in code, whose r.Message does).
+	spec *runtimeSpec
 	// supersededBy is the generation of the later declaration that took
 	// the schedule over, once this bus found it (zero before).
 	supersededBy int64
@@ -69,14 +71,11 @@ type recurringState struct {
 	ready   chan struct{} // closed once Start reconciled the schedules
 	cancel  func()        // stops the loop
 	done    chan struct{} // closed when the loop returned
-	// pass is how long this bus's latest pass over its schedules took
-	// (nanoseconds): a step stores ticks ahead through twice that, so the
-	// fleet's records stay ahead of now however slow the store is.
-	pass atomic.Int64
-	// passBegan is when the pass under way began (Unix nanoseconds), 0
-	// between passes.
-	passBegan atomic.Int64
-	poke      chan struct{} // wakes the loop: a local resume
+	// passes times this bus's passes over its schedules: a step stores
+	// ticks ahead through twice the latest one, so the fleet's records
+	// stay ahead of now however slow the store is.
+	passes passTimer
+	poke   chan struct{} // wakes the loop: a local resume
 }
 
 // AddRecurring declares a message sent on a schedule, by every process
@@ -144,9 +143,14 @@ func (b *Bus) checkRecurring(r Recurring) (*recurringEntry, error) {
 	case r.Missed > MissedSkip:
 		return bad("Missed", fmt.Sprintf("unknown policy %d", r.Missed))
 	}
+	if field, reason := r.Policy.check(); field != "" {
+		return bad(field, reason)
+	}
 	if ev, ok := r.Schedule.(every); ok && ev.d <= 0 {
 		return bad("Schedule", fmt.Sprintf("the interval of Every must be positive, not %v", ev.d))
 	}
+	text := scheduleText(r.Schedule)
+	r.Schedule = r.Policy.shape(r.Name, r.Schedule)
 	now := b.clock.Now()
 	first := r.Schedule.Next(now)
 	if first.IsZero() || !first.After(now) {
@@ -169,7 +173,6 @@ func (b *Bus) checkRecurring(r Recurring) (*recurringEntry, error) {
 	if r.Publish {
 		kind = KindEvent
 	}
-	text := scheduleText(r.Schedule)
 	return &recurringEntry{r: r, kind: kind, text: text, fingerprint: fingerprint(r, text, &o)}, nil
 }
 
@@ -204,6 +207,10 @@ var fingerprintFrom = [...]time.Time{time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
 func fingerprint(r Recurring, text string, o *sendOptions) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%v\x00%d\x00", text, r.Publish, r.Missed)
+	if pol := r.Policy; pol != (RecurringPolicy{}) {
+		fmt.Fprintf(h, "policy %d %d %d %d %d %d %d\x00", pol.CatchUp, pol.Jitter, pol.Start.UnixNano(), pol.End.UnixNano(),
+			pol.MaxRuns, pol.Overlap, pol.OverlapTimeout)
+	}
 	for _, from := range fingerprintFrom {
 		t := from
 		for range 8 {

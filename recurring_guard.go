@@ -43,16 +43,22 @@ func (b *Bus) occurrence(ctx context.Context, e *recurringEntry, tick time.Time,
 			ps, err = nil, fail(fmt.Errorf("%w: building it panicked: %v", ErrInvalidMessage, r))
 		}
 	}()
-	msg := e.r.Message(tick)
-	if msg == nil {
-		return nil, fail(fmt.Errorf("%w: Message returned nil", ErrInvalidMessage))
-	}
 	c := &collector{bus: b}
 	cctx := context.WithValue(ctx, collectorKey{}, c)
-	opts := append(slices.Clip(e.r.Options), DeliverAt(tick), WithMessageID(id))
-	env, ictx, err := b.prepare(cctx, e.kind, msg, opts)
-	if err != nil {
-		return nil, fail(fmt.Errorf("%w: %w", ErrInvalidMessage, err))
+	var env *Envelope
+	ictx := cctx
+	if e.spec != nil {
+		env = e.spec.occurrence(id, tick, b.clock.Now())
+	} else {
+		msg := e.r.Message(tick)
+		if msg == nil {
+			return nil, fail(fmt.Errorf("%w: Message returned nil", ErrInvalidMessage))
+		}
+		opts := append(slices.Clip(e.r.Options), DeliverAt(tick), WithMessageID(id))
+		var err error
+		if env, ictx, err = b.prepare(cctx, e.kind, msg, opts); err != nil {
+			return nil, fail(fmt.Errorf("%w: %w", ErrInvalidMessage, err))
+		}
 	}
 	if env.DueAt.IsZero() {
 		env.DueAt = tick // a tick that passed: due at once, and it says when it was due

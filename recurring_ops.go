@@ -77,7 +77,71 @@ func (b *Bus) ResumeRecurring(ctx context.Context, name string) error {
 		}
 		b.wakeRecurring(e) // the loop plans its next step from the record
 	}
+	b.wakeRuntime() // a runtime schedule is due at once
 	return nil
+}
+
+// maxBackfill bounds the ticks of one BackfillRecurring call.
+const maxBackfill = 10_000
+
+// BackfillRecurring stores one occurrence of the schedule name for each of
+// its ticks in [from, to), due at the tick (at once for a tick that
+// passed), whether or not the schedule is paused: to send what an outage,
+// a pause or a late start skipped. Each backfilled tick has a message ID
+// of its own (from the name and the tick), the same on every call, so a
+// repeated call stores nothing twice while the first call's occurrences
+// are stored, and receivers that de-duplicate by message ID drop the
+// copies of one sent already. A range of more than 10,000 ticks is
+// refused. The name must be declared on this bus or made at runtime.
+func (b *Bus) BackfillRecurring(ctx context.Context, name string, from, to time.Time) error {
+	st, err := b.recurringStore(ctx, "backfill", name)
+	if err != nil {
+		return err
+	}
+	e, err := b.recurringEntryOf(ctx, st, name)
+	if err != nil {
+		return fmt.Errorf("bus: backfill recurring %q: %w", name, err)
+	}
+	var ticks []time.Time
+	for t := e.r.Schedule.Next(from.Add(-time.Nanosecond)); !t.IsZero() && t.Before(to); t = e.r.Schedule.Next(t) {
+		if len(ticks) == maxBackfill {
+			return &RecurringError{Name: name, Field: "to", Reason: fmt.Sprintf("the range holds more than %d ticks: backfill it in parts", maxBackfill)}
+		}
+		ticks = append(ticks, t)
+	}
+	var ps []pending
+	for _, t := range ticks {
+		p, err := b.occurrence(ctx, e, t, recurringID(name, t, "backfill"))
+		if err != nil {
+			b.metrics.recurringFailed.Add(1)
+			return err
+		}
+		ps = append(ps, p...)
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	if err := b.schedule(ctx, ps); err != nil {
+		return fmt.Errorf("bus: backfill recurring %q: %w", name, err)
+	}
+	b.metrics.recurring.Add(uint64(len(ps)))
+	return nil
+}
+
+// recurringEntryOf returns the schedule name as this bus runs it: declared
+// on this bus, or made at runtime and rebuilt from its record.
+func (b *Bus) recurringEntryOf(ctx context.Context, st RecurringStore, name string) (*recurringEntry, error) {
+	if e := b.localRecurring(name); e != nil {
+		return e, nil
+	}
+	rec, ok, err := st.LoadRecurring(ctx, name)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok || rec.Spec == nil:
+		return nil, fmt.Errorf("%w: neither declared on this bus nor made at runtime", ErrUnknownRecurring)
+	}
+	return b.runtimeEntry(rec)
 }
 
 // TriggerOption configures one TriggerRecurring call.
@@ -95,20 +159,22 @@ func TriggerKey(key string) TriggerOption { return func(o *triggerOptions) { o.k
 // now, whether or not the schedule is paused; its HeaderRecurringTick is
 // the trigger's time. Each call stores an occurrence of its own, unless
 // TriggerKey names one that a call stored already. The name must be
-// declared on this bus (AddRecurring), which builds the message; otherwise
-// the error wraps ErrUnknownRecurring. An occurrence whose Message fails
+// declared on this bus (AddRecurring), which builds the message, or made
+// at runtime (SetRecurring); otherwise the error wraps
+// ErrUnknownRecurring. An occurrence whose Message fails
 // returns a *RecurringTickError.
 func (b *Bus) TriggerRecurring(ctx context.Context, name string, opts ...TriggerOption) error {
-	if _, err := b.recurringStore(ctx, "trigger", name); err != nil {
+	st, err := b.recurringStore(ctx, "trigger", name)
+	if err != nil {
 		return err
 	}
 	var o triggerOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	e := b.localRecurring(name)
-	if e == nil {
-		return fmt.Errorf("bus: trigger recurring %q: %w: not declared on this bus", name, ErrUnknownRecurring)
+	e, err := b.recurringEntryOf(ctx, st, name)
+	if err != nil {
+		return fmt.Errorf("bus: trigger recurring %q: %w", name, err)
 	}
 	now := b.clock.Now()
 	var id string
@@ -134,7 +200,7 @@ func (b *Bus) TriggerRecurring(ctx context.Context, name string, opts ...Trigger
 
 // Recurrings lists the schedules stored in the persistence, by name,
 // including those no process declares any more (Declared is false for the
-// ones this bus does not declare).
+// ones this bus does not declare). ListRecurrings pages through them.
 func (b *Bus) Recurrings(ctx context.Context) ([]RecurringInfo, error) {
 	st, err := b.recurringStore(ctx, "list", "")
 	if err != nil {
@@ -144,10 +210,16 @@ func (b *Bus) Recurrings(ctx context.Context) ([]RecurringInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bus: list recurring: %w", err)
 	}
+	return b.recurringInfos(recs), nil
+}
+
+// recurringInfos describes records as this bus sees them.
+func (b *Bus) recurringInfos(recs []RecurringRecord) []RecurringInfo {
 	now := b.clock.Now()
 	out := make([]RecurringInfo, 0, len(recs))
 	for _, rec := range recs {
-		info := RecurringInfo{Name: rec.Name, Schedule: rec.Schedule, Paused: rec.Paused, Generation: rec.Generation}
+		info := RecurringInfo{Name: rec.Name, Schedule: rec.Schedule, Paused: rec.Paused, Generation: rec.Generation,
+			Runtime: rec.Spec != nil, Skipped: int(rec.Skipped)}
 		for _, t := range rec.Ticks {
 			switch {
 			case !t.After(now):
@@ -167,7 +239,7 @@ func (b *Bus) Recurrings(ctx context.Context) ([]RecurringInfo, error) {
 		}
 		out = append(out, info)
 	}
-	return out, nil
+	return out
 }
 
 // DeleteRecurring removes the stored schedule name and cancels its stored

@@ -11,11 +11,22 @@ import (
 
 // recurringPlan is what one step stores, cancels and records.
 type recurringPlan struct {
-	store  []time.Time // ticks to store occurrences for
-	cancel []string    // occurrence IDs to cancel
-	last   time.Time
-	ticks  []time.Time
-	wake   time.Time // when the next step is due
+	store   []time.Time // ticks to store occurrences for
+	cancel  []string    // occurrence IDs to cancel
+	last    time.Time
+	ticks   []time.Time
+	wake    time.Time // when the next step of a declared schedule is due
+	due     time.Time // the record's next Due: the first tick ahead; zero when none
+	runs    int64     // the record's new Runs
+	skipped int64     // the record's new Skipped
+	skips   int       // ticks this step skipped
+}
+
+// planParams are what planning needs from the process that steps.
+type planParams struct {
+	grace   time.Duration // Dispatcher.PollInterval + Dispatcher.Lease
+	pass    time.Duration // how long the stepping process's passes take
+	refresh time.Duration // how often a declared schedule is stepped anyway
 }
 
 // planRecurring plans a step for rec at now (see the comment at the top
@@ -28,10 +39,12 @@ type recurringPlan struct {
 // over many schedules on a loaded store can last longer than the ticks
 // stored ahead, and a process that starts meanwhile must not take them
 // for missed. An occurrence stored for a tick that passed is never
-// cancelled or replaced unless its tick was missed too.
-func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Time, ran bool) recurringPlan {
-	poll := b.cfg.Dispatcher.PollInterval
-	grace := poll + b.cfg.Dispatcher.Lease
+// cancelled or replaced unless its tick was missed too. The policy's
+// CatchUp skips missed ticks older than its window, and MaxRuns bounds
+// the occurrences stored.
+func planRecurring(e *recurringEntry, rec RecurringRecord, now time.Time, ran bool, pp planParams) recurringPlan {
+	grace := pp.grace
+	pol := e.r.Policy
 	var passed, future []time.Time
 	for _, t := range rec.Ticks {
 		if t.After(now) {
@@ -40,7 +53,7 @@ func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Tim
 			passed = append(passed, t)
 		}
 	}
-	p := recurringPlan{last: rec.Last}
+	p := recurringPlan{last: rec.Last, runs: rec.Runs, skipped: rec.Skipped}
 	var cancelled []time.Time
 	if rec.Paused {
 		cancelled = future
@@ -53,10 +66,6 @@ func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Tim
 		if from.IsZero() {
 			from = now // a new schedule starts now: nothing was missed
 		}
-		limit := 1
-		if e.r.Missed == MissedAll {
-			limit = MaxMissedTicks
-		}
 		// Someone ran across the ticks through alive: the record's mark,
 		// widened by twice this bus's own pass, since a store slow for
 		// this bus is slow for the others too. A mark that lapsed within
@@ -66,7 +75,7 @@ func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Tim
 		// so nothing before now counts as missed yet.
 		alive := rec.Alive
 		if !alive.IsZero() {
-			alive = alive.Add(2 * b.recur.passEstimate(now))
+			alive = alive.Add(2 * pp.pass)
 		}
 		if ran || !rec.Alive.IsZero() && !now.After(rec.Alive.Add(grace)) {
 			alive = now
@@ -77,7 +86,7 @@ func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Tim
 				late = latestTicks(e.r.Schedule, from, through, MaxMissedTicks)
 			}
 			if after := maxTime(from, alive); after.Before(now) {
-				missed = latestTicks(e.r.Schedule, after, now, limit)
+				missed = latestTicks(e.r.Schedule, after, now, MaxMissedTicks)
 			}
 		}
 		var stale []time.Time // stored, passed after alive, and missed
@@ -86,24 +95,39 @@ func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Tim
 				stale = append(stale, t)
 			}
 		}
+		if pol.CatchUp > 0 { // missed ticks, and their occurrences, past the window are skipped
+			window := now.Add(-pol.CatchUp)
+			old := func(t time.Time) bool { return t.Before(window) }
+			n := len(missed)
+			missed = slices.DeleteFunc(missed, old)
+			p.skips += n - len(missed)
+			for _, t := range stale {
+				if old(t) {
+					cancelled = append(cancelled, t)
+				}
+			}
+			stale = slices.DeleteFunc(stale, old)
+		}
 		switch e.r.Missed {
 		case MissedOnce:
 			if len(missed) > 0 {
+				p.skips += len(missed) - 1
 				p.store = missed[len(missed)-1:]
-				cancelled = stale
+				cancelled = append(cancelled, stale...)
 			} else if len(stale) > 1 {
-				cancelled = stale[:len(stale)-1]
+				cancelled = append(cancelled, stale[:len(stale)-1]...)
 			}
 		case MissedAll:
 			p.store = missed
 		case MissedSkip:
-			cancelled = stale
+			p.skips += len(missed)
+			cancelled = append(cancelled, stale...)
 		}
 		p.store = append(late, p.store...)
 		p.last = maxTime(rec.Last, now)
 		// At least recurringAhead ticks, and those through twice the
 		// latest pass, while the record can remember them.
-		ahead := now.Add(2 * b.recur.passEstimate(now))
+		ahead := now.Add(2 * pp.pass)
 		for cursor := p.last; ; {
 			t := e.r.Schedule.Next(cursor)
 			if t.IsZero() || !t.After(cursor) {
@@ -116,15 +140,30 @@ func (b *Bus) planRecurring(e *recurringEntry, rec RecurringRecord, now time.Tim
 			future = append(future, t)
 			p.last, cursor = t, t
 		}
+		if pol.MaxRuns > 0 { // the runs left, the earliest ticks first
+			left := max(int64(pol.MaxRuns)-rec.Runs+int64(len(cancelled)), 0)
+			if int64(len(p.store)) > left {
+				drop := p.store[left:]
+				future = slices.DeleteFunc(future, func(t time.Time) bool { return slices.ContainsFunc(drop, t.Equal) })
+				p.store = p.store[:left]
+			}
+		}
 	}
+	p.runs += int64(len(p.store)) - int64(len(cancelled))
+	p.skipped += int64(p.skips)
 	for _, t := range cancelled {
 		p.cancel = append(p.cancel, recurringID(e.r.Name, t, ""))
 	}
 	p.ticks = keepTicks(passed, future, p.store, cancelled, now.Add(-grace))
-	p.wake = now.Add(b.recurringRefresh())
+	p.wake = now.Add(pp.refresh)
 	for _, t := range p.ticks {
-		if t.After(now) && t.Before(p.wake) {
-			p.wake = t
+		if t.After(now) {
+			if t.Before(p.wake) {
+				p.wake = t
+			}
+			if !rec.Paused {
+				p.due = t
+			}
 			break
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -112,7 +113,7 @@ func (b *Bus) startRecurring(ctx context.Context) error {
 	}
 	st := b.cfg.Persistence.(RecurringStore) // AddRecurring checked it
 	began := b.clock.Now()
-	rs.passBegan.Store(began.UnixNano())
+	rs.passes.begin(began)
 	// One list finds the records already declared with this bus's
 	// definitions: those need no declaration, and their steps plan from
 	// the listed record, so a process starting beside running ones writes
@@ -144,8 +145,7 @@ func (b *Bus) startRecurring(ctx context.Context) error {
 		}
 		e.setDue(w)
 	}
-	rs.passBegan.Store(0)
-	rs.pass.Store(int64(b.clock.Now().Sub(began)))
+	rs.passes.end(began, b.clock.Now(), true)
 	go func() {
 		defer close(rs.done)
 		b.recurringLoop(lctx, st)
@@ -199,7 +199,7 @@ func (b *Bus) recurringLoop(ctx context.Context, st RecurringStore) {
 			}
 			nextRefresh = began.Add(refresh)
 		}
-		rs.passBegan.Store(began.UnixNano())
+		rs.passes.begin(began)
 		stepped := 0
 		for _, name := range rs.names {
 			e := rs.entries[name]
@@ -223,10 +223,7 @@ func (b *Bus) recurringLoop(ctx context.Context, st RecurringStore) {
 			}
 			e.setDue(w)
 		}
-		rs.passBegan.Store(0)
-		if stepped > 0 {
-			rs.pass.Store(int64(b.clock.Now().Sub(began)))
-		}
+		rs.passes.end(began, b.clock.Now(), stepped > 0)
 		wake := nextRefresh
 		for _, name := range rs.names {
 			wake = minTime(wake, rs.entries[name].dueAt())
@@ -246,22 +243,38 @@ func (b *Bus) recurringLoop(ctx context.Context, st RecurringStore) {
 // another process changed that it does not learn otherwise.
 func (b *Bus) recurringRefresh() time.Duration { return 10 * b.cfg.Dispatcher.PollInterval }
 
-// passEstimate is how long this bus's pass over its due schedules takes:
-// the latest one's duration, or the time the pass under way has taken so
-// far when that is longer.
-func (rs *recurringState) passEstimate(now time.Time) time.Duration {
-	d := time.Duration(rs.pass.Load())
-	if began := rs.passBegan.Load(); began != 0 {
+// passTimer times a loop's passes over its schedules.
+type passTimer struct {
+	last  atomic.Int64 // the latest pass's duration, nanoseconds
+	began atomic.Int64 // when the pass under way began (Unix nanoseconds), 0 between passes
+}
+
+func (p *passTimer) begin(now time.Time) { p.began.Store(now.UnixNano()) }
+
+// end ends the pass that began at began, and records its duration when
+// it counts (it stepped something).
+func (p *passTimer) end(began, now time.Time, counts bool) {
+	p.began.Store(0)
+	if counts {
+		p.last.Store(int64(now.Sub(began)))
+	}
+}
+
+// estimate is how long a pass takes: the latest one's duration, or the
+// time the pass under way has taken so far when that is longer.
+func (p *passTimer) estimate(now time.Time) time.Duration {
+	d := time.Duration(p.last.Load())
+	if began := p.began.Load(); began != 0 {
 		d = max(d, now.Sub(time.Unix(0, began)))
 	}
 	return d
 }
 
-// aliveSpan is how long after a step this bus vouches that it runs the
-// schedule (RecurringRecord.Alive): a poll interval and twice its pass,
-// within which it steps the schedule again if a tick falls due.
-func (b *Bus) aliveSpan(now time.Time) time.Duration {
-	return b.cfg.Dispatcher.PollInterval + 2*b.recur.passEstimate(now)
+// planParams returns the parameters of a step planned at now by a loop
+// whose passes take pass.
+func (b *Bus) planParams(pass time.Duration) planParams {
+	poll := b.cfg.Dispatcher.PollInterval
+	return planParams{grace: poll + b.cfg.Dispatcher.Lease, pass: pass, refresh: b.recurringRefresh()}
 }
 
 // wakeRecurring makes the loop step e at once.
@@ -359,27 +372,48 @@ func (b *Bus) stepRecurring(ctx context.Context, st RecurringStore, e *recurring
 		ran := !e.stepped.IsZero() && now.Sub(e.stepped) <= b.cfg.Dispatcher.PollInterval+b.cfg.Dispatcher.Lease
 		e.stepped = now
 		b.recur.mu.Unlock()
-		p := b.planRecurring(e, rec, now, ran)
-		if len(p.store) == 0 && len(p.cancel) == 0 && (!rec.Paused || p.last.Equal(rec.Last)) {
-			return p.wake, nil
-		}
-		rows := b.rows(b.occurrences(ctx, e, p.store), now)
-		adv := RecurringAdvance{Name: name, Generation: gen, Fingerprint: e.fingerprint, Paused: rec.Paused,
-			From: rec.Last, Last: p.last, Ticks: p.ticks, Store: rows, Cancel: p.cancel}
-		if !rec.Paused {
-			adv.Alive = now.Add(b.aliveSpan(now))
-		}
-		ok, err = st.AdvanceRecurring(ctx, adv)
+		p, ok, err := b.applyStep(ctx, st, e, gen, rec, now, ran, b.recur.passes.estimate(now))
 		if err != nil {
-			return time.Time{}, fmt.Errorf("advance: %w", err)
+			return time.Time{}, err
 		}
 		if ok {
-			b.metrics.recurring.Add(uint64(len(rows)))
-			if d := b.dispatcher.Load(); d != nil && len(p.store) > 0 {
-				d.poke(slices.MinFunc(p.store, time.Time.Compare))
-			}
 			return p.wake, nil
 		}
 	}
 	return b.clock.Now().Add(b.cfg.Dispatcher.PollInterval), nil
+}
+
+// applyStep plans a step of e (at generation gen) from rec at now and
+// applies it with one AdvanceRecurring, and reports false when the record
+// moved under it. A plan with nothing to write writes nothing, except the
+// Due of a runtime schedule.
+func (b *Bus) applyStep(ctx context.Context, st RecurringStore, e *recurringEntry, gen int64, rec RecurringRecord, now time.Time,
+	ran bool, pass time.Duration) (recurringPlan, bool, error) {
+	p := planRecurring(e, rec, now, ran, b.planParams(pass))
+	idle := len(p.store) == 0 && len(p.cancel) == 0 && p.skips == 0 && (!rec.Paused || p.last.Equal(rec.Last))
+	if idle && (e.spec == nil || p.due.Equal(rec.Due)) {
+		return p, true, nil
+	}
+	rows := b.rows(b.occurrences(ctx, e, p.store), now)
+	adv := RecurringAdvance{Name: e.r.Name, Generation: gen, Fingerprint: e.fingerprint, Paused: rec.Paused,
+		From: rec.Last, Last: p.last, Ticks: p.ticks, Store: rows, Cancel: p.cancel, Due: p.due, Runs: p.runs, Skipped: p.skipped}
+	if !rec.Paused {
+		adv.Alive = now.Add(b.cfg.Dispatcher.PollInterval + 2*pass)
+	}
+	ok, err := st.AdvanceRecurring(ctx, adv)
+	if err != nil {
+		return p, false, fmt.Errorf("advance: %w", err)
+	}
+	if !ok {
+		return p, false, nil
+	}
+	b.metrics.recurring.Add(uint64(len(rows)))
+	if p.skips > 0 {
+		b.log.Info("recurring schedule skipped ticks by its policies", slog.String("recurring", e.r.Name),
+			slog.Int(logKeyCount, p.skips), slog.String("missed", e.r.Missed.String()))
+	}
+	if d := b.dispatcher.Load(); d != nil && len(p.store) > 0 {
+		d.poke(slices.MinFunc(p.store, time.Time.Compare))
+	}
+	return p, true, nil
 }
