@@ -30,23 +30,24 @@ func (m *memoryRecurring) notify() {
 }
 
 // recurringWatch returns the earliest Due of the runtime records (zero
-// when none is due ever), and a channel closed when that may change: the
-// buses in this process are the only ones on the store, so their runtime
-// loops need no timer while no runtime schedule is stored.
-func (p *MemoryPersistence) recurringWatch() (time.Time, <-chan struct{}) {
+// when none is due ever), whether there are any, and a channel closed
+// when that may change: the buses in this process are the only ones on
+// the store, so their runtime loops need no timer while no runtime
+// schedule is stored.
+func (p *MemoryPersistence) recurringWatch() (next time.Time, any bool, changed <-chan struct{}) {
 	m := &p.recur
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.changed == nil {
 		m.changed = make(chan struct{})
 	}
-	var next time.Time
 	for _, r := range m.records {
+		any = any || r.Spec != nil
 		if r.Spec != nil && !r.Due.IsZero() && (next.IsZero() || r.Due.Before(next)) {
 			next = r.Due
 		}
 	}
-	return next, m.changed
+	return next, any, m.changed
 }
 
 func cloneRecord(r RecurringRecord) RecurringRecord {
@@ -137,6 +138,9 @@ func (p *MemoryPersistence) AdvanceRecurring(ctx context.Context, adv RecurringA
 		}
 	}
 	cur.Last, cur.Ticks = adv.Last, slices.Clone(adv.Ticks)
+	if cur.Spec != nil && !adv.Due.IsZero() && (cur.Due.IsZero() || adv.Due.Before(cur.Due)) {
+		m.notify() // due sooner than the runtime loops may wait
+	}
 	cur.Due, cur.Runs, cur.Skipped = adv.Due, adv.Runs, adv.Skipped
 	if adv.Alive.After(cur.Alive) {
 		cur.Alive = adv.Alive

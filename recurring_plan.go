@@ -149,7 +149,7 @@ func planRecurring(e *recurringEntry, rec RecurringRecord, now time.Time, ran bo
 			}
 		}
 	}
-	p.runs += int64(len(p.store)) - int64(len(cancelled))
+	p.runs = max(p.runs+int64(len(p.store))-int64(len(cancelled)), 0)
 	p.skipped += int64(p.skips)
 	for _, t := range cancelled {
 		p.cancel = append(p.cancel, recurringID(e.r.Name, t, ""))

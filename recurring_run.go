@@ -315,14 +315,16 @@ func (b *Bus) cancelAhead(ctx context.Context, st RecurringStore, name string, g
 		}
 		now := b.clock.Now()
 		adv := RecurringAdvance{Name: name, Generation: rec.Generation, Fingerprint: rec.Fingerprint,
-			Paused: rec.Paused, From: rec.Last, Last: rec.Last}
+			Paused: rec.Paused, From: rec.Last, Last: rec.Last, Due: rec.Due, Runs: rec.Runs, Skipped: rec.Skipped}
 		for _, t := range rec.Ticks {
 			if t.After(now) {
 				adv.Cancel = append(adv.Cancel, recurringID(name, t, ""))
+				adv.Runs--
 			} else {
 				adv.Ticks = append(adv.Ticks, t)
 			}
 		}
+		adv.Runs = max(adv.Runs, 0)
 		if restart || rec.Last.After(now) {
 			adv.Last = now // the ticks after now are planned again
 		}

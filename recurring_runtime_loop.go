@@ -68,13 +68,14 @@ func (b *Bus) runRuntimeRecurring(ctx context.Context, st RecurringRuntimeStore)
 	limiter := newRateLimiter(logInterval)
 	rs := &b.runtime
 	watcher, _ := st.(interface {
-		recurringWatch() (time.Time, <-chan struct{})
+		recurringWatch() (time.Time, bool, <-chan struct{})
 	})
 	for ctx.Err() == nil {
 		var next time.Time
+		var stored bool
 		var changed <-chan struct{}
 		if watcher != nil {
-			next, changed = watcher.recurringWatch()
+			next, stored, changed = watcher.recurringWatch()
 		}
 		began := b.clock.Now()
 		rs.passes.begin(began)
@@ -91,6 +92,9 @@ func (b *Bus) runRuntimeRecurring(ctx context.Context, st RecurringRuntimeStore)
 		rs.passes.end(began, b.clock.Now(), len(recs) > 0)
 		if len(recs) == runtimeClaimBatch {
 			continue // more are due
+		}
+		if stored && next.IsZero() {
+			next = b.clock.Now().Add(b.recurringRefresh()) // none due: look again now and then
 		}
 		b.runtimeSleep(ctx, watcher != nil && err == nil, next, changed)
 	}
