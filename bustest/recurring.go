@@ -17,7 +17,8 @@ type RecurringStoreFactory func(t *testing.T) bus.RecurringStore
 // RecurringTests runs the recurring-schedule store contract against stores
 // made by newStore: declarations and their generations, the
 // compare-and-set of AdvanceRecurring with its rows, pause and resume, and
-// deletion. Each case uses schedule names of its own and leaves neither a
+// deletion, and for a RecurringRuntimeStore the runtime fields, claims
+// and paging. Each case uses schedule names of its own and leaves neither a
 // record nor a row behind. Times are truncated to the millisecond, the
 // precision every store must keep.
 func RecurringTests(t *testing.T, newStore RecurringStoreFactory) {
@@ -36,6 +37,7 @@ func RecurringTests(t *testing.T, newStore RecurringStoreFactory) {
 		{"AdvanceFailsWithAnotherDefinition", testRecFingerprintCAS},
 		{"DeleteNeverLetsAGenerationBeReused", testRecDeleteKeepsGeneration},
 	}
+	cases = append(cases, runtimeCases()...)
 	runStoreCases(t, newStore, cases, func(t *testing.T, s bus.RecurringStore) {
 		assertEmpty(t, s)
 		if recs, err := s.ListRecurring(ctxT(t)); err != nil || len(recs) != 0 {

@@ -1,0 +1,233 @@
+package bustest
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/postbus/bus"
+)
+
+// The contract of bus.RecurringRuntimeStore, run by RecurringTests on the
+// stores that implement it: the runtime fields of a record, the claim of
+// the records that fall due, and paging.
+
+// runtimeCases are the cases of a RecurringRuntimeStore.
+func runtimeCases() []storeCase[bus.RecurringStore] {
+	only := func(fn func(*testing.T, bus.RecurringRuntimeStore)) func(*testing.T, bus.RecurringStore) {
+		return func(t *testing.T, s bus.RecurringStore) {
+			rs, ok := s.(bus.RecurringRuntimeStore)
+			if !ok {
+				t.Skipf("%T does not implement bus.RecurringRuntimeStore", s)
+			}
+			fn(t, rs)
+		}
+	}
+	return []storeCase[bus.RecurringStore]{
+		{"RuntimeDeclareKeepsSpecAndDue", only(testRecRuntimeDeclare)},
+		{"RuntimeAdvanceSetsDueRunsAndSkipped", only(testRecRuntimeAdvance)},
+		{"RuntimeClaimTakesDueRecordsOnce", only(testRecRuntimeClaim)},
+		{"RuntimeRacingClaimsSplitTheRecords", only(testRecRuntimeClaimRace)},
+		{"RuntimePauseAndDeleteSetDue", only(testRecRuntimePause)},
+		{"RuntimeListPagesByPrefix", only(testRecRuntimePage)},
+	}
+}
+
+func mustDeclareSpec(t *testing.T, s bus.RecurringStore, name, fp string, spec []byte, due time.Time) (bus.RecurringRecord, bool) {
+	t.Helper()
+	rec, changed, err := s.DeclareRecurring(ctxT(t), bus.RecurringRecord{Name: name, Fingerprint: fp, Schedule: "@every 1m",
+		Spec: spec, Due: due})
+	if err != nil {
+		t.Fatalf("DeclareRecurring(%s, %s): %v", name, fp, err)
+	}
+	return rec, changed
+}
+
+func mustClaimRec(t *testing.T, s bus.RecurringRuntimeStore, now time.Time, limit int, lease time.Duration) []string {
+	t.Helper()
+	recs, err := s.ClaimDueRecurring(ctxT(t), now, limit, lease)
+	if err != nil {
+		t.Fatalf("ClaimDueRecurring: %v", err)
+	}
+	names := make([]string, len(recs))
+	for i, r := range recs {
+		names[i] = r.Name
+		if r.Spec == nil {
+			t.Errorf("claimed record %s has no Spec", r.Name)
+		}
+	}
+	return names
+}
+
+func testRecRuntimeDeclare(t *testing.T, s bus.RecurringRuntimeStore) {
+	name := recName(t)
+	now := msec(time.Now())
+	spec := []byte(`{"v":1,"schedule":"@every 1m"}`)
+	rec, changed := mustDeclareSpec(t, s, name, "fp1", spec, now)
+	if !changed || !bytes.Equal(rec.Spec, spec) || !rec.Due.Equal(now) || rec.Runs != 0 || rec.Skipped != 0 {
+		t.Fatalf("declared runtime record = %+v, changed %v; want its Spec and Due", rec, changed)
+	}
+	t1 := now.Add(time.Minute)
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp1", Last: t1, Ticks: []time.Time{t1},
+		Due: t1, Runs: 3, Skipped: 2}, true)
+	spec2 := []byte(`{"v":1,"schedule":"@every 2m"}`)
+	rec, changed = mustDeclareSpec(t, s, name, "fp2", spec2, now.Add(time.Second))
+	if !changed || rec.Generation != 2 || !bytes.Equal(rec.Spec, spec2) || !rec.Due.Equal(now.Add(time.Second)) ||
+		rec.Runs != 3 || rec.Skipped != 2 || !rec.Last.Equal(t1) {
+		t.Fatalf("redeclared runtime record = %+v; want the new Spec and Due, Runs, Skipped and Last kept", rec)
+	}
+	// A declaration in code (no Spec) replaces a runtime one.
+	if rec, _ := mustDeclare(t, s, name, "fp3"); rec.Spec != nil {
+		t.Fatalf("record declared in code = %+v; want no Spec", rec)
+	}
+	mustDeleteRec(t, s, name)
+}
+
+func testRecRuntimeAdvance(t *testing.T, s bus.RecurringRuntimeStore) {
+	name := recName(t)
+	now := msec(time.Now())
+	mustDeclareSpec(t, s, name, "fp", []byte(`{}`), now)
+	t1 := now.Add(time.Minute)
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", Last: t1, Ticks: []time.Time{t1},
+		Due: t1, Runs: 7, Skipped: 1}, true)
+	rec := mustLoadRec(t, s, name)
+	if !rec.Due.Equal(t1) || rec.Runs != 7 || rec.Skipped != 1 {
+		t.Fatalf("record after an advance = %+v; want Due %v, Runs 7, Skipped 1", rec, t1)
+	}
+	mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: 1, Fingerprint: "fp", From: t1, Last: t1, Ticks: []time.Time{t1}}, true)
+	if rec := mustLoadRec(t, s, name); !rec.Due.IsZero() || rec.Runs != 0 {
+		t.Fatalf("record after an advance with no Due = %+v; want Due zero (never) and Runs 0", rec)
+	}
+	mustDeleteRec(t, s, name)
+}
+
+func testRecRuntimeClaim(t *testing.T, s bus.RecurringRuntimeStore) {
+	p := recName(t)
+	now := msec(time.Now())
+	mustDeclareSpec(t, s, p+"-b", "fp", []byte(`{}`), now.Add(-2*time.Second))
+	mustDeclareSpec(t, s, p+"-a", "fp", []byte(`{}`), now.Add(-time.Second))
+	mustDeclareSpec(t, s, p+"-c", "fp", []byte(`{}`), now)
+	mustDeclareSpec(t, s, p+"-later", "fp", []byte(`{}`), now.Add(time.Hour))
+	mustDeclareSpec(t, s, p+"-never", "fp", []byte(`{}`), time.Time{})
+	mustDeclareSpec(t, s, p+"-gone", "fp", []byte(`{}`), now.Add(-time.Hour))
+	mustDeleteRec(t, s, p+"-gone")
+	// A record declared in code is never claimed, whatever its Due.
+	mustDeclare(t, s, p+"-code", "fp")
+	got := mustClaimRec(t, s, now, 10, time.Minute)
+	if want := []string{p + "-b", p + "-a", p + "-c"}; !slices.Equal(got, want) {
+		t.Fatalf("claimed %v, want the due runtime records, earliest Due first: %v", got, want)
+	}
+	if got := mustClaimRec(t, s, now, 10, time.Minute); len(got) != 0 {
+		t.Fatalf("a second claim took %v, want none: the first holds them", got)
+	}
+	if rec := mustLoadRec(t, s, p+"-a"); !rec.Due.Equal(now.Add(time.Minute)) {
+		t.Fatalf("claimed record's Due = %v, want now plus the lease %v", rec.Due, now.Add(time.Minute))
+	}
+	// The lease lapsed: they are due again.
+	if got := mustClaimRec(t, s, now.Add(time.Minute+time.Millisecond), 2, time.Minute); len(got) != 2 {
+		t.Fatalf("after the lease, a claim of 2 took %v", got)
+	}
+	for _, n := range []string{"-a", "-b", "-c", "-later", "-never", "-code"} {
+		mustDeleteRec(t, s, p+n)
+	}
+}
+
+func testRecRuntimeClaimRace(t *testing.T, s bus.RecurringRuntimeStore) {
+	p := recName(t)
+	now := msec(time.Now())
+	const n = 12
+	for i := range n {
+		mustDeclareSpec(t, s, fmt.Sprintf("%s-%02d", p, i), "fp", []byte(`{}`), now.Add(-time.Duration(i)*time.Millisecond))
+	}
+	var mu sync.Mutex
+	var got []string
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range n {
+				recs, err := s.ClaimDueRecurring(ctxT(t), now, 2, time.Minute)
+				if err != nil {
+					t.Errorf("ClaimDueRecurring: %v", err)
+					return
+				}
+				mu.Lock()
+				for _, r := range recs {
+					got = append(got, r.Name)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(got)
+	if len(got) != n || len(slices.Compact(slices.Clone(got))) != n {
+		t.Fatalf("racing claims took %v (%d), want each of the %d due records once", got, len(got), n)
+	}
+	for i := range n {
+		mustDeleteRec(t, s, fmt.Sprintf("%s-%02d", p, i))
+	}
+}
+
+func testRecRuntimePause(t *testing.T, s bus.RecurringRuntimeStore) {
+	name := recName(t)
+	now := msec(time.Now())
+	mustDeclareSpec(t, s, name, "fp", []byte(`{}`), time.Time{})
+	if ok, err := s.SetRecurringPaused(ctxT(t), name, true, now); err != nil || !ok {
+		t.Fatalf("pause = %v, %v", ok, err)
+	}
+	if rec := mustLoadRec(t, s, name); !rec.Due.Equal(now) {
+		t.Fatalf("paused record's Due = %v, want the pause's time %v: it is stepped at once", rec.Due, now)
+	}
+	if ok, err := s.SetRecurringPaused(ctxT(t), name, false, now.Add(time.Second)); err != nil || !ok {
+		t.Fatalf("resume = %v, %v", ok, err)
+	}
+	if rec := mustLoadRec(t, s, name); !rec.Due.Equal(now.Add(time.Second)) {
+		t.Fatalf("resumed record's Due = %v, want the resume's time", rec.Due)
+	}
+	mustDeleteRec(t, s, name)
+	if got := mustClaimRec(t, s, now.Add(time.Hour), 10, time.Minute); len(got) != 0 {
+		t.Fatalf("claimed %v after the delete", got)
+	}
+	rec, _ := mustDeclare(t, s, name, "fp")
+	if rec.Spec != nil || !rec.Due.IsZero() || rec.Runs != 0 {
+		t.Fatalf("declared after the delete = %+v; want no Spec, Due or Runs left", rec)
+	}
+	mustDeleteRec(t, s, name)
+}
+
+func testRecRuntimePage(t *testing.T, s bus.RecurringRuntimeStore) {
+	p := recName(t)
+	var want []string
+	for i := range 7 {
+		name := fmt.Sprintf("%s-t-%d", p, i)
+		want = append(want, name)
+		mustDeclare(t, s, name, "fp")
+	}
+	mustDeclare(t, s, p+"-u", "fp")
+	mustDeclare(t, s, p+"-t-gone", "fp")
+	mustDeleteRec(t, s, p+"-t-gone")
+	var got []string
+	for after := ""; ; {
+		page, err := s.ListRecurringPage(ctxT(t), p+"-t-", after, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page {
+			got = append(got, r.Name)
+		}
+		if len(page) < 3 {
+			break
+		}
+		after = page[len(page)-1].Name
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pages = %v, want %v", got, want)
+	}
+	for _, n := range want {
+		mustDeleteRec(t, s, n)
+	}
+	mustDeleteRec(t, s, p+"-u")
+}
