@@ -109,16 +109,17 @@ func HealthHandler(b *Bus, opts HealthOptions) http.Handler {
 // healthBody is the JSON a probe answers with.
 type healthBody struct {
 	Status              string        `json:"status"` // "ok" or "fail"
-	Checks              []healthCheck `json:"checks"`
+	Checks              []HealthCheck `json:"checks"`
 	DispatchLagSeconds  *float64      `json:"dispatch_lag_seconds,omitempty"`
 	RecurringLagSeconds *float64      `json:"recurring_lag_seconds,omitempty"`
 	LastClaim           string        `json:"last_claim,omitempty"` // RFC 3339, UTC
 }
 
-type healthCheck struct {
-	Name   string `json:"name"`
-	OK     bool   `json:"ok"`
-	Detail string `json:"detail,omitempty"`
+// HealthCheck is one line of a probe's verdict.
+type HealthCheck struct {
+	Name   string `json:"name"`             // started, transport, store, dispatch_lag, recurring_lag; bus for /livez
+	OK     bool   `json:"ok"`               // the check passed
+	Detail string `json:"detail,omitempty"` // what was found, without any error's text
 }
 
 // finish sets the status from the checks.
@@ -137,26 +138,34 @@ func livez(b *Bus) healthBody {
 	st := b.state
 	b.mu.Unlock()
 	detail := map[state]string{stateNew: "not started yet", stateStarted: "started", stateClosed: "stopped"}[st]
-	h := healthBody{Checks: []healthCheck{{Name: "bus", OK: st != stateClosed, Detail: detail}}}
+	h := healthBody{Checks: []HealthCheck{{Name: "bus", OK: st != stateClosed, Detail: detail}}}
 	return h.finish()
 }
 
-// readyz judges r against opts.
-func readyz(r HealthReport, opts HealthOptions) healthBody {
-	var h healthBody
-	started := healthCheck{Name: "started", OK: r.Started, Detail: "started"}
+// Readiness judges r as /readyz does, with o's thresholds (zero values:
+// the defaults): the bus is ready when every check is OK. The checks are
+// started, transport, store, dispatch_lag (judged only on a bus that
+// dispatches) and recurring_lag. A backend without Pinger passes.
+func (o HealthOptions) Readiness(r HealthReport) []HealthCheck {
+	o = o.withDefaults()
+	started := HealthCheck{Name: "started", OK: r.Started, Detail: "started"}
 	switch {
 	case r.Stopped:
 		started.Detail = "stopped"
 	case !r.Started:
 		started.Detail = "not started yet"
 	}
-	h.Checks = append(h.Checks, started, pingCheck("transport", r.Transport), pingCheck("store", r.Store))
-	dispatch := lagCheck("dispatch_lag", r.DispatchLag, r.DispatchLagErr, opts.MaxDispatchLag)
+	dispatch := lagCheck("dispatch_lag", r.DispatchLag, r.DispatchLagErr, o.MaxDispatchLag)
 	if !r.Dispatching {
 		dispatch.OK, dispatch.Detail = true, "not dispatching: "+dispatch.Detail
 	}
-	h.Checks = append(h.Checks, dispatch, lagCheck("recurring_lag", r.RecurringLag, r.RecurringLagErr, opts.MaxRecurringLag))
+	return []HealthCheck{started, pingCheck("transport", r.Transport), pingCheck("store", r.Store),
+		dispatch, lagCheck("recurring_lag", r.RecurringLag, r.RecurringLagErr, o.MaxRecurringLag)}
+}
+
+// readyz judges r against opts.
+func readyz(r HealthReport, opts HealthOptions) healthBody {
+	h := healthBody{Checks: opts.Readiness(r)}
 	if r.DispatchLagErr == nil {
 		s := r.DispatchLag.Seconds()
 		h.DispatchLagSeconds = &s
@@ -172,22 +181,22 @@ func readyz(r HealthReport, opts HealthOptions) healthBody {
 }
 
 // pingCheck describes a ping without its error's text.
-func pingCheck(name string, p PingResult) healthCheck {
+func pingCheck(name string, p PingResult) HealthCheck {
 	switch p.Status {
 	case Reachable:
-		return healthCheck{Name: name, OK: true, Detail: "reachable in " + roundLatency(p.Latency).String()}
+		return HealthCheck{Name: name, OK: true, Detail: "reachable in " + roundLatency(p.Latency).String()}
 	case Unreachable:
-		return healthCheck{Name: name, Detail: "unreachable: " + failureKind(p.Err)}
+		return HealthCheck{Name: name, Detail: "unreachable: " + failureKind(p.Err)}
 	}
-	return healthCheck{Name: name, OK: true, Detail: "unknown: no ping"}
+	return HealthCheck{Name: name, OK: true, Detail: "unknown: no ping"}
 }
 
 // lagCheck compares a lag with its threshold (negative: not checked).
-func lagCheck(name string, lag time.Duration, err error, limit time.Duration) healthCheck {
+func lagCheck(name string, lag time.Duration, err error, limit time.Duration) HealthCheck {
 	if err != nil {
-		return healthCheck{Name: name, OK: limit < 0, Detail: "unknown: " + failureKind(err)}
+		return HealthCheck{Name: name, OK: limit < 0, Detail: "unknown: " + failureKind(err)}
 	}
-	c := healthCheck{Name: name, OK: limit < 0 || lag <= limit, Detail: roundLatency(lag).String()}
+	c := HealthCheck{Name: name, OK: limit < 0 || lag <= limit, Detail: roundLatency(lag).String()}
 	if limit >= 0 {
 		c.Detail += fmt.Sprintf(" (max %v)", limit)
 	}
