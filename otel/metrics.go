@@ -19,8 +19,8 @@ var LatenessBuckets = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30
 // messaging.process.duration (the conventions' advice).
 var processBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 
-// backlogTimeout bounds one reading of a bus's health and scheduled
-// backlog during a collection.
+// backlogTimeout bounds one reading of a bus's scheduled backlog during a
+// collection.
 const backlogTimeout = 5 * time.Second
 
 type instruments struct {
@@ -79,12 +79,6 @@ func newInstruments(o *Observer, m metric.Meter) (*instruments, error) {
 	oldest, err := m.Float64ObservableGauge("postbus.scheduled.oldest_overdue", metric.WithUnit("s"),
 		metric.WithDescription("How long the earliest overdue scheduled message has been due; 0 when none is."))
 	add(err)
-	oldestDue, err := m.Float64ObservableGauge("postbus.scheduled.oldest_due_age", metric.WithUnit("s"),
-		metric.WithDescription("Age of the oldest scheduled message of the bus's transport that is due and not handed over (bus.HealthReport.DispatchLag); 0 when none."))
-	add(err)
-	recurringLag, err := m.Float64ObservableGauge("postbus.recurring.lag", metric.WithUnit("s"),
-		metric.WithDescription("Time since the oldest tick of the bus's recurring schedules that passed without its occurrence stored (bus.HealthReport.RecurringLag); 0 when none."))
-	add(err)
 	breakerOpen, err := m.Int64ObservableGauge("postbus.breaker.open", metric.WithUnit("1"),
 		metric.WithDescription("1 while a circuit breaker (store, fetch, dispatch) is open, else 0."))
 	add(err)
@@ -116,13 +110,6 @@ func newInstruments(o *Observer, m metric.Meter) (*instruments, error) {
 				obs.ObserveInt64(breakerOpen, v, metric.WithAttributes(o.system, keyEndpoint.String(b.Endpoint()), keyBreaker.String(name)))
 			}
 			bctx, cancel := context.WithTimeout(ctx, backlogTimeout)
-			h := b.Health(bctx)
-			if h.DispatchLagErr == nil {
-				obs.ObserveFloat64(oldestDue, h.DispatchLag.Seconds(), ep)
-			}
-			if h.RecurringLagErr == nil {
-				obs.ObserveFloat64(recurringLag, h.RecurringLag.Seconds(), ep)
-			}
 			bl, err := b.ScheduledBacklog(bctx)
 			cancel()
 			if err != nil || !bl.Supported {
@@ -133,8 +120,12 @@ func newInstruments(o *Observer, m metric.Meter) (*instruments, error) {
 			obs.ObserveFloat64(oldest, bl.OldestOverdue.Seconds(), ep)
 		}
 		return nil
-	}, backlog, overdue, oldest, oldestDue, recurringLag, breakerOpen, occurrences)
+	}, backlog, overdue, oldest, breakerOpen, occurrences)
 	if err != nil {
+		return nil, err
+	}
+
+	if err := registerHealthGauges(o, m); err != nil {
 		return nil, err
 	}
 	return in, nil
