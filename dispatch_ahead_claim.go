@@ -46,6 +46,9 @@ func (a *ahead) maybeClaim(ctx context.Context) {
 	go func() {
 		c, err := a.store.ClaimOutgoingAhead(ctx, d.transport, sent, d.cfg.LookAhead, limit, d.cfg.Lease)
 		r := claimResult{c: c, err: err, limit: limit, sent: sent, recv: d.clock.Now()}
+		if err == nil {
+			d.claimed()
+		}
 		if err == nil && len(c.Rows) > 0 {
 			r.reading = a.readStoreClock(ctx)
 		}

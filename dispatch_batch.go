@@ -35,8 +35,12 @@ var errNotAttempted = errors.New("bus: hand-over not attempted")
 func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
 	claimedAt := d.clock.Now()
 	rows, err := d.store.ClaimDueOutgoing(ctx, d.transport, claimedAt, d.cfg.BatchSize, d.cfg.Lease)
-	if err != nil || len(rows) == 0 {
+	if err != nil {
 		return 0, err
+	}
+	d.claimed()
+	if len(rows) == 0 {
+		return 0, nil
 	}
 	d.b.emit(ctx, ObserverEvent{Kind: EventClaim, Count: len(rows), Start: claimedAt})
 	results := d.held.handOver(ctx, d, rows, claimedAt.Add(d.cfg.Lease*2/3))

@@ -37,6 +37,9 @@ type dispatcher struct {
 	skewNanos atomic.Int64 // store clock minus bus clock, for a ClockedStore
 	skewAt    time.Time    // when the skew was last measured (bus clock)
 	held      heldKeys     // ordering keys held back behind a failed row (dispatch_order.go)
+	// lastClaim is when the last claim returned without an error, rows or
+	// none (Unix nanoseconds, bus clock; 0 before the first): Bus.Health.
+	lastClaim atomic.Int64
 }
 
 const (
@@ -199,6 +202,9 @@ func (d *dispatcher) watch(ctx context.Context, n DueNotifier) {
 		sleepCtx(ctx, d.clock, d.cfg.PollInterval)
 	}
 }
+
+// claimed notes a claim that returned without an error, at the bus's now.
+func (d *dispatcher) claimed() { d.lastClaim.Store(d.clock.Now().UnixNano()) }
 
 func (d *dispatcher) logError(kind, msg string, err error) {
 	if d.limiter.allow(kind, d.clock.Now()) {

@@ -14,6 +14,7 @@ var (
 	_ ScheduledStore = (*MemoryPersistence)(nil)
 	_ DueNotifier    = (*MemoryPersistence)(nil)
 	_ AheadClaimer   = (*MemoryPersistence)(nil)
+	_ Pinger         = (*MemoryPersistence)(nil)
 )
 
 // MemoryPersistence keeps scheduled messages in process memory: the default
@@ -78,6 +79,9 @@ func (p *MemoryPersistence) adoptClock(c Clock) {
 
 // Durable reports false: rows are lost on restart.
 func (p *MemoryPersistence) Durable() bool { return false }
+
+// Ping returns ctx's error, if any: the rows are in this process.
+func (p *MemoryPersistence) Ping(ctx context.Context) error { return ctx.Err() }
 
 // StoreOutgoing inserts rows under one lock, ignoring IDs already stored.
 // A row with an empty ID or no envelope fails the call (ErrInvalidMessage)

@@ -8,6 +8,7 @@ import (
 var (
 	_ Transport         = (*MemoryTransport)(nil)
 	_ TransportIdentity = (*MemoryTransport)(nil)
+	_ Pinger            = (*MemoryTransport)(nil)
 )
 
 // MemoryTransport is the in-process transport and the default when
@@ -30,6 +31,9 @@ func NewMemoryTransport() *MemoryTransport {
 func (m *MemoryTransport) Identity() string { return memoryIdentity }
 
 const memoryIdentity = "memory"
+
+// Ping returns ctx's error, if any: the queues are in this process.
+func (m *MemoryTransport) Ping(ctx context.Context) error { return ctx.Err() }
 
 // Provision creates the queues and subscriptions of t.
 func (m *MemoryTransport) Provision(_ context.Context, t Topology) error {

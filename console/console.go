@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -37,8 +38,8 @@ func (e *OptionsError) Error() string {
 // Unwrap returns ErrInvalidOptions.
 func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
 
-// Options configure Handler. At least one of Scheduled, Failed and
-// Recurring is required.
+// Options configure Handler. At least one of Scheduled, Failed, Recurring
+// and Health is required.
 type Options struct {
 	// Scheduled is the scheduled-message store to browse. Nil: the
 	// scheduled pages say the persistence has none.
@@ -54,6 +55,15 @@ type Options struct {
 	Recurring Recurring
 	// Metrics returns the bus's counters for the overview. Nil: not shown.
 	Metrics func() bus.Metrics
+	// Health reports the bus's health for the overview: pass the
+	// service's (*bus.Bus).Health. The overview shows the checks of
+	// /readyz (bus.HealthHandler), judged with HealthOptions, and the
+	// lags. Nil: not shown.
+	Health func(context.Context) bus.HealthReport
+	// HealthOptions are the thresholds and the timeout Health's report is
+	// judged and read with, as for bus.HealthHandler; zero values are its
+	// defaults.
+	HealthOptions bus.HealthOptions
 	// Authorize decides whether a request may use the console. Nil: only
 	// requests from a loopback address to a loopback Host are served.
 	Authorize func(*http.Request) bool
@@ -85,8 +95,8 @@ type console struct {
 // "/failed/{id}", and the POST actions under them. Mount it under a prefix
 // with http.StripPrefix.
 func Handler(opts Options) (http.Handler, error) {
-	if opts.Scheduled == nil && opts.Failed == nil && opts.Recurring == nil {
-		return nil, &OptionsError{Field: "Scheduled", Reason: "give a ScheduledBrowser, a FailedStore or a Recurring"}
+	if opts.Scheduled == nil && opts.Failed == nil && opts.Recurring == nil && opts.Health == nil {
+		return nil, &OptionsError{Field: "Scheduled", Reason: "give a ScheduledBrowser, a FailedStore, a Recurring or a Health"}
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -12,6 +12,7 @@
 //		Failed:    store,  // a bus.FailedStore
 //		Transport: tr,     // for retries; nil hides them
 //		Metrics:   b.Metrics,
+//		Health:    b.Health, // the health section of the overview
 //	})
 //	mux.Handle("/ops/", http.StripPrefix("/ops", h))
 //
@@ -19,7 +20,10 @@
 //
 // The overview shows the backlog size, a due-time histogram for the next
 // hour and the next day, the oldest overdue message, the bus's counters and
-// the largest failure groups. The scheduled page lists rows by due time with
+// the largest failure groups; with Options.Health, it opens with the
+// bus's health as /readyz judges it (bus.HealthHandler, with
+// Options.HealthOptions): each check, the dispatch and recurring lags and
+// the dispatcher's last claim. The scheduled page lists rows by due time with
 // a type filter and a search by message ID, and cancels a row or sends it
 // now. The failed page lists failure groups and messages, with retry and
 // delete of one message, a group, or every message matching a filter. A

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -66,6 +67,34 @@ type overviewData struct {
 	FailedTotal  int64
 	Groups       []bus.FailedGroup
 	Metrics      *bus.Metrics
+	Health       *healthView
+}
+
+// healthView is the overview's health section: /readyz's verdict on the
+// bus's report, and the lags.
+type healthView struct {
+	Ready        bool
+	Checks       []bus.HealthCheck
+	DispatchLag  time.Duration
+	RecurringLag time.Duration
+	LastClaim    time.Time
+}
+
+// health reads the bus's report within the options' timeout and judges it.
+func (c *console) health(ctx context.Context) *healthView {
+	timeout := c.opts.HealthOptions.Timeout
+	if timeout <= 0 {
+		timeout = bus.DefaultHealthTimeout
+	}
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	r := c.opts.Health(hctx)
+	v := &healthView{Ready: true, Checks: c.opts.HealthOptions.Readiness(r),
+		DispatchLag: r.DispatchLag.Round(time.Millisecond), RecurringLag: r.RecurringLag.Round(time.Millisecond), LastClaim: r.LastClaim}
+	for _, ch := range v.Checks {
+		v.Ready = v.Ready && ch.OK
+	}
+	return v
 }
 
 func (c *console) overview(w http.ResponseWriter, r *http.Request) {
@@ -98,6 +127,9 @@ func (c *console) overview(w http.ResponseWriter, r *http.Request) {
 	if c.opts.Metrics != nil {
 		m := c.opts.Metrics()
 		d.Metrics = &m
+	}
+	if c.opts.Health != nil {
+		d.Health = c.health(ctx)
 	}
 	c.render(w, r, "overview", "Overview", http.StatusOK, d, errors.Join(errs...))
 }

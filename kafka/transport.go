@@ -18,6 +18,7 @@ import (
 var (
 	_ bus.Transport         = (*Transport)(nil)
 	_ bus.TransportIdentity = (*Transport)(nil)
+	_ bus.Pinger            = (*Transport)(nil)
 )
 
 // defaultMaxBatchBytes is the largest record batch the producer sends,
@@ -87,6 +88,10 @@ func (t *Transport) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 // clusters whose services share one database need different TopicPrefix
 // values.
 func (t *Transport) Identity() string { return "kafka:" + t.opts.TopicPrefix }
+
+// Ping checks that a broker of the cluster answers (bus.Pinger, for
+// Bus.Health).
+func (t *Transport) Ping(ctx context.Context) error { return t.cl.Ping(ctx) }
 
 // Close flushes nothing and closes the producing client: calls waiting for
 // an acknowledgement fail. Receive calls in progress keep their own

@@ -19,6 +19,7 @@ var (
 	_ bus.ClockedStore   = (*Persistence)(nil)
 	_ bus.AheadClaimer   = (*Persistence)(nil)
 	_ bus.SagaStore      = (*Persistence)(nil)
+	_ bus.Pinger         = (*Persistence)(nil)
 )
 
 // DefaultCollection is the collection that holds scheduled messages when
@@ -150,6 +151,10 @@ func New(db *mongo.Database, opts Options) (*Persistence, error) {
 
 // Durable reports true: stored messages survive a restart of the process.
 func (p *Persistence) Durable() bool { return true }
+
+// Ping checks that the deployment answers (bus.Pinger, for Bus.Health),
+// with the client's read preference.
+func (p *Persistence) Ping(ctx context.Context) error { return p.db.Client().Ping(ctx, nil) }
 
 // Collection returns the collection holding the scheduled messages.
 func (p *Persistence) Collection() *mongo.Collection { return p.msgs }

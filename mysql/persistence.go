@@ -21,6 +21,7 @@ var (
 	_ bus.SagaStore      = (*Persistence)(nil)
 	_ bus.TxCanceler     = (*Persistence)(nil)
 	_ bus.PoolReporter   = (*Persistence)(nil)
+	_ bus.Pinger         = (*Persistence)(nil)
 )
 
 // Persistence is the durable MySQL/MariaDB store: scheduled messages, the
@@ -68,6 +69,10 @@ func New(db *sql.DB, opts Options) (*Persistence, error) {
 // Durable reports true: rows survive restarts of the process and of the
 // database.
 func (p *Persistence) Durable() bool { return true }
+
+// Ping checks that the server answers (bus.Pinger, for Bus.Health): it
+// waits for a free connection of the pool within ctx.
+func (p *Persistence) Ping(ctx context.Context) error { return p.db.PingContext(ctx) }
 
 // DB returns the handle the store uses.
 func (p *Persistence) DB() *sql.DB { return p.db }

@@ -16,6 +16,7 @@ import (
 var (
 	_ bus.Transport         = (*Transport)(nil)
 	_ bus.TransportIdentity = (*Transport)(nil)
+	_ bus.Pinger            = (*Transport)(nil)
 )
 
 // Transport carries Postbus envelopes over NATS JetStream. It is safe for
@@ -40,6 +41,10 @@ type Transport struct {
 func (t *Transport) Identity() string {
 	return "nats:" + t.opts.Stream + "/" + t.opts.SubjectPrefix
 }
+
+// Ping checks that the server answers a round trip (bus.Pinger, for
+// Bus.Health).
+func (t *Transport) Ping(ctx context.Context) error { return t.nc.FlushWithContext(ctx) }
 
 // New returns a transport using nc, which stays the caller's: its reconnect
 // settings apply, and closing it is the caller's job. New does not contact

@@ -52,7 +52,11 @@
 // bus stored, from bus.Metrics), and the observable gauges
 // postbus.scheduled.backlog, postbus.scheduled.overdue,
 // postbus.scheduled.oldest_overdue (from stores that implement
-// bus.ScheduledBrowser, read through indexes) and postbus.breaker.open.
+// bus.ScheduledBrowser, read through indexes), postbus.breaker.open,
+// and, from bus.Bus.Health, postbus.scheduled.oldest_due_age (seconds:
+// the age of the oldest due row of the bus's transport not handed over)
+// and postbus.recurring.lag (seconds since the oldest tick of the bus's
+// recurring schedules that passed without its occurrence stored).
 // Labels are the destination or endpoint, the message type and one
 // low-cardinality detail; never the message ID.
 //

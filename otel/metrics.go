@@ -129,6 +129,10 @@ func newInstruments(o *Observer, m metric.Meter) (*instruments, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	if err := registerHealthGauges(o, m); err != nil {
+		return nil, err
+	}
 	return in, nil
 }
 

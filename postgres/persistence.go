@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
@@ -19,6 +20,7 @@ var (
 	_ bus.SagaStore      = (*Persistence)(nil)
 	_ bus.TxCanceler     = (*Persistence)(nil)
 	_ bus.PoolReporter   = (*Persistence)(nil)
+	_ bus.Pinger         = (*Persistence)(nil)
 )
 
 // Persistence is the durable PostgreSQL scheduled-message store. It is safe
@@ -62,6 +64,10 @@ func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
 // Durable reports true: rows survive restarts of the process and of the
 // database.
 func (p *Persistence) Durable() bool { return true }
+
+// Ping checks that the database answers, through the pool (bus.Pinger,
+// for Bus.Health): it waits for a free connection within ctx.
+func (p *Persistence) Ping(ctx context.Context) error { return p.pool.Ping(ctx) }
 
 // Channel returns the LISTEN/NOTIFY channel of this table:
 // "postbus.<schema>.<table>", or "postbus." and a hash of both when that

@@ -21,6 +21,7 @@ import (
 var (
 	_ bus.Transport         = (*Transport)(nil)
 	_ bus.TransportIdentity = (*Transport)(nil)
+	_ bus.Pinger            = (*Transport)(nil)
 )
 
 // Transport carries Postbus envelopes in PostgreSQL tables: queues as rows
@@ -70,6 +71,10 @@ func NewTransport(pool *pgxpool.Pool, opts TransportOptions) (*Transport, error)
 // transport's tables. Scheduled rows carry it, so a dispatcher only sends
 // rows scheduled through the same tables.
 func (t *Transport) Identity() string { return t.identity }
+
+// Ping checks that the database answers, through the pool (bus.Pinger,
+// for Bus.Health): it waits for a free connection within ctx.
+func (t *Transport) Ping(ctx context.Context) error { return t.pool.Ping(ctx) }
 
 // MessagesTable returns the quoted, schema-qualified table that holds every
 // queue's messages.

@@ -18,6 +18,7 @@ import (
 var (
 	_ bus.Transport         = (*Transport)(nil)
 	_ bus.TransportIdentity = (*Transport)(nil)
+	_ bus.Pinger            = (*Transport)(nil)
 )
 
 // Transport is a bus.Transport on RabbitMQ. It owns one AMQP connection,
@@ -76,6 +77,14 @@ func (t *Transport) Identity() string {
 		vhost = u.Vhost
 	}
 	return "rabbitmq:" + vhost + "#" + t.opts.EventsExchange
+}
+
+// Ping checks that the transport holds a live connection to the broker
+// (bus.Pinger, for Bus.Health), waiting for a reconnection within ctx;
+// the broker's heartbeats tell a dead connection.
+func (t *Transport) Ping(ctx context.Context) error {
+	_, err := t.session(ctx)
+	return err
 }
 
 // Close closes the connection and stops reconnecting. Sends waiting for a

@@ -15,6 +15,7 @@ import (
 var (
 	_ bus.Transport         = (*Transport)(nil)
 	_ bus.TransportIdentity = (*Transport)(nil)
+	_ bus.Pinger            = (*Transport)(nil)
 )
 
 // Transport carries Postbus envelopes over Redis Streams. It is safe for
@@ -46,6 +47,9 @@ func New(client goredis.UniversalClient, opts Options) (*Transport, error) {
 // one server through different addresses; two separate Redis deployments
 // whose services share one database need different Prefix values.
 func (t *Transport) Identity() string { return "redis:" + t.opts.Prefix }
+
+// Ping checks that the server answers a PING (bus.Pinger, for Bus.Health).
+func (t *Transport) Ping(ctx context.Context) error { return t.rdb.Ping(ctx).Err() }
 
 // Close marks the transport closed: later Send, Publish, Provision and
 // Receive calls fail with ErrClosed. Receive calls already running are

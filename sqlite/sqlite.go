@@ -30,6 +30,7 @@ var (
 	_ bus.SagaStore      = (*Persistence)(nil)
 	_ bus.TxCanceler     = (*Persistence)(nil)
 	_ bus.PoolReporter   = (*Persistence)(nil)
+	_ bus.Pinger         = (*Persistence)(nil)
 )
 
 // Defaults for the zero values of Options.
@@ -187,6 +188,10 @@ func (p *Persistence) Close() error {
 // Durable reports true for a database file: rows survive a restart of the
 // process. It is false for ":memory:".
 func (p *Persistence) Durable() bool { return !p.memory }
+
+// Ping checks that the database file answers (bus.Pinger, for
+// Bus.Health): it waits for a free connection within ctx.
+func (p *Persistence) Ping(ctx context.Context) error { return p.db.PingContext(ctx) }
 
 // DB returns the underlying handle, for inspection and backups. Its pool
 // holds a single connection; do not change the pool settings.
