@@ -50,7 +50,8 @@ const maxCorrelation = 500
 // NewSaga returns the saga name on b, with state type S. The name is the
 // key space of its instances in the store, so keep it when the code
 // changes: 1 to 100 letters, digits, '_', '-' or '.'. The persistence must
-// be a SagaStore (the in-memory default, postgres, sqlite and mongodb are).
+// be a SagaStore (the in-memory default, postgres, sqlite, mysql and
+// mongodb are).
 //
 // An invalid name or persistence, or a state type that is not a struct or
 // other JSON value type, makes every registration on the saga return the

@@ -18,7 +18,7 @@ import (
 // statement the persistence uses, into a table made by Setup, and start the
 // next statement only after the commit. No batcher and no bus run, so the
 // figure is the ceiling that BenchmarkStoreOutgoingConcurrent and the bench
-// program's schedule workload are compared with in docs/benchmarks.md.
+// program's schedule workload are compared with in docs/benchmarks-log.md.
 //
 //	go test -run '^$' -bench RawInsertCeiling -benchtime 100000x
 func BenchmarkRawInsertCeiling(b *testing.B) {

@@ -34,7 +34,7 @@ import (
 // keeps a sender that arrives during a commit from waiting for it before
 // its own begins, and lets PostgreSQL flush the WAL of concurrent commits
 // together. With 8 senders on the shared test machine 4 measured best
-// (docs/benchmarks.md, "Group commit"); 1, the classic group commit with
+// (docs/benchmarks-log.md, "Group commit"); 1, the classic group commit with
 // the notification inside the transaction, measured lowest, since
 // PostgreSQL serializes notifying commits with their WAL flush.
 const maxCommitsInFlight = 4

@@ -1,22 +1,17 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
-	"log/slog"
 
 	_ "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
 	"github.com/jackc/pgx/v5/pgxpool"
-	natsio "github.com/nats-io/nats.go"
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/driver"
 	"github.com/postbus/bus/mysql"
-	"github.com/postbus/bus/nats"
 	"github.com/postbus/bus/postgres"
-	"github.com/postbus/bus/rabbitmq"
 	"github.com/postbus/bus/sqlite"
 )
 
@@ -49,7 +44,7 @@ type opener func(ctx context.Context, s settings, n need) (*backends, error)
 
 var (
 	errNoPersistence = usagef("no persistence: give --postgres-url, --sqlite-path or --mysql-url (or POSTBUS_POSTGRES_URL, POSTBUS_SQLITE_PATH, POSTBUS_MYSQL_URL)")
-	errNoTransport   = usagef("no transport: give --rabbitmq-url or --nats-url (or POSTBUS_RABBITMQ_URL, POSTBUS_NATS_URL)")
+	errNoTransport   = usagef("no transport: give --rabbitmq-url, --nats-url, --redis-url, --kafka-brokers or --sqs-region/--sqs-endpoint (or POSTBUS_RABBITMQ_URL, POSTBUS_NATS_URL, POSTBUS_REDIS_URL, POSTBUS_KAFKA_BROKERS, POSTBUS_SQS_REGION/POSTBUS_SQS_ENDPOINT)")
 )
 
 func openBackends(ctx context.Context, s settings, n need) (*backends, error) {
@@ -61,7 +56,7 @@ func openBackends(ctx context.Context, s settings, n need) (*backends, error) {
 		}
 	}
 	if n.transport {
-		if err := openTransport(s, b); err != nil {
+		if err := openTransport(ctx, s, b); err != nil {
 			b.Close()
 			return nil, err
 		}
@@ -70,14 +65,8 @@ func openBackends(ctx context.Context, s settings, n need) (*backends, error) {
 }
 
 func openPersistence(ctx context.Context, s settings, b *backends) error {
-	given := 0
-	for _, v := range []string{s.PostgresURL, s.SQLitePath, s.MySQLURL} {
-		if v != "" {
-			given++
-		}
-	}
 	switch {
-	case given > 1:
+	case len(s.persistences()) > 1:
 		return usagef("give one persistence: --postgres-url, --sqlite-path or --mysql-url, not several")
 	case s.PostgresURL != "":
 		pool, err := pgxpool.New(ctx, s.PostgresURL)
@@ -110,36 +99,6 @@ func openPersistence(ctx context.Context, s settings, b *backends) error {
 	b.Scheduled, _ = b.Persistence.(bus.ScheduledBrowser)
 	b.Failed, _ = b.Persistence.(bus.FailedStore)
 	b.Recurring, _ = b.Persistence.(bus.RecurringStore)
-	return nil
-}
-
-func openTransport(s settings, b *backends) error {
-	log := cmp.Or(s.Log, slog.New(slog.DiscardHandler))
-	switch {
-	case s.RabbitMQURL != "" && s.NATSURL != "":
-		return usagef("give one transport: --rabbitmq-url or --nats-url, not both")
-	case s.RabbitMQURL != "":
-		t, err := rabbitmq.New(s.RabbitMQURL, rabbitmq.Options{EventsExchange: s.RabbitMQExchange, Logger: log})
-		if err != nil {
-			return driver.RedactError(err, s.RabbitMQURL)
-		}
-		b.closers = append(b.closers, func() { _ = t.Close(context.Background()) })
-		b.Transport, b.TransportName = t, "rabbitmq"
-	case s.NATSURL != "":
-		nc, err := natsio.Connect(s.NATSURL)
-		if err != nil {
-			return fmt.Errorf("nats: %w", driver.RedactError(err, s.NATSURL))
-		}
-		b.closers = append(b.closers, nc.Close)
-		t, err := nats.New(nc, nats.Options{Stream: s.NATSStream, SubjectPrefix: s.NATSPrefix, Logger: log})
-		if err != nil {
-			return err
-		}
-		b.closers = append(b.closers, func() { _ = t.Close() })
-		b.Transport, b.TransportName = t, "nats"
-	default:
-		return errNoTransport
-	}
 	return nil
 }
 

@@ -24,7 +24,7 @@ func (a *app) console(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return usagef("console takes no arguments")
 	}
-	hasT := c.conn.RabbitMQURL != "" || c.conn.NATSURL != ""
+	hasT := len(c.conn.transports()) > 0
 	b, err := a.open(ctx, c.conn, need{persistence: true, transport: hasT})
 	if err != nil {
 		return err

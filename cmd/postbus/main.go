@@ -110,6 +110,18 @@ Connections (flags or environment variables):
   --nats-url        POSTBUS_NATS_URL         NATS JetStream transport (retry, ingest, provision)
   --nats-stream     POSTBUS_NATS_STREAM      its stream (default POSTBUS)
   --nats-prefix     POSTBUS_NATS_PREFIX      its subject prefix (default postbus)
+  --redis-url       POSTBUS_REDIS_URL        Redis Streams transport (redis://[:password@]host:port/db)
+  --redis-prefix    POSTBUS_REDIS_PREFIX     its key prefix (default postbus)
+  --kafka-brokers   POSTBUS_KAFKA_BROKERS    Kafka transport: seed brokers, host:port[,host:port...]
+  --kafka-prefix    POSTBUS_KAFKA_PREFIX     its topic prefix (default postbus)
+  --kafka-partitions POSTBUS_KAFKA_PARTITIONS partitions of the topics provision creates (default 8)
+  --kafka-replication POSTBUS_KAFKA_REPLICATION their replication factor (default 1)
+  --sqs-region      POSTBUS_SQS_REGION       SQS transport (with SNS for events); credentials
+                                             from the AWS SDK's usual sources (AWS_PROFILE, ...)
+  --sqs-endpoint    POSTBUS_SQS_ENDPOINT     its endpoint URL, for an emulator or a VPC endpoint
+  --sqs-prefix      POSTBUS_SQS_PREFIX       its queue and topic name prefix (default none)
+  --sqs-protocol    POSTBUS_SQS_PROTOCOL     json (default) or query (for emulators such as goaws)
+  --sqs-keep-queue-policy POSTBUS_SQS_KEEP_QUEUE_POLICY provision leaves queue policies alone
 Give one persistence and, for retry, ingest and provision, one transport.
 
 Output: a table, or JSON with --json. Every command that changes messages

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,5 +89,32 @@ func TestChangesMySQL(t *testing.T) {
 	}
 	if n, _ := p.CountFailed(ctx, bus.FailedQuery{}); n != 1 {
 		t.Errorf("%d failed messages left, want 1", n)
+	}
+}
+
+// TestProvisionMySQL: provision with a MySQL/MariaDB persistence alone sets
+// up its tables.
+func TestProvisionMySQL(t *testing.T) {
+	t.Parallel()
+	_, env := mysqlFixture(t)
+	db, err := sql.Open("mysql", env["POSTBUS_MYSQL_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	table := "cli_" + bustest.Namespace()
+	t.Cleanup(func() {
+		for _, s := range []string{"", "_inbox", "_sagas", "_failed", "_recurring"} {
+			_, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS `"+table+s+"`")
+		}
+	})
+	env["POSTBUS_MYSQL_TABLE"] = table
+	r := runApp(t, openBackends, env, "provision", "--send-only")
+	if r.code != exitOK || !strings.Contains(r.stdout, "mysql table "+table) {
+		t.Fatalf("provision: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	var n int
+	if err := db.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM `"+table+"_failed`").Scan(&n); err != nil {
+		t.Errorf("the failed-message table of %s: %v", table, err)
 	}
 }

@@ -61,8 +61,7 @@ func (a *app) provision(ctx context.Context, args []string) error {
 		top.Queue, top.Events = *endpoint, events
 	}
 	s := c.conn
-	hasP := s.PostgresURL != "" || s.SQLitePath != ""
-	hasT := s.RabbitMQURL != "" || s.NATSURL != ""
+	hasP, hasT := len(s.persistences()) > 0, len(s.transports()) > 0
 	if !hasP && !hasT {
 		return usagef("provision: give a transport, a persistence, or both (see 'postbus help')")
 	}
@@ -162,6 +161,8 @@ func planLines(s settings, top bus.Topology) []string {
 		for _, e := range top.Events {
 			out = append(out, fmt.Sprintf("nats durable consumer for event %s, delivering to %s", e, top.Queue))
 		}
+	default:
+		out = append(out, planMore(s, top, queues)...)
 	}
 	switch {
 	case s.PostgresURL != "":

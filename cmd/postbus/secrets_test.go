@@ -17,7 +17,7 @@ const secret = "S3cretPw-XYZ"
 
 // secretURLs are, for each connection setting, URLs that hold the
 // password: against the real services (PostgreSQL's trust authentication
-// accepts any password; MariaDB, RabbitMQ and NATS refuse or ignore it),
+// accepts any password; MariaDB, RabbitMQ, Redis and NATS refuse or ignore it),
 // on closed ports, and malformed in ways that make a parser quote them.
 func secretURLs(t *testing.T) map[string][]string {
 	dead := bustest.DeadAddr(t)
@@ -41,6 +41,13 @@ func secretURLs(t *testing.T) map[string][]string {
 			"amqp://guest:" + secret + "@127.0.0.1:5672/",
 			"amqp://guest:" + secret + "@127.0.0.1:abc/",
 			"amqps://guest:" + secret + "@127.0.0.1:5672/%zz",
+		},
+		"redis-url": {
+			"redis://:" + secret + "@127.0.0.1:6379/0",
+			"redis://u:" + secret + "@" + dead + "/0?dial_timeout=2s",
+			"redis://:" + secret + "@127.0.0.1:abc/0",
+			"redis://:" + secret + "@127.0.0.1:6379/%zz",
+			"redis://:" + secret + "@127.0.0.1:6379/0?bogus=1",
 		},
 		"nats-url": {
 			"nats://u:" + secret + "@127.0.0.1:4222",
