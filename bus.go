@@ -151,9 +151,10 @@ func (b *Bus) start(ctx context.Context) error {
 	return nil
 }
 
-// setupLocked runs the persistence's Setup and the transport's Provision
-// within Config.StartTimeout, so Start with a broker or database down
-// returns a clear error instead of waiting for ever.
+// setupLocked runs the persistence's Setup (retried while the store is
+// unreachable, see setupStore) and the transport's Provision within
+// Config.StartTimeout, so Start with a broker or database down returns a
+// clear error instead of waiting for ever.
 func (b *Bus) setupLocked(ctx context.Context) error {
 	sctx := ctx
 	if b.cfg.StartTimeout > 0 {
@@ -167,9 +168,9 @@ func (b *Bus) setupLocked(ctx context.Context) error {
 		}
 		return fmt.Errorf("bus: %s: %w", what, err)
 	}
-	if s, ok := b.cfg.Persistence.(interface{ Setup(context.Context) error }); ok {
-		if err := s.Setup(sctx); err != nil {
-			return timedOut("persistence setup", err)
+	if s, ok := b.cfg.Persistence.(storeSetup); ok {
+		if err := b.setupStore(ctx, sctx, s); err != nil {
+			return err
 		}
 	}
 	if err := b.transport.Provision(sctx, b.topologyLocked()); err != nil {
