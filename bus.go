@@ -151,10 +151,11 @@ func (b *Bus) start(ctx context.Context) error {
 	return nil
 }
 
-// setupLocked runs the persistence's Setup (retried while the store is
-// unreachable, see setupStore) and the transport's Provision within
-// Config.StartTimeout, so Start with a broker or database down returns a
-// clear error instead of waiting for ever.
+// setupLocked runs the persistence's Setup and the transport's Provision
+// within Config.StartTimeout, each retried while its error says the store
+// cannot be reached (see untilReachable), so Start waits for a database
+// that is not up yet, and with a broker or database down returns a clear
+// error instead of waiting for ever.
 func (b *Bus) setupLocked(ctx context.Context) error {
 	sctx := ctx
 	if b.cfg.StartTimeout > 0 {
@@ -162,21 +163,16 @@ func (b *Bus) setupLocked(ctx context.Context) error {
 		sctx, cancel = context.WithTimeout(ctx, b.cfg.StartTimeout)
 		defer cancel()
 	}
-	timedOut := func(what string, err error) error {
-		if ctx.Err() == nil && sctx.Err() != nil {
-			return fmt.Errorf("bus: start: %s did not succeed within StartTimeout (%v): %w: %w", what, b.cfg.StartTimeout, ErrStartTimeout, err)
-		}
-		return fmt.Errorf("bus: %s: %w", what, err)
-	}
 	if s, ok := b.cfg.Persistence.(storeSetup); ok {
-		if err := b.setupStore(ctx, sctx, s); err != nil {
+		st := startStep{what: "persistence setup", key: logKeyStore, name: describe(b.cfg.Persistence), run: s.Setup}
+		if err := b.untilReachable(ctx, sctx, st); err != nil {
 			return err
 		}
 	}
-	if err := b.transport.Provision(sctx, b.topologyLocked()); err != nil {
-		return timedOut("provision transport", err)
-	}
-	return nil
+	topo := b.topologyLocked()
+	st := startStep{what: "provision transport", key: logKeyTransport, name: describe(b.transport),
+		run: func(ctx context.Context) error { return b.transport.Provision(ctx, topo) }}
+	return b.untilReachable(ctx, sctx, st)
 }
 
 func (b *Bus) topologyLocked() Topology {

@@ -10,10 +10,10 @@ import (
 
 // Start waits for a store that is not reachable yet: a service often
 // starts a moment before its database (docker compose up, a rollout with
-// a new database). The persistence's Setup is retried while its error
-// matches ErrStoreUnavailable, after waits that double from
-// setupRetryFirst to setupRetryMax (each drawn from its upper half, so a
-// fleet started at once does not retry in step), until
+// a new database). The persistence's Setup and the transport's Provision
+// are retried while their error matches ErrStoreUnavailable, after waits
+// that double from setupRetryFirst to setupRetryMax (each drawn from its
+// upper half, so a fleet started at once does not retry in step), until
 // Config.StartTimeout or Start's ctx ends. Any other error fails Start at
 // once: retrying cannot fix a wrong password.
 const (
@@ -24,10 +24,15 @@ const (
 // setupRetryWait returns the wait after failed attempt n (1, 2, …).
 var setupRetryWait = ExponentialBackoff(setupRetryFirst, setupRetryMax)
 
+// maxSetupLogs bounds the distinct failures one step of Start logs, for
+// a store whose errors differ at every attempt.
+const maxSetupLogs = 20
+
 // Log attribute keys of start-up.
 const (
-	logKeyStore  = "store"
-	logKeyWaited = "waited"
+	logKeyStore     = "store"
+	logKeyTransport = "transport"
+	logKeyWaited    = "waited"
 )
 
 // storeSetup is what a persistence with a Setup method offers.
@@ -35,50 +40,61 @@ type storeSetup interface {
 	Setup(ctx context.Context) error
 }
 
-// setupStore runs s.Setup under sctx (ctx bounded by StartTimeout) until
-// it succeeds, fails with an error that does not match
-// ErrStoreUnavailable, or sctx ends. Each distinct failure is logged once,
-// at Warn, with the store's description.
-func (b *Bus) setupStore(ctx, sctx context.Context, s storeSetup) error {
-	store := describeStore(b.cfg.Persistence)
+// startStep is one step of Start's setup.
+type startStep struct {
+	what string // "persistence setup"
+	key  string // the log key naming the backend: logKeyStore
+	name string // the backend's description (describe)
+	run  func(ctx context.Context) error
+}
+
+// untilReachable runs st under sctx (ctx bounded by StartTimeout) until it
+// succeeds, fails with an error that does not match ErrStoreUnavailable,
+// or sctx ends. Each distinct failure is logged once, at Warn, with the
+// backend's description.
+func (b *Bus) untilReachable(ctx, sctx context.Context, st startStep) error {
 	began := b.clock.Now()
 	seen := map[string]bool{}
 	var last error
 	for n := 1; ; n++ {
-		err := s.Setup(sctx)
+		err := st.run(sctx)
 		if err == nil {
 			if n > 1 {
-				b.log.Info("persistence reachable; setup done",
-					slog.String(logKeyStore, store), slog.Int(logKeyAttempt, n),
+				b.log.Info("bus: "+st.what+" done once the store was reachable",
+					slog.String(st.key, st.name), slog.Int(logKeyAttempt, n),
 					slog.Duration(logKeyWaited, b.clock.Now().Sub(began)))
 			}
 			return nil
 		}
-		if !errors.Is(err, ErrStoreUnavailable) && !isContextError(err) {
-			return fmt.Errorf("bus: persistence setup: %w", err)
-		}
-		if sctx.Err() != nil {
-			return b.setupGaveUp(ctx, store, b.clock.Now().Sub(began), n, lastCause(last, err))
-		}
-		if !errors.Is(err, ErrStoreUnavailable) {
-			return fmt.Errorf("bus: persistence setup: %w", err)
+		unreachable := errors.Is(err, ErrStoreUnavailable)
+		switch {
+		case sctx.Err() != nil && (unreachable || last != nil && isContextError(err)):
+			return b.gaveUp(ctx, st, b.clock.Now().Sub(began), n, lastCause(last, err))
+		case !unreachable:
+			return b.stepFailed(ctx, sctx, st.what, err)
 		}
 		last = err
 		if msg := err.Error(); !seen[msg] && len(seen) < maxSetupLogs {
 			seen[msg] = true
-			b.log.Warn("persistence unreachable; Start retries its setup until StartTimeout",
-				slog.String(logKeyStore, store), slog.Int(logKeyAttempt, n),
+			b.log.Warn("bus: "+st.what+" failed: store unreachable; Start retries until StartTimeout",
+				slog.String(st.key, st.name), slog.Int(logKeyAttempt, n),
 				slog.Duration("start_timeout", b.cfg.StartTimeout), slog.Any(logKeyError, err))
 		}
 		if !sleepCtx(sctx, b.clock, setupRetryWait(n)) {
-			return b.setupGaveUp(ctx, store, b.clock.Now().Sub(began), n, last)
+			return b.gaveUp(ctx, st, b.clock.Now().Sub(began), n, last)
 		}
 	}
 }
 
-// maxSetupLogs bounds the distinct failures one Start logs, for a store
-// whose errors differ at every attempt.
-const maxSetupLogs = 20
+// stepFailed returns Start's error for a step that failed with err, an
+// error that does not say the store is unreachable: at once, or when the
+// step waited (as broker transports do) until StartTimeout ended.
+func (b *Bus) stepFailed(ctx, sctx context.Context, what string, err error) error {
+	if ctx.Err() == nil && sctx.Err() != nil {
+		return fmt.Errorf("bus: start: %s did not succeed within StartTimeout (%v): %w: %w", what, b.cfg.StartTimeout, ErrStartTimeout, err)
+	}
+	return fmt.Errorf("bus: %s: %w", what, err)
+}
 
 // lastCause returns the failure to report when the attempt that failed
 // with err was cut short by the end of Start's bound: the one before it
@@ -96,19 +112,21 @@ func isContextError(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
-// setupGaveUp returns Start's error when the persistence could not be set
-// up before StartTimeout or ctx ended. It matches ErrStoreUnavailable,
-// cause, and ErrStartTimeout or ctx's error.
-func (b *Bus) setupGaveUp(ctx context.Context, store string, waited time.Duration, attempts int, cause error) error {
+// gaveUp returns Start's error when the store stayed unreachable until
+// StartTimeout or ctx ended. It matches ErrStoreUnavailable, cause, and
+// ErrStartTimeout or ctx's error.
+func (b *Bus) gaveUp(ctx context.Context, st startStep, waited time.Duration, attempts int, cause error) error {
+	waited = waited.Round(time.Millisecond)
 	if err := ctx.Err(); err != nil {
 		return &startError{
-			msg:  fmt.Sprintf("bus: persistence setup: %v after %v and %d attempts; store %s: %v", err, waited.Round(time.Millisecond), attempts, store, cause),
+			msg: fmt.Sprintf("bus: %s: %v after %v and %d attempts; %s unreachable: %v",
+				st.what, err, waited, attempts, st.name, cause),
 			errs: []error{err, ErrStoreUnavailable, cause},
 		}
 	}
 	return &startError{
-		msg: fmt.Sprintf("bus: start: store %s still unreachable after %v (StartTimeout %v, %d attempts): %v",
-			store, waited.Round(time.Millisecond), b.cfg.StartTimeout, attempts, cause),
+		msg: fmt.Sprintf("bus: start: %s: %s still unreachable after %v (StartTimeout %v, %d attempts): %v",
+			st.what, st.name, waited, b.cfg.StartTimeout, attempts, cause),
 		errs: []error{ErrStartTimeout, ErrStoreUnavailable, context.DeadlineExceeded, cause},
 	}
 }
@@ -123,12 +141,12 @@ type startError struct {
 func (e *startError) Error() string   { return e.msg }
 func (e *startError) Unwrap() []error { return e.errs }
 
-// describeStore names p for logs and errors: its String method when it has
-// one (the stores of this module's drivers describe their database there,
-// never with a password), else its Go type.
-func describeStore(p Persistence) string {
-	if s, ok := p.(fmt.Stringer); ok {
+// describe names a persistence or transport for logs and errors: its
+// String method when it has one (the drivers of this module describe
+// their database there, never with a password), else its Go type.
+func describe(v any) string {
+	if s, ok := v.(fmt.Stringer); ok {
 		return s.String()
 	}
-	return fmt.Sprintf("%T", p)
+	return fmt.Sprintf("%T", v)
 }

@@ -222,3 +222,54 @@ func TestStoreUnavailableMarks(t *testing.T) {
 		t.Errorf("StoreUnavailable(%v) = %v", inner, err)
 	}
 }
+
+// provisionLater is a transport whose Provision fails with the errors of
+// fails, one per call, and then succeeds.
+type provisionLater struct {
+	*bus.MemoryTransport
+	mu    sync.Mutex
+	fails []error
+	calls int
+}
+
+func (p *provisionLater) Provision(ctx context.Context, topo bus.Topology) error {
+	p.mu.Lock()
+	p.calls++
+	var err error
+	if len(p.fails) > 0 {
+		err, p.fails = p.fails[0], p.fails[1:]
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return p.MemoryTransport.Provision(ctx, topo)
+}
+
+// TestStartRetriesProvisionWhileStoreUnreachable: a transport kept in a
+// database (the PostgreSQL transport) marks its failures to reach it with
+// StoreUnavailable, and Start retries its Provision as it does Setup; an
+// unmarked failure fails Start at once.
+func TestStartRetriesProvisionWhileStoreUnreachable(t *testing.T) {
+	t.Parallel()
+	tr := &provisionLater{MemoryTransport: bus.NewMemoryTransport(), fails: []error{errStoreRefused, errStoreRefused}}
+	b, err := bus.New(bus.Config{Endpoint: "sales", Transport: tr, Logger: quiet(), SendOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	if err := b.Start(ctxT(t)); err != nil || tr.calls != 3 {
+		t.Errorf("Start = %v after %d Provision calls, want nil after 3", err, tr.calls)
+	}
+
+	bad := errors.New("invalid queue name")
+	tr2 := &provisionLater{MemoryTransport: bus.NewMemoryTransport(), fails: []error{bad}}
+	b2, err := bus.New(bus.Config{Endpoint: "sales", Transport: tr2, Logger: quiet(), SendOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b2.Stop(context.Background()) })
+	if err := b2.Start(ctxT(t)); !errors.Is(err, bad) || errors.Is(err, bus.ErrStoreUnavailable) || tr2.calls != 1 {
+		t.Errorf("Start = %v after %d Provision calls, want the error at once", err, tr2.calls)
+	}
+}

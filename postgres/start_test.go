@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
 	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/postgres"
@@ -25,6 +26,17 @@ const startTimeout = 20 * time.Second
 // pool connects lazily, so the server need not be reachable yet.
 func storeAt(t *testing.T, edit func(*pgxpool.Config)) *postgres.Persistence {
 	t.Helper()
+	p, err := postgres.New(poolAt(t, edit), postgres.Options{Schema: freshSchema(t, testPool(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// poolAt returns a pool, closed at cleanup, whose connection settings are
+// the test server's changed by edit. It connects lazily.
+func poolAt(t *testing.T, edit func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(testURL())
 	if err != nil {
 		t.Fatal(err)
@@ -36,11 +48,7 @@ func storeAt(t *testing.T, edit func(*pgxpool.Config)) *postgres.Persistence {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	p, err := postgres.New(pool, postgres.Options{Schema: freshSchema(t, testPool(t))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return pool
 }
 
 // serverAddr returns the test server's host:port.
@@ -73,6 +81,21 @@ func TestStartWaitsForDatabaseThatComesUpLate(t *testing.T) {
 	addr := drivertest.LateService(t, serverAddr(t), 3*time.Second)
 	p := storeAt(t, at(t, addr))
 	drivertest.WantStartWaits(t, p, addr, 3*time.Second, startTimeout)
+}
+
+// Start with a PostgreSQL transport whose database comes up 3 s after it
+// waits for it and succeeds: Provision is retried like Setup.
+func TestStartWaitsForTransportDatabaseThatComesUpLate(t *testing.T) {
+	t.Parallel()
+	addr := drivertest.LateService(t, serverAddr(t), 3*time.Second)
+	tr := newTransport(t, poolAt(t, at(t, addr)), freshSchema(t, testPool(t)), postgres.TransportOptions{})
+	r := drivertest.StartConfig(t, bus.Config{Transport: tr, SendOnly: true, StartTimeout: startTimeout})
+	if r.Err != nil {
+		t.Fatalf("Start with the transport's database up 3 s late = %v after %v, want success", r.Err, r.Took)
+	}
+	if !strings.Contains(r.Log, addr) {
+		t.Errorf("the log does not name %s:\n%s", addr, r.Log)
+	}
 }
 
 // Start with a database that never comes up fails after StartTimeout with

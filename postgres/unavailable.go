@@ -24,6 +24,14 @@ func (p *Persistence) String() string {
 	return fmt.Sprintf("postgres %s@%s/%s table %s", c.User, net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))), c.Database, p.names.table)
 }
 
+// String describes the transport for logs and errors: the user, host,
+// port and database of its pool and its messages table. It never shows a
+// password.
+func (t *Transport) String() string {
+	c := t.pool.Config().ConnConfig
+	return fmt.Sprintf("postgres transport %s@%s/%s table %s", c.User, net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))), c.Database, t.names.messages)
+}
+
 // unavailable returns err with its passwords redacted, marked with
 // bus.StoreUnavailable when it says the server cannot be reached for now,
 // which retrying later may fix (see isUnavailable).

@@ -63,9 +63,18 @@ type StartResult struct {
 // ends, and stops it. Start must return within timeout + 30 s.
 func StartStore(t testing.TB, p bus.Persistence, timeout time.Duration) StartResult {
 	t.Helper()
+	return StartConfig(t, bus.Config{Persistence: p, SendOnly: true, StartTimeout: timeout})
+}
+
+// StartConfig starts a bus configured by cfg (its Endpoint and Logger
+// filled in) with a ctx that never ends, and stops it. Start must return
+// within cfg.StartTimeout + 30 s.
+func StartConfig(t testing.TB, cfg bus.Config) StartResult {
+	t.Helper()
 	var logs bustest.LogBuffer
-	b, err := bus.New(bus.Config{Endpoint: Unique("start-"), Persistence: p, SendOnly: true, StartTimeout: timeout,
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	cfg.Endpoint = Unique("start-")
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b, err := bus.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +84,8 @@ func StartStore(t testing.TB, p bus.Persistence, timeout time.Duration) StartRes
 	go func() { done <- b.Start(context.Background()) }()
 	select {
 	case err = <-done:
-	case <-time.After(timeout + 30*time.Second):
-		t.Fatalf("Start did not return within StartTimeout %v + 30 s", timeout)
+	case <-time.After(cfg.StartTimeout + 30*time.Second):
+		t.Fatalf("Start did not return within StartTimeout %v + 30 s", cfg.StartTimeout)
 	}
 	r := StartResult{Err: err, Took: time.Since(began), Log: logs.String()}
 	t.Logf("Start returned after %v: %v", r.Took.Round(time.Millisecond), err)
