@@ -90,6 +90,14 @@ func (b *Bus) Endpoint() string { return b.cfg.Endpoint }
 // Config.SkipSetup is set, then starts receiving and dispatching. Send-only
 // buses only set up. Start returns once the bus is running.
 //
+// Start waits for a store that cannot be reached yet: while Setup (or
+// Provision) fails with an error matching ErrStoreUnavailable it tries
+// again, after waits of 100 ms doubling to 2 s, until Config.StartTimeout
+// or ctx ends, logging each distinct failure once at Warn; then its error
+// matches ErrStoreUnavailable (and ErrStartTimeout when StartTimeout
+// ended) and carries the last failure. Any other error of Setup (wrong
+// password, unknown database) fails Start at once.
+//
 // First, when the persistence reports its pool (PoolReporter), Start checks
 // that it can serve the bus: with the outbox on, Concurrency handlings
 // holding a connection each, plus the dispatcher's and a transport's that
