@@ -60,7 +60,7 @@ func (b *Bus) untilReachable(ctx, sctx context.Context, st startStep) error {
 		err := st.run(sctx)
 		if err == nil {
 			if n > 1 {
-				b.log.Info("bus: "+st.what+" done once the store was reachable",
+				b.log.Info(st.what+" done once the store was reachable",
 					slog.String(st.key, st.name), slog.Int(logKeyAttempt, n),
 					slog.Duration(logKeyWaited, b.clock.Now().Sub(began)))
 			}
@@ -76,7 +76,7 @@ func (b *Bus) untilReachable(ctx, sctx context.Context, st startStep) error {
 		last = err
 		if msg := err.Error(); !seen[msg] && len(seen) < maxSetupLogs {
 			seen[msg] = true
-			b.log.Warn("bus: "+st.what+" failed: store unreachable; Start retries until StartTimeout",
+			b.log.Warn(st.what+" failed: store unreachable; Start retries until StartTimeout",
 				slog.String(st.key, st.name), slog.Int(logKeyAttempt, n),
 				slog.Duration("start_timeout", b.cfg.StartTimeout), slog.Any(logKeyError, err))
 		}
