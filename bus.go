@@ -92,6 +92,14 @@ func (b *Bus) Endpoint() string { return b.cfg.Endpoint }
 // Config.SkipSetup is set, then starts receiving and dispatching. Send-only
 // buses only set up. Start returns once the bus is running.
 //
+// Start waits for a store that cannot be reached yet: while Setup (or
+// Provision) fails with an error matching ErrStoreUnavailable it tries
+// again, after waits of 100 ms doubling to 2 s, until Config.StartTimeout
+// or ctx ends, logging each distinct failure once at Warn; then its error
+// matches ErrStoreUnavailable (and ErrStartTimeout when StartTimeout
+// ended) and carries the last failure. Any other error of Setup (wrong
+// password, unknown database) fails Start at once.
+//
 // First, when the persistence reports its pool (PoolReporter), Start checks
 // that it can serve the bus: with the outbox on, Concurrency handlings
 // holding a connection each, plus the dispatcher's and a transport's that
@@ -154,8 +162,10 @@ func (b *Bus) start(ctx context.Context) error {
 }
 
 // setupLocked runs the persistence's Setup and the transport's Provision
-// within Config.StartTimeout, so Start with a broker or database down
-// returns a clear error instead of waiting for ever.
+// within Config.StartTimeout, each retried while its error says the store
+// cannot be reached (see untilReachable), so Start waits for a database
+// that is not up yet, and with a broker or database down returns a clear
+// error instead of waiting for ever.
 func (b *Bus) setupLocked(ctx context.Context) error {
 	sctx := ctx
 	if b.cfg.StartTimeout > 0 {
@@ -163,21 +173,16 @@ func (b *Bus) setupLocked(ctx context.Context) error {
 		sctx, cancel = context.WithTimeout(ctx, b.cfg.StartTimeout)
 		defer cancel()
 	}
-	timedOut := func(what string, err error) error {
-		if ctx.Err() == nil && sctx.Err() != nil {
-			return fmt.Errorf("bus: start: %s did not succeed within StartTimeout (%v): %w: %w", what, b.cfg.StartTimeout, ErrStartTimeout, err)
-		}
-		return fmt.Errorf("bus: %s: %w", what, err)
-	}
-	if s, ok := b.cfg.Persistence.(interface{ Setup(context.Context) error }); ok {
-		if err := s.Setup(sctx); err != nil {
-			return timedOut("persistence setup", err)
+	if s, ok := b.cfg.Persistence.(storeSetup); ok {
+		st := startStep{what: "persistence setup", key: logKeyStore, name: describe(b.cfg.Persistence), run: s.Setup}
+		if err := b.untilReachable(ctx, sctx, st); err != nil {
+			return err
 		}
 	}
-	if err := b.transport.Provision(sctx, b.topologyLocked()); err != nil {
-		return timedOut("provision transport", err)
-	}
-	return nil
+	topo := b.topologyLocked()
+	st := startStep{what: "provision transport", key: logKeyTransport, name: describe(b.transport),
+		run: func(ctx context.Context) error { return b.transport.Provision(ctx, topo) }}
+	return b.untilReachable(ctx, sctx, st)
 }
 
 func (b *Bus) topologyLocked() Topology {

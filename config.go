@@ -30,10 +30,13 @@ type Config struct {
 	SkipSetup bool
 	// StartTimeout bounds the setup Start does (the persistence's Setup and
 	// Transport.Provision), which waits for a broker or database that is
-	// down: past it Start returns an error matching ErrStartTimeout with the
-	// transport's or persistence's own (the last connection error), even
-	// when Start's ctx never ends. A ctx that ends sooner still wins.
-	// Default 1 minute; a negative value means no bound but ctx's.
+	// down: Start retries a Setup or Provision whose error matches
+	// ErrStoreUnavailable, and broker transports wait for their broker.
+	// Past it Start returns an error matching ErrStartTimeout with the
+	// transport's or persistence's own (the last connection error; for a
+	// store, it matches ErrStoreUnavailable too), even when Start's ctx
+	// never ends. A ctx that ends sooner still wins. Default 1 minute; a
+	// negative value means no bound but ctx's.
 	StartTimeout time.Duration
 	// Concurrency bounds the handlers running at once. Default: runtime.NumCPU().
 	Concurrency int

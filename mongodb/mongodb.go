@@ -172,7 +172,18 @@ func (p *Persistence) Collection() *mongo.Collection { return p.msgs }
 // Documents stored by earlier versions need no migration: a missing
 // transport or token reads as empty. Creating an index that exists is a
 // no-op, so Setup is idempotent and safe to run from every process at start.
+//
+// An error that says the server cannot be reached for now (no server
+// selected within the client's timeout, refused or lost connection, a
+// server shutting down or stepping down) matches bus.ErrStoreUnavailable,
+// and bus.Start retries Setup until Config.StartTimeout; an error about
+// what was asked (authentication failed, not authorized, an index that
+// conflicts with an existing one) does not, and fails Start at once.
 func (p *Persistence) Setup(ctx context.Context) error {
+	return unavailable(p.setup(ctx))
+}
+
+func (p *Persistence) setup(ctx context.Context) error {
 	_, err := p.msgs.Indexes().CreateOne(ctx, mongo.IndexModel{
 		Keys: bson.D{
 			{Key: fieldTransport, Value: 1}, {Key: fieldAvailableAt, Value: 1}, {Key: fieldDueAt, Value: 1}, {Key: "_id", Value: 1},

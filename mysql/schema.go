@@ -121,10 +121,16 @@ func ddl(n names) []string {
 // Migrations). It is idempotent, and safe when several processes run it
 // at once: CREATE TABLE IF NOT EXISTS is atomic on the server. bus.Start
 // calls it unless the bus is configured to skip setup.
+//
+// An error that says the server cannot be reached for now (refused or
+// lost connection, timeout, server shutting down, too many connections)
+// matches bus.ErrStoreUnavailable, and bus.Start retries Setup until
+// Config.StartTimeout; an error about what was asked (access denied,
+// unknown database) does not, and fails Start at once.
 func (p *Persistence) Setup(ctx context.Context) error {
 	for _, stmt := range ddl(p.n) {
 		if _, err := p.db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("mysql: setup %s: %w", p.n.table, err)
+			return unavailable(fmt.Errorf("mysql: setup %s: %w", p.n.table, err))
 		}
 	}
 	p.log.Debug("mysql: tables ready", "table", p.n.table)

@@ -201,6 +201,13 @@ func ddl(n names) []string {
 // in one transaction under a transaction-scoped advisory lock per schema.
 // When everything is already in place it only reads the catalog, so it
 // takes no lock that would stall running dispatchers.
+//
+// An error that says the server cannot be reached for now (refused or
+// lost connection, timeout, server starting up or shutting down, too many
+// connections) matches bus.ErrStoreUnavailable, and bus.Start retries
+// Setup until Config.StartTimeout; an error about what was asked (wrong
+// password, unknown role or database, permission denied) does not, and
+// fails Start at once.
 func (p *Persistence) Setup(ctx context.Context) error {
 	var err error
 	for range 3 {
@@ -212,7 +219,7 @@ func (p *Persistence) Setup(ctx context.Context) error {
 		// for an advisory lock. A new transaction does.
 	}
 	if err != nil {
-		return fmt.Errorf("postgres: setup %s: %w", p.names.table, err)
+		return unavailable(fmt.Errorf("postgres: setup %s: %w", p.names.table, err))
 	}
 	p.log.Debug("postgres: scheduled-message table ready", "table", p.names.table)
 	return nil

@@ -87,6 +87,9 @@ func (t *Transport) SubscriptionsTable() string { return t.names.subs }
 // topo.Queue to topo.Events. Queues need nothing of their own: a queue is
 // the rows with its name. It is idempotent and safe to run from many
 // processes at once (a transaction-scoped advisory lock serializes the DDL).
+// Like Persistence.Setup, an error that says the server cannot be reached
+// for now matches bus.ErrStoreUnavailable, and bus.Start retries
+// Provision until Config.StartTimeout.
 func (t *Transport) Provision(ctx context.Context, topo bus.Topology) error {
 	if err := t.ensureTables(ctx); err != nil {
 		return err
@@ -98,7 +101,7 @@ func (t *Transport) Provision(ctx context.Context, topo bus.Topology) error {
 		return err
 	}
 	if _, err := t.pool.Exec(ctx, t.sql.subscribe, topo.Events, topo.Queue); err != nil {
-		return fmt.Errorf("postgres: provision subscriptions of %s: %w", topo.Queue, err)
+		return unavailable(fmt.Errorf("postgres: provision subscriptions of %s: %w", topo.Queue, err))
 	}
 	return nil
 }
@@ -121,7 +124,7 @@ func (t *Transport) ensureTables(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("postgres: provision transport tables: %w", err)
+		return unavailable(fmt.Errorf("postgres: provision transport tables: %w", err))
 	}
 	t.setUp = true
 	return nil

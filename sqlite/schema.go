@@ -17,7 +17,17 @@ import (
 // claim no longer uses. It is idempotent and safe to call from several
 // processes at once: it runs in one write transaction. bus.Start calls it
 // unless the bus is configured to skip setup.
+//
+// When another process holds the file's write lock beyond
+// Options.BusyTimeout (SQLITE_BUSY), the error matches
+// bus.ErrStoreUnavailable, and bus.Start retries Setup until
+// Config.StartTimeout; any other error (a schema error, a file that
+// cannot be written) fails Start at once.
 func (p *Persistence) Setup(ctx context.Context) error {
+	return unavailable(p.setup(ctx))
+}
+
+func (p *Persistence) setup(ctx context.Context) error {
 	tx, err := p.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: setup: %w", err)

@@ -10,6 +10,9 @@
 //	p.Cut()     // every relayed connection is closed, new ones are refused
 //	p.Restore() // new connections are relayed again
 //	p.Close()
+//
+// ListenOn listens on an address of the caller's choosing, so a test can
+// make a service appear late at an address its client already dials.
 package faultproxy
 
 import (
@@ -35,8 +38,12 @@ type Proxy struct {
 
 // Listen starts a proxy on a free loopback port that relays to target
 // (host:port).
-func Listen(target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func Listen(target string) (*Proxy, error) { return ListenOn("127.0.0.1:0", target) }
+
+// ListenOn starts a proxy listening on addr (host:port) that relays to
+// target: a service that comes up at an address clients already dial.
+func ListenOn(addr, target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("faultproxy: listen: %w", err)
 	}

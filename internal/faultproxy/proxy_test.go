@@ -142,3 +142,29 @@ func Example() {
 	// cut
 	// hello
 }
+
+// ListenOn relays from the address it was given: a client that dials it
+// before is refused, one that dials it after reaches the target.
+func TestListenOnGivenAddress(t *testing.T) {
+	target := echoServer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	if _, err := roundTrip(addr); err == nil {
+		t.Fatal("round trip before the proxy listens succeeded")
+	}
+	p, err := faultproxy.ListenOn(addr, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.Addr() != addr {
+		t.Errorf("Addr() = %s, want %s", p.Addr(), addr)
+	}
+	if got, err := roundTrip(addr); err != nil || got != "ping\n" {
+		t.Errorf("round trip = %q, %v", got, err)
+	}
+}

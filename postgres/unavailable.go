@@ -1,0 +1,98 @@
+package postgres
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/postbus/bus"
+	"github.com/postbus/bus/driver"
+)
+
+// String describes the store for logs and errors: the user, host, port
+// and database of its pool and its table, as "postgres
+// app@db.internal:5432/orders table "postbus"."outgoing_messages"". It
+// never shows a password.
+func (p *Persistence) String() string {
+	c := p.pool.Config().ConnConfig
+	return fmt.Sprintf("postgres %s@%s/%s table %s", c.User, net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))), c.Database, p.names.table)
+}
+
+// String describes the transport for logs and errors: the user, host,
+// port and database of its pool and its messages table. It never shows a
+// password.
+func (t *Transport) String() string {
+	c := t.pool.Config().ConnConfig
+	return fmt.Sprintf("postgres transport %s@%s/%s table %s", c.User, net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))), c.Database, t.names.messages)
+}
+
+// unavailable returns err with its passwords redacted, marked with
+// bus.StoreUnavailable when it says the server cannot be reached for now,
+// which retrying later may fix (see isUnavailable).
+func unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	red := driver.RedactError(err)
+	if isUnavailable(err) {
+		return bus.StoreUnavailable(red)
+	}
+	return red
+}
+
+// isUnavailable reports whether err says the server could not be reached,
+// or refused to serve for now: a failed dial or lost connection, a
+// timeout, a server starting up or shutting down, too many connections.
+// An error the server returned about what was asked (wrong password,
+// unknown role or database, permission denied, a schema error) or a
+// certificate that cannot be verified is not: retrying cannot fix it. So
+// is a ctx that was cancelled.
+func isUnavailable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return transientCode(pgErr.Code)
+	}
+	var (
+		unknownCA x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
+	)
+	if errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) {
+		return false
+	}
+	// No answer from the server: a dial, network or TLS handshake failure,
+	// a timeout, a connection closed under the call.
+	return true
+}
+
+// transientCode reports the SQLSTATE codes of a server that cannot serve
+// now but may later.
+func transientCode(code string) bool {
+	switch {
+	case strings.HasPrefix(code, "08"), // connection_exception
+		strings.HasPrefix(code, "53"), // insufficient_resources: too_many_connections, out_of_memory, disk_full
+		strings.HasPrefix(code, "58"): // system_error, io_error
+		return true
+	}
+	switch code {
+	case "57P01", // admin_shutdown
+		"57P02", // crash_shutdown
+		"57P03", // cannot_connect_now: starting up, in recovery
+		"57P05", // idle_session_timeout
+		"57014", // query_canceled: a statement_timeout, behind a lock
+		"55P03", // lock_not_available
+		"40001", // serialization_failure
+		"40P01": // deadlock_detected
+		return true
+	}
+	return false
+}
