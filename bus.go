@@ -30,6 +30,7 @@ type Bus struct {
 	incoming PipelineFunc
 
 	warnOnce     sync.Once // the non-durable persistence warning
+	overlapOnce  sync.Once // the warning of an overlap guard the persistence lacks
 	storeBreaker *breaker
 
 	stopReceiving context.CancelFunc // ends Transport.Receive and the dispatcher

@@ -62,6 +62,15 @@ func (b *Bus) processMessage(ctx context.Context, env *Envelope) error {
 		// loop on the inbox row, or share one with another ID.
 		return b.moveToError(ctx, env, "poison", 0, fmt.Errorf("%w: %s: the outbox's inbox cannot record its handling", ErrInvalidMessage, reason))
 	}
+	end, skip, err := b.guardOverlap(ctx, env)
+	switch {
+	case err != nil:
+		return err
+	case skip:
+		return nil
+	case end != nil:
+		defer end()
+	}
 	if delayedRetries(env) == 0 { // a delayed retry reached the queue before
 		b.acknowledge(ctx, env, AckPositive, AckReachedQueue)
 	}

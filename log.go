@@ -51,6 +51,10 @@ type Metrics struct {
 	// a message the bus cannot send): each is logged with the schedule's
 	// name and tick, and the schedule goes on.
 	RecurringFailed uint64
+	// RecurringSkipped counts the occurrences this endpoint received and
+	// skipped because the previous one of their schedule was still being
+	// handled (RecurringPolicy.Overlap).
+	RecurringSkipped uint64
 	// LatenessP50 and LatenessP99 summarise how late the last 1,024
 	// delayed messages were handled: handling start minus due time. Only
 	// scheduled deliveries and delayed retries count, each from its own due
@@ -61,7 +65,7 @@ type Metrics struct {
 
 type metrics struct {
 	sent, scheduled, dispatched, handled, retried, movedToError, dispatchFails, expired, duplicates atomic.Uint64
-	sagaConflicts, sagaNotFound, recurring, recurringFailed                                         atomic.Uint64
+	sagaConflicts, sagaNotFound, recurring, recurringFailed, recurringSkipped                       atomic.Uint64
 	lateness                                                                                        latenessWindow
 }
 
@@ -74,7 +78,8 @@ func (b *Bus) Metrics() Metrics {
 		Handled: m.handled.Load(), Retried: m.retried.Load(), MovedToError: m.movedToError.Load(),
 		DispatchFails: m.dispatchFails.Load(), Expired: m.expired.Load(), Duplicates: m.duplicates.Load(),
 		SagaConflicts: m.sagaConflicts.Load(), SagaNotFound: m.sagaNotFound.Load(), Recurring: m.recurring.Load(),
-		RecurringFailed: m.recurringFailed.Load(), LatenessP50: p50, LatenessP99: p99,
+		RecurringFailed: m.recurringFailed.Load(), RecurringSkipped: m.recurringSkipped.Load(),
+		LatenessP50: p50, LatenessP99: p99,
 	}
 }
 

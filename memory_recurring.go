@@ -18,7 +18,8 @@ var _ RecurringRuntimeStore = (*MemoryPersistence)(nil)
 type memoryRecurring struct {
 	mu      sync.Mutex
 	records map[string]RecurringRecord
-	changed chan struct{} // closed and replaced when a runtime record may fall due sooner
+	changed chan struct{}        // closed and replaced when a runtime record may fall due sooner
+	runs    map[string]memoryRun // RecurringRunGuard: the run under way per schedule
 }
 
 // notify wakes the runtime loops of the buses on the store; under m.mu.

@@ -146,6 +146,9 @@ func (b *Bus) checkRecurring(r Recurring) (*recurringEntry, error) {
 	if field, reason := r.Policy.check(); field != "" {
 		return bad(field, reason)
 	}
+	if _, ok := b.cfg.Persistence.(RecurringRunGuard); r.Policy.Overlap == OverlapSkip && !ok {
+		return bad("Policy.Overlap", fmt.Sprintf("OverlapSkip needs a persistence that tells running occurrences (bus.RecurringRunGuard); %T does not", b.cfg.Persistence))
+	}
 	if ev, ok := r.Schedule.(every); ok && ev.d <= 0 {
 		return bad("Schedule", fmt.Sprintf("the interval of Every must be positive, not %v", ev.d))
 	}

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -65,6 +66,9 @@ func (b *Bus) occurrence(ctx context.Context, e *recurringEntry, tick time.Time,
 	}
 	env.SetHeader(HeaderRecurringName, e.r.Name)
 	env.SetHeader(HeaderRecurringTick, tick.Format(time.RFC3339Nano))
+	if pol := e.r.Policy; pol.Overlap == OverlapSkip {
+		env.SetHeader(HeaderRecurringOverlap, cmp.Or(pol.OverlapTimeout, defaultOverlapTimeout).String())
+	}
 	if err := b.outgoing(ictx, env); err != nil {
 		return nil, fail(fmt.Errorf("%w: %w", ErrInvalidMessage, err))
 	}

@@ -291,3 +291,74 @@ func TestRecurringCallsWithTheCallersTxAreRefused(t *testing.T) {
 		t.Fatalf("after the refused calls: %+v, %v; want the schedule running", infos, err)
 	}
 }
+
+// OverlapSkip: an occurrence that arrives while the previous one of its
+// schedule is still being handled is skipped, and the schedule goes on.
+func TestRecurringOverlapSkipSkipsATickWhileThePreviousRuns(t *testing.T) {
+	t.Parallel()
+	clock := bustest.NewFakeClock(recT0)
+	tr, store := bus.NewMemoryTransport(), bus.NewMemoryPersistence()
+	base := recT0.Truncate(200 * time.Millisecond)
+	first := base.Add(200 * time.Millisecond)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var handled []time.Time
+	b, err := bus.New(bus.Config{Endpoint: "worker", Transport: tr, Persistence: store, Clock: clock, Logger: quiet(), Concurrency: 4,
+		Dispatcher: bus.DispatcherConfig{PollInterval: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.Handle(b, func(ctx context.Context, m Tick) error {
+		tick, _ := time.Parse(time.RFC3339Nano, bus.IncomingMessage(ctx).Header(bus.HeaderRecurringTick))
+		if tick.Equal(first) {
+			<-release
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		handled = append(handled, tick)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := every200(bus.MissedOnce)
+	r.Policy.Overlap, r.Policy.OverlapTimeout = bus.OverlapSkip, time.Minute
+	if err := b.AddRecurring(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	advanceTo := func(to time.Time) {
+		for clock.Now().Before(to) {
+			clock.WaitForTimers(ctxT(t), 2)
+			clock.Advance(25 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	advanceTo(base.Add(450 * time.Millisecond)) // 200 runs (blocked), 400 arrives
+	deadline := time.Now().Add(20 * time.Second)
+	for b.Metrics().RecurringSkipped < 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := b.Metrics().RecurringSkipped; n != 1 {
+		t.Fatalf("Metrics().RecurringSkipped = %d, want 1: the tick of 400ms arrived while 200ms ran", n)
+	}
+	close(release)
+	advanceTo(base.Add(650 * time.Millisecond))
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		n := len(handled)
+		mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []time.Time{first, base.Add(600 * time.Millisecond)}; !slices.EqualFunc(handled, want, time.Time.Equal) {
+		t.Fatalf("handled %v, want %v: the overlapping tick skipped, the next one handled", handled, want)
+	}
+}

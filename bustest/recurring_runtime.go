@@ -33,7 +33,61 @@ func runtimeCases() []storeCase[bus.RecurringStore] {
 		{"RuntimeRacingClaimsSplitTheRecords", only(testRecRuntimeClaimRace)},
 		{"RuntimePauseAndDeleteSetDue", only(testRecRuntimePause)},
 		{"RuntimeListPagesByPrefix", only(testRecRuntimePage)},
+		{"RunGuardTellsARunningOccurrence", testRecRunGuard},
 	}
+}
+
+// testRecRunGuard: bus.RecurringRunGuard, for OverlapSkip.
+func testRecRunGuard(t *testing.T, s bus.RecurringStore) {
+	g, ok := s.(bus.RecurringRunGuard)
+	if !ok {
+		t.Skipf("%T does not implement bus.RecurringRunGuard", s)
+	}
+	name := recName(t)
+	now := msec(time.Now())
+	begin := func(id string, at time.Time, want bool) {
+		t.Helper()
+		got, err := g.BeginRecurringRun(ctxT(t), name, id, at, at.Add(time.Minute))
+		if err != nil || got != want {
+			t.Fatalf("BeginRecurringRun(%s at %v) = %v, %v; want %v", id, at, got, err, want)
+		}
+	}
+	begin("occ-1", now, true)
+	begin("occ-2", now.Add(time.Second), false) // occ-1 runs
+	begin("occ-1", now.Add(time.Second), true)  // its redelivery
+	if err := g.EndRecurringRun(ctxT(t), name, "occ-2"); err != nil {
+		t.Fatal(err)
+	}
+	begin("occ-2", now.Add(2*time.Second), false) // ending another run left occ-1's
+	if err := g.EndRecurringRun(ctxT(t), name, "occ-1"); err != nil {
+		t.Fatal(err)
+	}
+	begin("occ-2", now.Add(3*time.Second), true)
+	begin("occ-3", now.Add(2*time.Minute), true) // occ-2's run timed out
+	var wg sync.WaitGroup
+	var won sync.Map
+	for i := range 6 {
+		wg.Go(func() {
+			id := fmt.Sprintf("race-%d", i)
+			if ok, err := g.BeginRecurringRun(ctxT(t), name, id, now.Add(time.Hour), now.Add(2*time.Hour)); err != nil {
+				t.Errorf("BeginRecurringRun: %v", err)
+			} else if ok {
+				won.Store(id, true)
+			}
+		})
+	}
+	wg.Wait()
+	n := 0
+	won.Range(func(any, any) bool { n++; return true })
+	if n != 1 {
+		t.Fatalf("%d of 6 racing runs began after occ-3's timed out, want 1", n)
+	}
+	won.Range(func(k, _ any) bool {
+		if err := g.EndRecurringRun(ctxT(t), name, k.(string)); err != nil {
+			t.Fatal(err)
+		}
+		return true
+	})
 }
 
 func mustDeclareSpec(t *testing.T, s bus.RecurringStore, name, fp string, spec []byte, due time.Time) (bus.RecurringRecord, bool) {
