@@ -1,9 +1,11 @@
 // Command recurring declares two recurring schedules on a bus: a heartbeat
 // every second (bus.Every) and a nightly report at 02:30 Berlin time (a
 // robfig/cron spec). Every process running this code declares the same
-// schedules, and each tick is sent once. It runs for a few seconds, shows
-// the heartbeats, triggers the nightly report once, and lists the
-// schedules.
+// schedules, and each tick is sent once. It also makes one schedule per
+// tenant at runtime (SetRecurring), from data: invoices on weekday
+// mornings, each tenant's shifted by its own jitter. It runs for a few
+// seconds, shows the heartbeats, triggers the nightly report and one
+// tenant's invoices once, lists the schedules and deletes a tenant's.
 package main
 
 import (
@@ -25,6 +27,12 @@ type Heartbeat struct{ Tick time.Time }
 // BuildReport is sent every night.
 type BuildReport struct{ Day time.Time }
 
+// SendInvoices is sent on weekday mornings, per tenant.
+type SendInvoices struct{ Tenant string }
+
+// tenants would come from a database: one schedule each, made at runtime.
+var tenants = []string{"acme", "globex"}
+
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -41,7 +49,9 @@ func run(ctx context.Context, out io.Writer, heartbeats int) error {
 	if err != nil {
 		return err
 	}
-	b, err := bus.New(bus.Config{Endpoint: "reports", Logger: slog.New(slog.DiscardHandler)})
+	b, err := bus.New(bus.Config{Endpoint: "reports", Logger: slog.New(slog.DiscardHandler),
+		// The text of runtime schedules is parsed by robfig/cron on every process.
+		ParseSchedule: func(s string) (bus.Schedule, error) { return cron.ParseStandard(s) }})
 	if err != nil {
 		return err
 	}
@@ -56,6 +66,11 @@ func run(ctx context.Context, out io.Writer, heartbeats int) error {
 	})
 	_ = bus.Handle(b, func(ctx context.Context, m BuildReport) error {
 		reports <- bus.IncomingMessage(ctx).Header(bus.HeaderRecurringName)
+		return nil
+	})
+	invoices := make(chan string, 1)
+	_ = bus.Handle(b, func(ctx context.Context, m SendInvoices) error {
+		invoices <- m.Tenant
 		return nil
 	})
 	for _, r := range []bus.Recurring{
@@ -94,7 +109,51 @@ func run(ctx context.Context, out io.Writer, heartbeats int) error {
 		return err
 	}
 	for _, r := range list {
-		fmt.Fprintf(out, "%s: %s, next within a day: %v\n", r.Name, r.Schedule, time.Until(r.Next) < 24*time.Hour)
+		if !r.Runtime {
+			fmt.Fprintf(out, "%s: %s, next within a day: %v\n", r.Name, r.Schedule, time.Until(r.Next) < 24*time.Hour)
+		}
 	}
+	return tenantSchedules(ctx, out, b, invoices)
+}
+
+// tenantSchedules makes one schedule per tenant at runtime, triggers one,
+// lists them and deletes one: what an admin API would do as tenants come
+// and go. Any process on the persistence runs them.
+func tenantSchedules(ctx context.Context, out io.Writer, b *bus.Bus, invoices <-chan string) error {
+	for _, t := range tenants {
+		if err := b.SetRecurring(ctx, bus.RecurringSpec{
+			Name:     "invoices-" + t,
+			Schedule: "CRON_TZ=Europe/Berlin 0 9 * * 1-5",
+			Message:  SendInvoices{Tenant: t},
+			Options:  []bus.Option{bus.To("reports")},
+			Policy:   bus.RecurringPolicy{Jitter: 30 * time.Minute}, // tenants' invoices spread over half an hour
+		}); err != nil {
+			return err
+		}
+	}
+	if err := b.TriggerRecurring(ctx, "invoices-acme"); err != nil {
+		return err
+	}
+	select {
+	case tenant := <-invoices:
+		fmt.Fprintf(out, "invoices triggered for tenant %s\n", tenant)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	page, err := b.ListRecurrings(ctx, bus.RecurringFilter{Prefix: "invoices-"})
+	if err != nil {
+		return err
+	}
+	for _, r := range page {
+		fmt.Fprintf(out, "%s: %s, made at runtime: %v\n", r.Name, r.Schedule, r.Runtime)
+	}
+	if err := b.DeleteRecurring(ctx, "invoices-globex"); err != nil {
+		return err
+	}
+	page, err = b.ListRecurrings(ctx, bus.RecurringFilter{Prefix: "invoices-"})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "after globex left: %d tenant schedule(s)\n", len(page))
 	return nil
 }

@@ -24,7 +24,9 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"heartbeat: on a whole second: true", `report triggered by schedule "nightly-report"`,
-		"heartbeat: every 1s, next within a day: true", "nightly-report: *cron.SpecSchedule, next within a day: true"} {
+		"heartbeat: every 1s, next within a day: true", "nightly-report: *cron.SpecSchedule, next within a day: true",
+		"invoices triggered for tenant acme", "invoices-acme: CRON_TZ=Europe/Berlin 0 9 * * 1-5, made at runtime: true",
+		"invoices-globex: CRON_TZ=Europe/Berlin 0 9 * * 1-5, made at runtime: true", "after globex left: 1 tenant schedule(s)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
