@@ -51,13 +51,11 @@ func scanRecurring(row rowScanner) (bus.RecurringRecord, error) {
 }
 
 // specArg is a record's Spec as a statement argument: NULL for none (a
-// schedule declared in code), a BLOB otherwise, even an empty one.
+// schedule declared in code), a BLOB otherwise, even an empty one (the
+// driver binds every []byte, nil included, as a BLOB).
 func specArg(spec []byte) any {
 	if spec == nil {
 		return nil
-	}
-	if len(spec) == 0 {
-		return "" // a zero-length value that is not NULL, whichever way the driver binds an empty slice
 	}
 	return spec
 }

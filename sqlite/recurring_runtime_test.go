@@ -103,3 +103,20 @@ func TestRuntimeRecurringEachTickOnceOnTwoDispatchers(t *testing.T) {
 		t.Errorf("early: %v; without a tick header or the message: %v", early, bad)
 	}
 }
+
+// A nil Spec (declared in code) and an empty one (made at runtime) stay
+// apart: NULL and a zero-length BLOB.
+func TestRuntimeRecurringEmptySpecIsNotNil(t *testing.T) {
+	t.Parallel()
+	p := openTemp(t)
+	ctx := t.Context()
+	for name, spec := range map[string][]byte{"code": nil, "empty": {}} {
+		if _, _, err := p.DeclareRecurring(ctx, bus.RecurringRecord{Name: name, Fingerprint: "fp", Schedule: "@every 1m", Spec: spec}); err != nil {
+			t.Fatal(err)
+		}
+		rec, ok, err := p.LoadRecurring(ctx, name)
+		if err != nil || !ok || (rec.Spec == nil) != (spec == nil) || len(rec.Spec) != 0 {
+			t.Errorf("record with Spec %#v loads with %#v (%v, %v)", spec, rec.Spec, ok, err)
+		}
+	}
+}
