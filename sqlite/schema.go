@@ -40,7 +40,7 @@ func (p *Persistence) setup(ctx context.Context) error {
 	if err := p.migrate(ctx, tx); err != nil {
 		return fmt.Errorf("sqlite: setup: %w", err)
 	}
-	for _, stmt := range slices.Concat(p.q.indexes, []string{p.q.inbox, p.q.inboxIndex, p.q.sagas.create, recurringDDL(p.q.table)}) {
+	for _, stmt := range slices.Concat(p.q.indexes, []string{p.q.inbox, p.q.inboxIndex, p.q.sagas.create, recurringDDL(p.q.table), runsDDL(p.q.table)}) {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("sqlite: setup: %w", err)
 		}
