@@ -28,8 +28,7 @@ func (p *Persistence) ClaimDueRecurring(ctx context.Context, now time.Time, limi
 	var out []bus.RecurringRecord
 	err := p.inTx(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
-		rows, err := tx.QueryContext(ctx, p.recurringSelect()+" WHERE claim_at <= "+atSQL+" AND fingerprint <> ''"+
-			" ORDER BY claim_at, name LIMIT ? FOR UPDATE SKIP LOCKED", micros(now), limit)
+		rows, err := tx.QueryContext(ctx, p.claimRecurringSelect(), micros(now), limit)
 		if err != nil {
 			return err
 		}
@@ -49,6 +48,13 @@ func (p *Persistence) ClaimDueRecurring(ctx context.Context, now time.Time, limi
 		return nil, fmt.Errorf("mysql: claim due recurring: %w", err)
 	}
 	return out, nil
+}
+
+// claimRecurringSelect is the SELECT of ClaimDueRecurring, of now (in
+// microseconds) and the limit: a range of claim_idx.
+func (p *Persistence) claimRecurringSelect() string {
+	return p.recurringSelect() + " WHERE claim_at <= " + atSQL + " AND spec IS NOT NULL AND fingerprint <> ''" +
+		" ORDER BY claim_at, name LIMIT ? FOR UPDATE SKIP LOCKED"
 }
 
 // ListRecurringPage returns up to limit records whose names start with
