@@ -324,4 +324,58 @@ func TestRuntimeRecurringEachTickOnceOnTwoDispatchers(t *testing.T) {
 	if n := len(ticks); n < 5 {
 		t.Errorf("%d ticks, want at least 5", n)
 	}
+	late := make([]time.Duration, len(ticks))
+	for i := range ticks {
+		late[i] = at[i].Sub(ticks[i])
+	}
+	slices.Sort(late)
+	t.Logf("%d ticks; lateness median %v, worst %v", len(late), late[len(late)/2], late[len(late)-1])
+}
+
+// BenchmarkClaimDueRecurring claims the 10 runtime records due among n
+// that are not, and n/10 declared in code and paused (whose due time
+// passed): one claim per iteration, whose cost should not grow with n.
+func BenchmarkClaimDueRecurring(b *testing.B) {
+	for _, n := range []int{1_000, 10_000} {
+		b.Run(fmt.Sprintf("stored=%d", n+n/10), func(b *testing.B) { benchmarkClaimDueRecurring(b, n) })
+	}
+}
+
+func benchmarkClaimDueRecurring(b *testing.B, n int) {
+	db := testDB(b)
+	p := newStore(b, db, mysql.Options{})
+	recurring := p.Table()[:len(p.Table())-1] + "_recurring`"
+	for i := 0; i < n+n/10; i += 100 { // as DeclareRecurring and SetRecurringPaused leave them
+		var rows []string
+		for k := i; k < min(i+100, n+n/10); k++ {
+			if k < n {
+				rows = append(rows, fmt.Sprintf("('rt-%05d', 'fp', '', 1, '[]', '{}', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, FALSE, UTC_TIMESTAMP(6))", k))
+			} else {
+				rows = append(rows, fmt.Sprintf("('code-%05d', 'fp', '', 1, '[]', NULL, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, TRUE, UTC_TIMESTAMP(6))", k))
+			}
+		}
+		if _, err := db.ExecContext(b.Context(), "INSERT INTO "+recurring+
+			" (name, fingerprint, schedule, generation, ticks, spec, due_at, paused, updated_at) VALUES "+strings.Join(rows, ", ")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := db.ExecContext(b.Context(), "ANALYZE TABLE "+recurring); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		names := make([]any, 10)
+		for k := range names {
+			names[k] = fmt.Sprintf("rt-%05d", (i*10+k)%n)
+		}
+		if _, err := db.ExecContext(b.Context(), "UPDATE "+recurring+" SET due_at = UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE"+
+			" WHERE name IN (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", names...); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		got, err := p.ClaimDueRecurring(b.Context(), time.Now(), 500, time.Hour)
+		if err != nil || len(got) != 10 {
+			b.Fatalf("ClaimDueRecurring = %d records, %v; want 10", len(got), err)
+		}
+	}
 }
