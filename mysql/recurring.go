@@ -221,8 +221,8 @@ func specParam(spec []byte) any {
 var atSQL = at("?")
 
 // DeleteRecurring removes the record name, leaving a tombstone (an empty
-// fingerprint, no spec, due_at or counts) that keeps its generation, and cancels the rows named, in
-// one transaction.
+// fingerprint, no spec, due_at or counts) that keeps its generation, and
+// cancels the rows named, in one transaction.
 func (p *Persistence) DeleteRecurring(ctx context.Context, name string, cancel []string) (bool, error) {
 	var done bool
 	err := p.inTx(ctx, func(tx *sql.Tx) error {
