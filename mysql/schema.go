@@ -123,6 +123,7 @@ func ddl(n names) []string {
 	KEY ` + runtimeIndex + `
 )` + tableOptions,
 	}
+	stmts = append(stmts, runsDDL(n))
 	return append(stmts, addColumns(n.raw+recurringSuffix, runtimeColumns, runtimeIndex)...)
 }
 
