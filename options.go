@@ -22,8 +22,9 @@ const MaxDelay = 5 * 365 * 24 * time.Hour
 const MaxMessageIDLength = 200
 
 // Option changes one outgoing message. Options are checked before anything
-// is sent or stored; a bad one returns an error wrapping ErrInvalidOption
-// (or ErrConflictingDelivery).
+// is sent or stored; a bad one returns an *OptionError, which matches
+// ErrInvalidOption (and ErrConflictingDelivery for DeliverAfter with
+// DeliverAt).
 type Option func(*sendOptions) error
 
 type sendOptions struct {
@@ -222,7 +223,8 @@ func parseOptions(opts []Option) (sendOptions, error) {
 		}
 	}
 	if o.hasAfter && o.hasAt {
-		return o, fmt.Errorf("%w", ErrConflictingDelivery)
+		return o, &OptionError{Option: "DeliverAt", Reason: "given together with DeliverAfter: give a delay or a time, not both",
+			Err: ErrConflictingDelivery}
 	}
 	return o, nil
 }
