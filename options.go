@@ -229,7 +229,12 @@ func parseOptions(opts []Option) (sendOptions, error) {
 	return o, nil
 }
 
-// dueAt returns when the message is due, or the zero time for "now".
+// dueAt returns when the message is due, or the zero time when no due
+// time was asked for (none, or DeliverAfter(0)). A DeliverAt time that has
+// passed is returned as it is: the message is sent at once, and its
+// envelope says when it was due, as the copy the dispatcher would have
+// sent at that time does (transports that de-duplicate, like NATS, see one
+// message when a caller retries a delayed send after its due time).
 func (o *sendOptions) dueAt(now time.Time) (time.Time, error) {
 	var due time.Time
 	switch {
@@ -241,7 +246,7 @@ func (o *sendOptions) dueAt(now time.Time) (time.Time, error) {
 		}
 		due = o.at
 	}
-	if !due.After(now) {
+	if due.IsZero() {
 		return time.Time{}, nil
 	}
 	return due.UTC(), nil

@@ -71,7 +71,7 @@ func (b *Bus) prepare(ctx context.Context, kind Kind, msg any, opts []Option) (*
 	if err != nil {
 		return nil, ctx, err
 	}
-	if !env.DueAt.IsZero() {
+	if env.DueAt.After(env.SentAt) { // a due time that passed sends at once
 		if err := b.checkCanSchedule(); err != nil {
 			return nil, ctx, err
 		}
