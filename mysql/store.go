@@ -32,7 +32,11 @@ const maxLastError = 4096
 // with a Delay is due Delay after the server's UTC_TIMESTAMP(6) at the
 // statement; otherwise at its DueAt. A row with an empty ID or no
 // envelope fails the call (bus.ErrInvalidMessage) before anything is
-// stored. IDs compare byte for byte.
+// stored, and so does a row that cannot fit in one INSERT under the server's
+// max_allowed_packet (*RowTooLargeError). IDs compare byte for byte. When
+// the connection fails before the commit is confirmed, the call checks on
+// another connection whether its rows were stored and returns nil if they
+// all were (see indoubt.go).
 func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMessage) error {
 	if len(msgs) == 0 {
 		return ctx.Err()
@@ -43,7 +47,11 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 	if err := p.checkSizes(ctx, msgs); err != nil {
 		return fmt.Errorf("mysql: store: %w", err)
 	}
-	if err := p.group.store(ctx, msgs); err != nil {
+	err := p.group.store(ctx, msgs)
+	if err != nil && inDoubt(err) && ctx.Err() == nil {
+		err = p.settleInDoubt(ctx, msgs, err) // see indoubt.go
+	}
+	if err != nil {
 		return fmt.Errorf("mysql: store: %w", err)
 	}
 	return nil
