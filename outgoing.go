@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -254,7 +255,7 @@ func (b *Bus) schedule(ctx context.Context, msgs []pending) error {
 		}
 	}
 	if err := b.store.StoreOutgoing(ctx, rows); err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !errors.Is(err, ErrInvalidMessage) { // a refused message is not a failing store
 			b.storeBreaker.failure(err)
 		}
 		return fmt.Errorf("bus: schedule %d message(s): %w", len(rows), err)
