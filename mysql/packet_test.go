@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
 	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/mysql"
 )
@@ -63,5 +64,31 @@ func TestRowLargerThanMaxAllowedPacketIsRefused(t *testing.T) {
 	}
 	if n, err := p.Len(ctx); err != nil || n != 2 {
 		t.Errorf("Len = %d, %v; want 2", n, err)
+	}
+}
+
+type bigMessage struct{ Data string }
+
+// TestSendLargerThanMaxAllowedPacketSaysWhy: through the bus, a delayed
+// message too large for the server fails its Send with the store's
+// refusal, and the next message goes through.
+func TestSendLargerThanMaxAllowedPacketSaysWhy(t *testing.T) {
+	t.Parallel()
+	db := testDB(t)
+	p := newStore(t, db, mysql.Options{})
+	limit := serverPacketLimit(t)
+	b := bustest.StartBus(t, bus.Config{Endpoint: bustest.Namespace(), Persistence: p, SendOnly: true, MaxMessageSize: 2 * limit,
+		Logger: drivertest.Logger()}, nil)
+	ctx := drivertest.Ctx(t, 0)
+	err := b.Send(ctx, bigMessage{Data: strings.Repeat("x", limit)}, bus.To("billing"), bus.DeliverAfter(time.Hour))
+	var tooLarge *mysql.RowTooLargeError
+	if !errors.Is(err, bus.ErrInvalidMessage) || !errors.As(err, &tooLarge) {
+		t.Fatalf("Send of a message over max_allowed_packet = %v, want a *mysql.RowTooLargeError", err)
+	}
+	if err := b.Send(ctx, bigMessage{Data: "small"}, bus.To("billing"), bus.DeliverAfter(time.Hour)); err != nil {
+		t.Fatalf("the next Send: %v", err)
+	}
+	if n, err := p.Len(ctx); err != nil || n != 1 {
+		t.Errorf("Len = %d, %v; want 1", n, err)
 	}
 }
