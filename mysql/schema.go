@@ -134,7 +134,7 @@ func (p *Persistence) Setup(ctx context.Context) error {
 		}
 	}
 	if err := p.readPacketLimit(ctx); err != nil {
-		return fmt.Errorf("mysql: setup: read max_allowed_packet: %w", err)
+		return unavailable(fmt.Errorf("mysql: setup: read max_allowed_packet: %w", err))
 	}
 	p.log.Debug("mysql: tables ready", "table", p.n.table)
 	return nil
