@@ -192,6 +192,9 @@ func (p *Persistence) Setup(ctx context.Context) error {
 			return unavailable(fmt.Errorf("mysql: setup %s: %w", p.n.table, err))
 		}
 	}
+	if err := p.readPacketLimit(ctx); err != nil {
+		return unavailable(fmt.Errorf("mysql: setup: read max_allowed_packet: %w", err))
+	}
 	p.log.Debug("mysql: tables ready", "table", p.n.table)
 	return nil
 }
