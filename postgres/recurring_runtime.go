@@ -24,12 +24,7 @@ func (p *Persistence) ClaimDueRecurring(ctx context.Context, now time.Time, limi
 	if limit <= 0 {
 		return nil, ctx.Err()
 	}
-	rows, err := p.pool.Query(ctx, fmt.Sprintf(`UPDATE %[1]s AS r SET due_at = $2, updated_at = now()
-FROM (SELECT name, due_at FROM %[1]s WHERE spec IS NOT NULL AND due_at <= $1
-	ORDER BY due_at, name LIMIT $3 FOR UPDATE SKIP LOCKED) AS d
-WHERE r.name = d.name
-RETURNING r.name, r.fingerprint, r.schedule, r.generation, r.paused, r.last_tick, r.ticks, r.alive_until,
-	r.spec, d.due_at, r.runs, r.skipped`, p.names.recur), now, now.Add(lease), limit)
+	rows, err := p.pool.Query(ctx, claimRecurringSQL(p.names), now, now.Add(lease), limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim due recurring: %w", err)
 	}
@@ -43,27 +38,73 @@ RETURNING r.name, r.fingerprint, r.schedule, r.generation, r.paused, r.last_tick
 	return out, nil
 }
 
+// claimRecurringSQL claims the runtime records due at $1, at most $3,
+// moving their due_at to $2, and returns them with the due_at it replaced.
+// The update finds its rows by = ANY(ARRAY(...)), probes of the primary
+// key, as the outgoing claim does: joined to the picked rows (UPDATE ...
+// FROM), the planner hashes them against a scan of the whole table.
+func claimRecurringSQL(n names) string {
+	return fmt.Sprintf(`WITH due AS (
+	SELECT name, due_at FROM %[1]s
+	WHERE spec IS NOT NULL AND due_at <= $1
+	ORDER BY due_at, name
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED
+), claimed AS (
+	UPDATE %[1]s AS r SET due_at = $2, updated_at = now()
+	WHERE r.name = ANY(ARRAY(SELECT name FROM due))
+	RETURNING r.name, r.fingerprint, r.schedule, r.generation, r.paused, r.last_tick, r.ticks, r.alive_until,
+		r.spec, r.runs, r.skipped
+)
+SELECT c.name, c.fingerprint, c.schedule, c.generation, c.paused, c.last_tick, c.ticks, c.alive_until,
+	c.spec, due.due_at, c.runs, c.skipped
+FROM claimed AS c JOIN due ON due.name = c.name`, n.recur)
+}
+
+// recurringPageSQL lists the records whose names pass cond, by name, at
+// most $1. Every bound is in cond, none behind an OR, so that a generic
+// plan reads the primary key from the first name of the page to the last.
+func recurringPageSQL(n names, cond string) string {
+	return fmt.Sprintf(`SELECT %s FROM %s
+WHERE fingerprint <> '' AND %s
+ORDER BY name LIMIT $1`, recurringColumns, n.recur, cond)
+}
+
 // ListRecurringPage returns up to limit records whose names start with
 // prefix and sort after after, by name (byte order: names are COLLATE
 // "C"). The prefix is matched as a range of the primary key, name >=
 // prefix AND name < the least string after every name with it, so it is
-// literal (no LIKE wildcards) and reads only the page.
+// literal (no LIKE wildcards) and reads only the page. A prefix or an
+// after that text cannot hold (cut UTF-8, NUL) is compared as bytes,
+// within the range of its longest part that text can hold.
 func (p *Persistence) ListRecurringPage(ctx context.Context, prefix, after string, limit int) ([]bus.RecurringRecord, error) {
-	if limit <= 0 || !storableText(prefix) {
-		return nil, ctx.Err() // no stored name has a prefix that text cannot hold
+	if limit <= 0 {
+		return nil, ctx.Err()
 	}
-	lower, upper := prefix, prefixEnd(prefix)
-	afterCond := `name > $2`
-	args := []any{lower, after, upper, limit}
-	if !storableText(after) {
-		// Compare as bytes: from the longest prefix of after that text can
-		// hold, the names above after.
-		afterCond = `name >= $2 AND convert_to(name, 'UTF8') > $5`
-		args[1], args = storablePrefix(after), append(args, []byte(after))
+	var cond []string
+	args := []any{limit}
+	add := func(c string, v any) {
+		args = append(args, v)
+		cond = append(cond, fmt.Sprintf(c, len(args)))
 	}
-	rows, err := p.pool.Query(ctx, fmt.Sprintf(`SELECT %s FROM %s
-WHERE fingerprint <> '' AND name >= $1 AND ($3::text IS NULL OR name < $3) AND %s
-ORDER BY name LIMIT $4`, recurringColumns, p.names.recur, afterCond), args...)
+	text := storablePrefix(after)
+	if text == after {
+		add(`name > $%d`, after)
+	} else {
+		add(`name >= $%d`, text)
+		add(`convert_to(name, 'UTF8') > $%d::bytea`, []byte(after))
+	}
+	text = storablePrefix(prefix)
+	if text != "" {
+		add(`name >= $%d`, text)
+	}
+	if end, ok := prefixEnd(text); ok {
+		add(`name < $%d`, end)
+	}
+	if text != prefix {
+		add(`substr(convert_to(name, 'UTF8'), 1, octet_length($%[1]d::bytea)) = $%[1]d::bytea`, []byte(prefix))
+	}
+	rows, err := p.pool.Query(ctx, recurringPageSQL(p.names, strings.Join(cond, " AND ")), args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list recurring page: %w", err)
 	}
@@ -74,13 +115,8 @@ ORDER BY name LIMIT $4`, recurringColumns, p.names.recur, afterCond), args...)
 	return out, nil
 }
 
-// storableText reports whether PostgreSQL text can hold s: valid UTF-8
-// with no NUL.
-func storableText(s string) bool {
-	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
-}
-
-// storablePrefix is the longest prefix of s that text can hold.
+// storablePrefix is the longest prefix of s that PostgreSQL text can
+// hold: valid UTF-8 with no NUL.
 func storablePrefix(s string) string {
 	for i, r := range s {
 		if r == 0 || (r == utf8.RuneError && !strings.HasPrefix(s[i:], string(utf8.RuneError))) {
@@ -93,9 +129,9 @@ func storablePrefix(s string) string {
 // prefixEnd returns the least valid string that sorts after every string
 // starting with prefix (UTF-8 byte order is code point order): prefix up
 // to its last rune below utf8.MaxRune, that rune raised by one (past the
-// surrogates). It is nil when there is none (no prefix, or only
-// utf8.MaxRune), and then no upper bound applies.
-func prefixEnd(prefix string) *string {
+// surrogates). There is none (false) for an empty prefix or one of
+// utf8.MaxRune only: then no upper bound applies.
+func prefixEnd(prefix string) (string, bool) {
 	runes := []rune(prefix)
 	for i := len(runes) - 1; i >= 0; i-- {
 		if runes[i] == utf8.MaxRune {
@@ -105,8 +141,7 @@ func prefixEnd(prefix string) *string {
 		if next >= 0xD800 && next <= 0xDFFF {
 			next = 0xE000
 		}
-		end := string(append(runes[:i:i], next))
-		return &end
+		return string(append(runes[:i:i], next)), true
 	}
-	return nil
+	return "", false
 }

@@ -78,3 +78,48 @@ func TestRuntimeRecurringEachTickOnceOnTwoDispatchers(t *testing.T) {
 		}
 	}
 }
+
+// ListRecurringPage takes the prefix literally (LIKE's wildcards, byte
+// order past ASCII, the highest code point) and pages in byte order, as
+// the in-memory store does, also for a prefix or an after that text
+// cannot hold.
+func TestRuntimeRecurringPagesLikeTheMemoryStore(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	p := newStore(t, testPool(t), postgres.Options{})
+	mem := bus.NewMemoryPersistence()
+	names := []string{"a", "a_b", "a_c", "axb", "a%b", "a%", "a\\b", "ab", "b", "é", "éa", "éz", "ê",
+		"\U0010FFFF", "\U0010FFFFa", "a\U0010FFFF", "a\U0010FFFFb", "\uFFFF", "\uE000", "\uD7FF"}
+	for _, s := range []bus.RecurringStore{p, mem} {
+		for _, n := range names {
+			if _, _, err := s.DeclareRecurring(ctx, bus.RecurringRecord{Name: n, Fingerprint: "fp", Schedule: "s"}); err != nil {
+				t.Fatalf("DeclareRecurring(%q): %v", n, err)
+			}
+		}
+	}
+	for _, prefix := range []string{"", "a", "a_", "a%", "a\\", "é", "\U0010FFFF", "a\U0010FFFF", "\uD7FF", "\xff", "a\x00", "\xc3"} {
+		for _, after := range []string{"", "a", "a_b", "é", "\xc3", "\xc3\xa9\xff", "a\x00", "\U0010FFFF"} {
+			for _, limit := range []int{1, 3, 100} {
+				want, err := mem.ListRecurringPage(ctx, prefix, after, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := p.ListRecurringPage(ctx, prefix, after, limit)
+				if err != nil {
+					t.Fatalf("ListRecurringPage(%q, %q, %d): %v", prefix, after, limit, err)
+				}
+				if g, w := recordNames(got), recordNames(want); fmt.Sprint(g) != fmt.Sprint(w) {
+					t.Errorf("ListRecurringPage(%q, %q, %d) = %q, want %q", prefix, after, limit, g, w)
+				}
+			}
+		}
+	}
+}
+
+func recordNames(recs []bus.RecurringRecord) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = r.Name
+	}
+	return out
+}
