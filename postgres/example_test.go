@@ -126,4 +126,9 @@ func ExampleMigrations() {
 	// 	ADD COLUMN IF NOT EXISTS runs        bigint NOT NULL DEFAULT 0,
 	// 	ADD COLUMN IF NOT EXISTS skipped     bigint NOT NULL DEFAULT 0;
 	// CREATE INDEX IF NOT EXISTS "outgoing_messages_recur_due_idx" ON "public"."outgoing_messages_recurring" (due_at, name) WHERE spec IS NOT NULL;
+	// CREATE TABLE IF NOT EXISTS "public"."outgoing_messages_runs" (
+	// 	name      text        COLLATE "C" PRIMARY KEY,
+	// 	run_id    text        COLLATE "C" NOT NULL,
+	// 	run_until timestamptz NOT NULL
+	// );
 }

@@ -62,6 +62,8 @@ type names struct {
 	regRecur string // schema.recurring table for to_regclass
 	recurDue string // quoted runtime due index name (unqualified)
 	regRDue  string // schema.runtime due index for to_regclass
+	runs     string // quoted schema.recurring runs table
+	regRuns  string // schema.runs table for to_regclass
 	channel  string // NOTIFY channel, raw (pg_notify takes text)
 	lockKey  string // advisory lock key text, hashed by the server
 }
@@ -92,6 +94,8 @@ func newNames(o Options) names {
 		regRecur: pgx.Identifier{o.Schema, o.Table + recurringSuffix}.Sanitize(),
 		recurDue: pgx.Identifier{o.Table + recurringDueSuffix}.Sanitize(),
 		regRDue:  pgx.Identifier{o.Schema, o.Table + recurringDueSuffix}.Sanitize(),
+		runs:     pgx.Identifier{o.Schema, o.Table + runsSuffix}.Sanitize(),
+		regRuns:  pgx.Identifier{o.Schema, o.Table + runsSuffix}.Sanitize(),
 		channel:  channelName(o.Schema, o.Table),
 		lockKey:  "postbus.setup." + o.Schema,
 	}
@@ -133,9 +137,9 @@ func newNames(o Options) names {
 // CREATE INDEX CONCURRENTLY under the same names, so that Setup finds them
 // and does not block writes while it builds them.
 //
-// The last three statements are the table of recurring schedules
-// (recurringDDL), the columns later versions added to it, and the partial
-// index of the runtime schedules' due times.
+// Then come the table of recurring schedules (recurringDDL), the columns
+// later versions added to it, the partial index of the runtime schedules'
+// due times, and the table of the recurring runs under way (runsDDL).
 func ddl(n names) []string {
 	return []string{
 		fmt.Sprintf(`CREATE SCHEMA IF NOT EXISTS %s`, n.schema),
@@ -200,6 +204,7 @@ func ddl(n names) []string {
 		recurringDDL(n),
 		recurringMigrateDDL(n),
 		recurringDueDDL(n),
+		runsDDL(n),
 	}
 }
 
@@ -244,10 +249,10 @@ func (p *Persistence) setupOnce(ctx context.Context) error {
 	AND to_regclass($3) IS NULL
 	AND to_regclass($4) IS NOT NULL AND to_regclass($5) IS NOT NULL AND to_regclass($6) IS NOT NULL
 	AND to_regclass($7) IS NOT NULL AND to_regclass($8) IS NOT NULL AND to_regclass($9) IS NOT NULL
-	AND to_regclass($10) IS NOT NULL
+	AND to_regclass($10) IS NOT NULL AND to_regclass($11) IS NOT NULL
 	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'lease_token' AND NOT attisdropped)`,
 		p.names.regTbl, p.names.regIdx, p.names.regOld, p.names.regInbox, p.names.regInIdx, p.names.regSagas,
-		p.names.regType, p.names.regFGrp, p.names.regRecur, p.names.regRDue).Scan(&present)
+		p.names.regType, p.names.regFGrp, p.names.regRecur, p.names.regRDue, p.names.regRuns).Scan(&present)
 	if err != nil || present {
 		return err
 	}
