@@ -83,7 +83,7 @@ func (a *app) openRecurring(ctx context.Context, c *command) (*recurringOps, err
 func (a *app) recurringBus(b *backends) (*bus.Bus, error) {
 	return bus.New(bus.Config{
 		Endpoint: "postbus-cli", Persistence: b.Persistence, SendOnly: true, Clock: appClock{a.now},
-		Logger: a.logger(),
+		Logger: a.logger(), ParseSchedule: parseSchedule,
 	})
 }
 

@@ -111,6 +111,26 @@ func TestRecurringSetAndOperate(t *testing.T) {
 	}
 	run(exitUsage, "recurring", "backfill", "invoices-acme", "--from", "2030-01-01T12:00:00Z", "--to", "2030-01-01T09:00:00Z")
 
+	// A paused schedule made at runtime is triggered from its stored
+	// definition.
+	run(exitOK, "recurring", "pause", "invoices-acme")
+	run(exitOK, "recurring", "trigger", "--key", "k1", "--dry-run", "invoices-acme")
+	trigID := bus.RecurringTriggerKeyID("invoices-acme", "k1")
+	if _, ok, _ := p.GetScheduled(ctx, trigID); ok {
+		t.Fatal("the dry run stored the trigger's occurrence")
+	}
+	if r := run(exitOK, "recurring", "trigger", "--key", "k1", "invoices-acme"); !strings.Contains(r.stdout, "from its stored definition") {
+		t.Errorf("trigger: %s", r.stdout)
+	}
+	m, ok, err = p.GetScheduled(ctx, trigID)
+	if err != nil || !ok {
+		t.Fatalf("trigger stored no occurrence %s (%v)", trigID, err)
+	}
+	if env, _ := bus.UnmarshalEnvelope(m.Envelope); env == nil || string(env.Body) != `{"tenant":"acme"}` || !m.DueAt.Equal(now) {
+		t.Errorf("triggered occurrence %+v due %v", env, m.DueAt)
+	}
+	run(exitOK, "recurring", "resume", "invoices-acme")
+
 	// Replace it: the generation goes up and the kind stays.
 	if r := run(exitOK, "recurring", "set", "invoices-acme", "--schedule", "@every 30m", "--type", "billing.SendInvoices",
 		"--publish", "--missed", "skip", "--max-runs", "3"); !strings.Contains(r.stdout, "replaced schedule invoices-acme (@every 30m), generation 2, next tick 2030-01-01T12:30:00Z") {
@@ -151,7 +171,8 @@ func TestRecurringSetRefuses(t *testing.T) {
 		{exitUsage, "not both", []string{"x", "--schedule", "@every 1h", "--type", "T", "--to", "e", "--publish"}},
 		{exitUsage, "give --type", []string{"x", "--schedule", "@every 1h", "--to", "e"}},
 		{exitUsage, "--missed \"sometimes\"", []string{"x", "--schedule", "@every 1h", "--type", "T", "--to", "e", "--missed", "sometimes"}},
-		{exitError, "Schedule: cannot parse", []string{"x", "--schedule", "0 9 * * *", "--type", "T", "--to", "e"}},
+		{exitError, "names its time zone", []string{"x", "--schedule", "0 9 * * *", "--type", "T", "--to", "e"}},
+		{exitError, "Schedule: cannot parse", []string{"x", "--schedule", "CRON_TZ=UTC 0 9 * *", "--type", "T", "--to", "e"}},
 		{exitError, "Policy.End", []string{"x", "--schedule", "@every 1h", "--type", "T", "--to", "e", "--start", "2h", "--end", "1h"}},
 		{exitError, "Name", []string{"not a name", "--schedule", "@every 1h", "--type", "T", "--to", "e"}},
 		{exitError, "declared in code", []string{"hourly", "--schedule", "@every 1h", "--type", "T", "--to", "e"}},
@@ -168,6 +189,21 @@ func TestRecurringSetRefuses(t *testing.T) {
 	if r := runApp(t, open, nil, "recurring", "backfill", "hourly", "--from", "-2h", "--to", "0s"); r.code != exitError ||
 		!strings.Contains(r.stderr, "backfill it from a process that declares it") {
 		t.Errorf("backfill of a declared schedule: exit %d, %s", r.code, r.stderr)
+	}
+}
+
+// TestRecurringSetCron sets a cron schedule that names its zone.
+func TestRecurringSetCron(t *testing.T) {
+	t.Parallel()
+	p := bus.NewMemoryPersistence()
+	now := time.Date(2030, 1, 1, 12, 7, 0, 0, time.UTC)
+	r := runAt(t, memoryOpener(p, nil), nil, now, "recurring", "set", "morning", "--schedule", "CRON_TZ=Europe/Berlin 0 9 * * 1-5",
+		"--type", "ops.Morning", "--publish")
+	if r.code != exitOK || !strings.Contains(r.stdout, "next tick 2030-01-02T08:00:00Z") {
+		t.Fatalf("set: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, ok, _ := p.GetScheduled(context.Background(), bus.RecurringOccurrenceID("morning", time.Date(2030, 1, 2, 8, 0, 0, 0, time.UTC))); !ok {
+		t.Error("the first occurrence is not stored")
 	}
 }
 
@@ -241,4 +277,38 @@ func TestRecurringPagesSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	testRecurringPages(t, p, openBackends, map[string]string{"POSTBUS_SQLITE_PATH": path})
+}
+
+// TestRecurringSetSQLite sets a schedule on SQLite: stored when the store
+// runs schedules made at runtime, else refused with the reason.
+func TestRecurringSetSQLite(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "app.db")
+	p, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Setup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"POSTBUS_SQLITE_PATH": path}
+	r := runAt(t, openBackends, env, base, "recurring", "set", "tick", "--schedule", "@every 1h", "--type", "ops.Tick", "--publish")
+	if _, ok := any(p).(bus.RecurringRuntimeStore); !ok {
+		if r.code != exitError || !strings.Contains(r.stderr, "bus.RecurringRuntimeStore") {
+			t.Errorf("set on a store without runtime schedules: exit %d, %s", r.code, r.stderr)
+		}
+		return
+	}
+	if r.code != exitOK || !strings.Contains(r.stdout, "created schedule tick") {
+		t.Fatalf("set: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runAt(t, openBackends, env, base, "recurring", "ls")
+	if !strings.Contains(r.stdout, "runtime") || !strings.Contains(r.stdout, "tick") {
+		t.Errorf("ls after set:\n%s", r.stdout)
+	}
+	r = runAt(t, openBackends, env, base, "recurring", "delete", "tick")
+	if _, ok, _ := p.LoadRecurring(context.Background(), "tick"); r.code != exitOK || ok {
+		t.Errorf("delete: exit %d, still stored %v", r.code, ok)
+	}
 }

@@ -87,7 +87,7 @@ func (a *app) recurringSet(ctx context.Context, args []string) error {
 			"      --body '{\"tenant\":\"acme\"}' --to billing --jitter 10m\n"+
 			"  postbus recurring set tick --schedule \"@every 5m\" --type ops.Tick --publish --dry-run --json\n")
 	var f setFlags
-	c.fs.StringVar(&f.schedule, "schedule", "", "the schedule's text: \"@every <duration>\" (cron specs when the services' Config.ParseSchedule takes them: see the guide)")
+	c.fs.StringVar(&f.schedule, "schedule", "", "the schedule's text: \"@every <duration>\", or a cron spec with its zone, \"CRON_TZ=Europe/Berlin 0 9 * * 1-5\"")
 	c.fs.StringVar(&f.typ, "type", "", "the message type (Envelope.Type) its handlers know")
 	c.fs.StringVar(&f.body, "body", "{}", "the message body, JSON")
 	c.fs.StringVar(&f.to, "to", "", "send the message as a command to this endpoint")
