@@ -293,13 +293,16 @@ func TestRecurringSetSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := map[string]string{"POSTBUS_SQLITE_PATH": path}
-	r := runAt(t, openBackends, env, base, "recurring", "set", "tick", "--schedule", "@every 1h", "--type", "ops.Tick", "--publish")
 	if _, ok := any(p).(bus.RecurringRuntimeStore); !ok {
-		if r.code != exitError || !strings.Contains(r.stderr, "bus.RecurringRuntimeStore") {
-			t.Errorf("set on a store without runtime schedules: exit %d, %s", r.code, r.stderr)
+		for _, dry := range []string{"--dry-run=false", "--dry-run"} {
+			r := runAt(t, openBackends, env, base, "recurring", "set", "tick", "--schedule", "@every 1h", "--type", "ops.Tick", "--publish", dry)
+			if r.code != exitError || !strings.Contains(r.stderr, "bus.RecurringRuntimeStore") {
+				t.Errorf("set %s on a store without runtime schedules: exit %d, %s", dry, r.code, r.stderr)
+			}
 		}
 		return
 	}
+	r := runAt(t, openBackends, env, base, "recurring", "set", "tick", "--schedule", "@every 1h", "--type", "ops.Tick", "--publish")
 	if r.code != exitOK || !strings.Contains(r.stdout, "created schedule tick") {
 		t.Fatalf("set: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}

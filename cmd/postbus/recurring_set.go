@@ -116,6 +116,11 @@ func (a *app) recurringSet(ctx context.Context, args []string) error {
 		return err
 	}
 	defer o.Close()
+	if _, ok := o.Persistence.(bus.RecurringRuntimeStore); !ok {
+		// Said before a dry run too, which runs on a store that has it.
+		return fmt.Errorf("recurring set %s: the %s persistence: %w: it must implement bus.RecurringRuntimeStore",
+			name, o.PersistenceName, bus.ErrRecurringNotSupported)
+	}
 	before, existed, err := o.Recurring.LoadRecurring(ctx, name)
 	if err != nil {
 		return err
