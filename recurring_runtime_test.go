@@ -307,3 +307,28 @@ func TestSetRecurringRacingSetLeavesOneDefinition(t *testing.T) {
 		t.Fatalf("occurrences %v, want the ticks of %s alone: %v", ticks, infos[0].Schedule, want)
 	}
 }
+
+// "@every" always means bus.Every, whatever Config.ParseSchedule is (a
+// cron parser's @every would count from each process's own last tick);
+// other text goes to ParseSchedule.
+func TestSetRecurringEveryIsEpochAlignedWhateverTheParser(t *testing.T) {
+	t.Parallel()
+	var asked []string
+	b := bustest.StartBus(t, bus.Config{Endpoint: "ops", SendOnly: true, ParseSchedule: func(s string) (bus.Schedule, error) {
+		asked = append(asked, s)
+		return bus.Every(time.Hour), nil
+	}}, nil)
+	if err := b.SetRecurring(ctxT(t), tickSpec("a", "7s")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetRecurring(ctxT(t), bus.RecurringSpec{Name: "b", Schedule: "0 9 * * *", Message: Tick{}, Options: []bus.Option{bus.To("worker")}}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(asked, []string{"0 9 * * *"}) {
+		t.Fatalf("ParseSchedule was asked %q, want the cron text alone", asked)
+	}
+	infos, err := b.ListRecurrings(ctxT(t), bus.RecurringFilter{Prefix: "a"})
+	if err != nil || len(infos) != 1 || infos[0].Next.UnixNano()%int64(7*time.Second) != 0 {
+		t.Fatalf("ListRecurrings = %+v, %v; want the next tick on a multiple of 7 s since the epoch", infos, err)
+	}
+}
