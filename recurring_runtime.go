@@ -156,7 +156,7 @@ func (b *Bus) checkSpec(spec RecurringSpec) (*recurringEntry, []byte, error) {
 	if err != nil {
 		return bad("Message", err.Error())
 	}
-	sum := sha256.Sum256(raw)
+	sum := sha256.Sum256(append([]byte(spec.Name+"\x00"), raw...)) // a fingerprint is one schedule's, as the entry cache assumes
 	e.fingerprint, e.text, e.spec = "rt-"+hex.EncodeToString(sum[:16]), spec.Schedule, &runtimeSpec{env: env, ttbr: o.ttbr, ttrq: o.ttrq}
 	return e, raw, nil
 }
