@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -14,13 +15,16 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-var _ bus.RecurringStore = (*Persistence)(nil)
+var _ bus.RecurringRuntimeStore = (*Persistence)(nil)
 
 // recurringSuffix names the schedule collection after the message collection.
 const recurringSuffix = "_recurring"
 
 // recurringIndex finds a schedule's latest write: (name, seq descending).
 const recurringIndex = "postbus_recurring_name_seq"
+
+// recurringDueIndex finds the writes that fall due: (due, name).
+const recurringDueIndex = "postbus_recurring_due_name"
 
 // noTime stands for the zero time.Time in a record's times, which are
 // exact Unix nanoseconds (BSON dates hold milliseconds only): the zero
@@ -62,7 +66,16 @@ type recurringDoc struct {
 	// Alive is the liveness mark (bus.RecurringRecord.Alive) in Unix
 	// nanoseconds; absent (0) before the first step, and in the writes of
 	// versions before it, which therefore need no migration.
-	Alive     int64           `bson:"alive,omitempty"`
+	Alive int64 `bson:"alive,omitempty"`
+	// Spec is a runtime schedule's definition (bus.RecurringRecord.Spec),
+	// null for a declared one; Due when its next step is due, Unix
+	// nanoseconds, absent for never; Runs and Skipped as in
+	// bus.RecurringRecord. Writes of versions before them read as a
+	// declared schedule never due, with no runs: no migration.
+	Spec      []byte          `bson:"spec"`
+	Due       *int64          `bson:"due,omitempty"`
+	Runs      int64           `bson:"runs,omitempty"`
+	Skipped   int64           `bson:"skipped,omitempty"`
 	Deleted   bool            `bson:"deleted,omitempty"`
 	Pending   *pendingAdvance `bson:"pending,omitempty"`
 	Done      bool            `bson:"done,omitempty"`
@@ -84,7 +97,20 @@ func (d *recurringDoc) record() bus.RecurringRecord {
 	if d.Alive != 0 {
 		r.Alive = time.Unix(0, d.Alive).UTC()
 	}
+	r.Spec, r.Runs, r.Skipped = d.Spec, d.Runs, d.Skipped
+	if d.Due != nil {
+		r.Due = time.Unix(0, *d.Due).UTC()
+	}
 	return r
+}
+
+// dueNanos returns t as a write's due: nil (never) for the zero time.
+func dueNanos(t time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	n := t.UnixNano()
+	return &n
 }
 
 // next returns the document of the next write: this one's state, with
@@ -107,9 +133,9 @@ func (p *Persistence) RecurringCollection() *mongo.Collection { return p.recurri
 // day). A deleted schedule's mark is its latest write and stays: it keeps
 // the name's generation and seq.
 func (p *Persistence) setupRecurring(ctx context.Context) error {
-	_, err := p.recurring.Indexes().CreateOne(ctx, mongo.IndexModel{
-		Keys:    bson.D{{Key: "name", Value: 1}, {Key: "seq", Value: -1}},
-		Options: options.Index().SetName(recurringIndex),
+	err := createIndexes(ctx, p.recurring, []mongo.IndexModel{
+		{Keys: bson.D{{Key: "name", Value: 1}, {Key: "seq", Value: -1}}, Options: options.Index().SetName(recurringIndex)},
+		{Keys: bson.D{{Key: "due", Value: 1}, {Key: "name", Value: 1}}, Options: options.Index().SetName(recurringDueIndex)},
 	})
 	if err != nil {
 		return fmt.Errorf("index on %s: %w", p.recurring.Name(), err)
@@ -161,9 +187,12 @@ func (p *Persistence) latestRecurring(ctx context.Context, name string) (recurri
 	return d, true, nil
 }
 
-// writeRecurring inserts d as the next write of its schedule, or returns
-// errMoved when another writer stored that write first.
-func (p *Persistence) writeRecurring(ctx context.Context, d *recurringDoc) error {
+// writeRecurring inserts d as the next write of its schedule after prev,
+// the write it was made from, or returns errMoved when another writer
+// stored that write first. Then prev is no schedule's latest: its due is
+// removed, so that claims do not find it (best effort; a claim that finds
+// it removes it too).
+func (p *Persistence) writeRecurring(ctx context.Context, d *recurringDoc, prev recurringDoc) error {
 	d.ID = recurringDocID(d.Name, d.Seq)
 	d.WrittenAt = time.Now()
 	if _, err := p.recurring.InsertOne(ctx, d); err != nil {
@@ -172,7 +201,22 @@ func (p *Persistence) writeRecurring(ctx context.Context, d *recurringDoc) error
 		}
 		return err
 	}
+	if prev.Due != nil && prev.Seq == d.Seq-1 {
+		p.dropDue(ctx, recurringDocID(prev.Name, prev.Seq))
+	}
 	return nil
+}
+
+// dropDue removes the due of the write id, which is no schedule's latest
+// (so no other writer changes it but another dropDue and the marking of
+// its advance done, which nobody reads once it is not the latest).
+func (p *Persistence) dropDue(ctx context.Context, id string) {
+	_, err := p.recurring.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "due", Value: bson.D{{Key: "$exists", Value: true}}}},
+		bson.D{{Key: "$unset", Value: bson.D{{Key: "due", Value: ""}}}})
+	if err != nil {
+		p.log.WarnContext(ctx, "mongodb: removing the due of an earlier recurring write failed; a claim retries",
+			"error", err, "write", id)
+	}
 }
 
 // currentRecurring returns the schedule's latest write, after finishing
@@ -198,4 +242,123 @@ func (p *Persistence) currentRecurring(ctx context.Context, name string) (d recu
 func isDuplicateWrite(err error) bool {
 	var we mongo.WriteException
 	return errors.As(err, &we) && we.WriteConcernError == nil && len(we.WriteErrors) > 0 && isDuplicateKey(we.WriteErrors[0])
+}
+
+// claimRounds bounds the finds of one ClaimDueRecurring call.
+const claimRounds = 4
+
+// ClaimDueRecurring returns up to limit runtime records whose Due is set
+// and not after now, earliest Due first (then by name), and moves their
+// Due to now plus lease.
+//
+// It finds the writes with a spec and a due not after now, by (due,
+// name), through the index on (due, name), so its cost grows with the
+// writes due, not with the records stored. A write found is claimed if
+// it is still its schedule's latest, by inserting the next write with the
+// same state and the new due: the insert is the compare-and-set, so of
+// racing claimers (or a claimer and a step, a pause, a new definition)
+// one wins and the others skip the record. A write found that is no
+// longer the latest (its writer did not live to remove its due) has its
+// due removed; a record whose latest write has an advance pending younger
+// than pendingGrace is being stepped, and is skipped rather than waited
+// for.
+func (p *Persistence) ClaimDueRecurring(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]bus.RecurringRecord, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	if lease <= 0 {
+		return nil, &ArgumentError{Method: "ClaimDueRecurring", Argument: "lease", Reason: "is not positive"}
+	}
+	until := now.Add(lease).UnixNano()
+	filter := bson.D{
+		{Key: "due", Value: bson.D{{Key: "$lte", Value: now.UnixNano()}}},
+		{Key: "spec", Value: bson.D{{Key: "$type", Value: "binData"}}},
+	}
+	var out []bus.RecurringRecord
+	for range claimRounds {
+		want := limit - len(out)
+		cur, err := p.recurring.Find(ctx, filter, options.Find().
+			SetSort(bson.D{{Key: "due", Value: 1}, {Key: "name", Value: 1}}).SetLimit(int64(want)))
+		if err != nil {
+			return out, fmt.Errorf("mongodb: claim due recurring: %w", err)
+		}
+		var cands []recurringDoc
+		if err := cur.All(ctx, &cands); err != nil {
+			return out, fmt.Errorf("mongodb: claim due recurring: %w", err)
+		}
+		for _, c := range cands {
+			rec, ok, err := p.claimRecurring(ctx, c, until)
+			if err != nil {
+				return out, fmt.Errorf("mongodb: claim due recurring %s: %w", c.Name, err)
+			}
+			if ok {
+				out = append(out, rec)
+			}
+		}
+		if len(cands) < want || len(out) == limit {
+			break // none due left, or enough
+		}
+	}
+	return out, nil
+}
+
+// claimRecurring claims the record of the write c, found due, if c is
+// still its latest: it writes the record again with due until, and
+// returns the record as it was.
+func (p *Persistence) claimRecurring(ctx context.Context, c recurringDoc, until int64) (bus.RecurringRecord, bool, error) {
+	cur, ok, young, err := p.currentRecurring(ctx, c.Name)
+	switch {
+	case err != nil:
+		return bus.RecurringRecord{}, false, err
+	case cur.Seq != c.Seq:
+		p.dropDue(ctx, c.ID) // an earlier write
+		return bus.RecurringRecord{}, false, nil
+	case !ok || young || cur.Spec == nil || cur.Due == nil || *cur.Due != *c.Due:
+		return bus.RecurringRecord{}, false, nil
+	}
+	d := cur.next()
+	d.Due = &until
+	if err := p.writeRecurring(ctx, &d, cur); errors.Is(err, errMoved) {
+		return bus.RecurringRecord{}, false, nil
+	} else if err != nil {
+		return bus.RecurringRecord{}, false, err
+	}
+	return cur.record(), true, nil
+}
+
+// ListRecurringPage returns up to limit records whose names start with
+// prefix and sort after after, by name. It seeks each name in turn
+// through the (name, seq descending) index, one find of one document per
+// name: the name's latest write, skipped when it is a deletion mark.
+func (p *Persistence) ListRecurringPage(ctx context.Context, prefix, after string, limit int) ([]bus.RecurringRecord, error) {
+	var out []bus.RecurringRecord
+	for len(out) < limit {
+		bound := bson.E{Key: "$gt", Value: after}
+		if prefix > after {
+			bound = bson.E{Key: "$gte", Value: prefix} // every name with the prefix is after after
+		}
+		var d recurringDoc
+		err := p.recurring.FindOne(ctx,
+			bson.D{{Key: "name", Value: bson.D{bound, {Key: "$regex", Value: "^" + regexp.QuoteMeta(prefix)}}}},
+			options.FindOne().SetSort(bson.D{{Key: "name", Value: 1}, {Key: "seq", Value: -1}})).Decode(&d)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("mongodb: list recurring page: %w", err)
+		}
+		after = d.Name
+		if d.Pending != nil && !d.Done {
+			var ok bool
+			if d, ok, err = p.settledRecurring(ctx, d.Name); err != nil {
+				return nil, fmt.Errorf("mongodb: list recurring page: %w", err)
+			} else if !ok {
+				continue
+			}
+		}
+		if !d.Deleted {
+			out = append(out, d.record())
+		}
+	}
+	return out, nil
 }
