@@ -51,8 +51,18 @@ func fromNanos(n int64) time.Time {
 // _id is refused atomically on MongoDB and FerretDB alike, so of two
 // writers that read the same latest write only one stores the next. That
 // insert is the compare-and-set of every change. A deletion writes a mark
-// (Deleted). Pending is the rows the advance that wrote this document
-// still has to store and cancel, until Done.
+// (Deleted), with no spec and no due. Pending is the rows the advance that
+// wrote this document still has to store and cancel, until Done.
+//
+// Runtime schedules: every write carries the record's spec and due. A
+// claim (ClaimDueRecurring) finds the writes due through the (due, name)
+// index and claims one by inserting the next write, due a lease ahead;
+// since a schedule's earlier writes stay until Setup removes them a day
+// later, only the latest write counts, and the writer of the next one
+// removes the due of the write it was made from (a claim that finds an
+// earlier write with a due removes it too). The index is not partial:
+// FerretDB v1 refuses partialFilterExpression. Writes without a due sit
+// at its null end, which a claim's $lte on a number never reads.
 type recurringDoc struct {
 	ID          string  `bson:"_id"`
 	Name        string  `bson:"name"`
