@@ -155,7 +155,8 @@
 // write done. If the writer stops in between, the next process to read the
 // schedule finishes the advance once it is five seconds old, and no later
 // change is written before that: every reader sees the advance whole or
-// not at all. Earlier writes are removed by Setup once a day old.
+// not at all. Earlier writes are removed once a day old, by Setup and by
+// every 256th write of a schedule (up to 512 of its oldest).
 //
 // # Operations
 //

@@ -155,12 +155,14 @@ func (p *Persistence) setupRecurring(ctx context.Context) error {
 		return fmt.Errorf("old writes in %s: %w", p.recurring.Name(), err)
 	}
 	var old []string
-	for _, d := range docs {
-		latest, ok, err := p.latestRecurring(ctx, d.Name)
-		if err != nil {
-			return fmt.Errorf("old writes in %s: %w", p.recurring.Name(), err)
+	var latest recurringDoc
+	for i, d := range docs {
+		if i == 0 || d.Name != docs[i-1].Name {
+			if latest, _, err = p.latestRecurring(ctx, d.Name); err != nil {
+				return fmt.Errorf("old writes in %s: %w", p.recurring.Name(), err)
+			}
 		}
-		if ok && latest.Seq != d.Seq {
+		if d.Name == latest.Name && d.Seq < latest.Seq {
 			old = append(old, d.ID)
 		}
 	}
@@ -214,7 +216,47 @@ func (p *Persistence) writeRecurring(ctx context.Context, d *recurringDoc, prev 
 	if prev.Due != nil && prev.Seq == d.Seq-1 {
 		p.dropDue(ctx, recurringDocID(prev.Name, prev.Seq))
 	}
+	if d.Seq%recurringTrimEvery == 0 {
+		p.trimRecurring(ctx, d.Name, d.Seq)
+	}
 	return nil
+}
+
+// A schedule's writer trims its earlier writes as it goes, so that a
+// schedule that runs for long (a runtime one writes twice per tick) does
+// not pile up writes until the next Setup: every recurringTrimEvery
+// writes, it reads the recurringTrimBatch oldest and removes those a day
+// old, as Setup does. That removes as many writes as were made since,
+// once the schedule is a day old.
+const (
+	recurringTrimEvery = 256
+	recurringTrimBatch = 2 * recurringTrimEvery
+)
+
+// trimRecurring removes the writes of the schedule name before seq (its
+// latest, just written) that are a day old, up to recurringTrimBatch of
+// the oldest (best effort).
+func (p *Persistence) trimRecurring(ctx context.Context, name string, seq int64) {
+	cur, err := p.recurring.Find(ctx, bson.D{{Key: "name", Value: name}, {Key: "seq", Value: bson.D{{Key: "$lt", Value: seq}}}},
+		options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}).SetLimit(recurringTrimBatch).
+			SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "written_at", Value: 1}}))
+	var docs []recurringDoc
+	if err == nil {
+		err = cur.All(ctx, &docs)
+	}
+	var old []string
+	cutoff := time.Now().Add(-completedAfter)
+	for _, d := range docs {
+		if d.WrittenAt.Before(cutoff) {
+			old = append(old, d.ID)
+		}
+	}
+	if err == nil && len(old) > 0 {
+		_, err = p.recurring.DeleteMany(ctx, bson.D{idIn(old)})
+	}
+	if err != nil {
+		p.log.WarnContext(ctx, "mongodb: removing earlier recurring writes failed; Setup removes them", "error", err, "recurring", name)
+	}
 }
 
 // dropDue removes the due of the write id, which is no schedule's latest

@@ -361,3 +361,79 @@ func TestRuntimeRecurringEachTickOnceOnTwoDispatchers(t *testing.T) {
 		t.Errorf("handled before their tick: %v", early)
 	}
 }
+
+// insertOldWrites inserts the writes from..to of the schedule name as an
+// earlier process made them at writtenAt.
+func insertOldWrites(t *testing.T, p *mongodb.Persistence, name string, from, to int64, writtenAt time.Time) {
+	t.Helper()
+	var docs []any
+	for seq := from; seq <= to; seq++ {
+		docs = append(docs, bson.D{
+			{Key: "_id", Value: recurringWriteID(name, seq)}, {Key: "name", Value: name}, {Key: "seq", Value: seq},
+			{Key: "fingerprint", Value: "fp"}, {Key: "generation", Value: int64(1)}, {Key: "paused", Value: false},
+			{Key: "last", Value: int64(seq)}, {Key: "ticks", Value: bson.A{}}, {Key: "written_at", Value: writtenAt},
+		})
+	}
+	if _, err := p.RecurringCollection().InsertMany(testCtx(t), docs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func countWrites(t *testing.T, p *mongodb.Persistence, name string) int64 {
+	t.Helper()
+	n, err := p.RecurringCollection().CountDocuments(testCtx(t), bson.D{{Key: "name", Value: name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestRecurringWritesAreTrimmedAsTheyGo: a schedule's writer removes its
+// earlier writes once a day old every 256 writes, without waiting for
+// Setup; the younger ones and the latest stay.
+func TestRecurringWritesAreTrimmedAsTheyGo(t *testing.T) {
+	t.Parallel()
+	p := newRecurringStore(t)
+	ctx := testCtx(t)
+	name := randomName("trim-")
+	insertOldWrites(t, p, name, 1, 200, time.Now().Add(-49*time.Hour))
+	insertOldWrites(t, p, name, 201, 254, time.Now().Add(-time.Hour))
+	// Write 255 trims nothing; 256 trims the 200 a day old.
+	for _, w := range []struct {
+		seq, want int64
+		paused    bool
+	}{{255, 255, true}, {256, 56, false}} {
+		if ok, err := p.SetRecurringPaused(ctx, name, w.paused, time.Now()); err != nil || !ok {
+			t.Fatalf("SetRecurringPaused = %v, %v", ok, err)
+		}
+		if n := countWrites(t, p, name); n != w.want {
+			t.Fatalf("%d writes after the write %d, want %d", n, w.seq, w.want)
+		}
+	}
+	rec, ok, err := p.LoadRecurring(ctx, name)
+	if err != nil || !ok || rec.Fingerprint != "fp" {
+		t.Fatalf("LoadRecurring after the trim = %+v, %v, %v", rec, ok, err)
+	}
+}
+
+// TestRecurringSetupRemovesDayOldWrites: Setup removes the writes a day
+// old that are no schedule's latest, and keeps each latest, however old.
+func TestRecurringSetupRemovesDayOldWrites(t *testing.T) {
+	t.Parallel()
+	p := newRecurringStore(t)
+	a, b := randomName("old-a-"), randomName("old-b-")
+	insertOldWrites(t, p, a, 1, 3, time.Now().Add(-49*time.Hour))
+	insertOldWrites(t, p, b, 1, 2, time.Now().Add(-49*time.Hour))
+	insertOldWrites(t, p, b, 3, 4, time.Now())
+	if err := p.Setup(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if na, nb := countWrites(t, p, a), countWrites(t, p, b); na != 1 || nb != 2 {
+		t.Fatalf("writes left: %d of a, %d of b; want 1 and 2", na, nb)
+	}
+	for _, name := range []string{a, b} {
+		if _, ok, err := p.LoadRecurring(testCtx(t), name); err != nil || !ok {
+			t.Fatalf("LoadRecurring(%s) = %v, %v after Setup", name, ok, err)
+		}
+	}
+}
