@@ -378,39 +378,75 @@ func (p *Persistence) claimRecurring(ctx context.Context, c recurringDoc, until 
 	return cur.record(), true, nil
 }
 
+// pageSkip bounds the earlier writes of one name that ListRecurringPage
+// reads through before it seeks the next name.
+const pageSkip = 32
+
 // ListRecurringPage returns up to limit records whose names start with
-// prefix and sort after after, by name. It seeks each name in turn
-// through the (name, seq descending) index, one find of one document per
-// name: the name's latest write, skipped when it is a deletion mark.
+// prefix and sort after after, by name: each name's latest write, unless
+// it is a deletion mark. It reads the writes of those names by (name, seq
+// descending), through that index, and skips each name's earlier writes;
+// past pageSkip of them it seeks the next name with a new find. So it
+// reads about the page, not every record: on MongoDB at most pageSkip+1
+// writes and one find per name; on FerretDB, which sorts in its own
+// process, one pass over the collection per find.
 func (p *Persistence) ListRecurringPage(ctx context.Context, prefix, after string, limit int) ([]bus.RecurringRecord, error) {
 	var out []bus.RecurringRecord
 	for len(out) < limit {
-		bound := bson.E{Key: "$gt", Value: after}
-		if prefix > after {
-			bound = bson.E{Key: "$gte", Value: prefix} // every name with the prefix is after after
-		}
-		var d recurringDoc
-		err := p.recurring.FindOne(ctx,
-			bson.D{{Key: "name", Value: bson.D{bound, {Key: "$regex", Value: "^" + regexp.QuoteMeta(prefix)}}}},
-			options.FindOne().SetSort(bson.D{{Key: "name", Value: 1}, {Key: "seq", Value: -1}})).Decode(&d)
-		if errors.Is(err, mongo.ErrNoDocuments) {
-			break
-		}
+		more, err := p.listPageRun(ctx, prefix, &after, limit, &out)
 		if err != nil {
 			return nil, fmt.Errorf("mongodb: list recurring page: %w", err)
 		}
-		after = d.Name
+		if !more {
+			break
+		}
+	}
+	return out, nil
+}
+
+// listPageRun reads one cursor over the writes of the names with prefix
+// after *after and appends each name's record to *out, moving *after on,
+// until the page is full or the cursor ends, or, reporting more, until a
+// name has more than pageSkip earlier writes.
+func (p *Persistence) listPageRun(ctx context.Context, prefix string, after *string, limit int, out *[]bus.RecurringRecord) (more bool, err error) {
+	bound := bson.E{Key: "$gt", Value: *after}
+	if prefix > *after {
+		bound = bson.E{Key: "$gte", Value: prefix} // every name with the prefix is after after
+	}
+	cur, err := p.recurring.Find(ctx,
+		bson.D{{Key: "name", Value: bson.D{bound, {Key: "$regex", Value: "^" + regexp.QuoteMeta(prefix)}}}},
+		options.Find().SetSort(bson.D{{Key: "name", Value: 1}, {Key: "seq", Value: -1}}))
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = cur.Close(ctx) }()
+	skipped := 0
+	for cur.Next(ctx) {
+		var d recurringDoc
+		if err := cur.Decode(&d); err != nil {
+			return false, err
+		}
+		if d.Name == *after { // an earlier write of the name just listed
+			if skipped++; skipped > pageSkip {
+				return true, nil
+			}
+			continue
+		}
+		*after, skipped = d.Name, 0
 		if d.Pending != nil && !d.Done {
 			var ok bool
 			if d, ok, err = p.settledRecurring(ctx, d.Name); err != nil {
-				return nil, fmt.Errorf("mongodb: list recurring page: %w", err)
+				return false, err
 			} else if !ok {
 				continue
 			}
 		}
 		if !d.Deleted {
-			out = append(out, d.record())
+			*out = append(*out, d.record())
+		}
+		if len(*out) == limit {
+			return false, nil
 		}
 	}
-	return out, nil
+	return false, cur.Err()
 }

@@ -437,3 +437,30 @@ func TestRecurringSetupRemovesDayOldWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestRecurringPageSkipsManyEarlierWrites: a name with more earlier
+// writes than a page reads through in one go is listed once, with its
+// latest write, and the page goes on after it.
+func TestRecurringPageSkipsManyEarlierWrites(t *testing.T) {
+	t.Parallel()
+	p := newRecurringStore(t)
+	ctx := testCtx(t)
+	base := randomName("skip-")
+	insertOldWrites(t, p, base+"b", 1, 100, time.Now())
+	for _, n := range []string{"a", "c", "d"} {
+		if _, _, err := p.DeclareRecurring(ctx, bus.RecurringRecord{Name: base + n, Fingerprint: "fp"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := p.ListRecurringPage(ctx, base, "", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range page {
+		got = append(got, strings.TrimPrefix(r.Name, base))
+	}
+	if !slices.Equal(got, []string{"a", "b", "c"}) || page[1].Last.UnixNano() != 100 {
+		t.Fatalf("page = %v (%+v), want a, b (its write 100), c", got, page)
+	}
+}
