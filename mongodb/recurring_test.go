@@ -464,3 +464,54 @@ func TestRecurringPageSkipsManyEarlierWrites(t *testing.T) {
 		t.Fatalf("page = %v (%+v), want a, b (its write 100), c", got, page)
 	}
 }
+
+// BenchmarkRecurringRuntime times ClaimDueRecurring (10 due among 10,000
+// runtime schedules) and ListRecurringPage (a page of 100 of them).
+func BenchmarkRecurringRuntime(b *testing.B) {
+	const stored, due = 10_000, 10
+	p := storeOn(b, testEnv.client, randomName("bench_recurring_"))
+	ctx := testCtx(b)
+	b.Cleanup(func() {
+		for _, c := range []*mongo.Collection{p.RecurringCollection(), p.Collection()} {
+			_ = c.Drop(context.Background())
+		}
+	})
+	if err := p.Setup(ctx); err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now().UTC()
+	base := randomName("b-")
+	var docs []any
+	for i := range stored {
+		at := now.Add(time.Hour)
+		if i < due {
+			at = now.Add(-time.Second)
+		}
+		name := fmt.Sprintf("%s-%05d", base, i)
+		docs = append(docs, bson.D{{Key: "_id", Value: recurringWriteID(name, 1)}, {Key: "name", Value: name},
+			{Key: "seq", Value: int64(1)}, {Key: "fingerprint", Value: "fp"}, {Key: "generation", Value: int64(1)},
+			{Key: "paused", Value: false}, {Key: "last", Value: int64(0)}, {Key: "ticks", Value: bson.A{}},
+			{Key: "spec", Value: []byte(`{}`)}, {Key: "due", Value: at.UnixNano()}, {Key: "written_at", Value: time.Now()}})
+	}
+	if _, err := p.RecurringCollection().InsertMany(ctx, docs); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("claim", func(b *testing.B) {
+		const lease = time.Millisecond
+		at := now
+		for b.Loop() {
+			recs, err := p.ClaimDueRecurring(ctx, at, 500, lease)
+			if err != nil || len(recs) != due {
+				b.Fatalf("claimed %d, %v; want %d", len(recs), err, due)
+			}
+			at = at.Add(2 * lease) // the claimed ones are due again
+		}
+	})
+	b.Run("page", func(b *testing.B) {
+		for b.Loop() {
+			if page, err := p.ListRecurringPage(ctx, base, "", 100); err != nil || len(page) != 100 {
+				b.Fatalf("page of %d, %v", len(page), err)
+			}
+		}
+	})
+}
