@@ -57,8 +57,8 @@ func fromNanos(n int64) time.Time {
 // Runtime schedules: every write carries the record's spec and due. A
 // claim (ClaimDueRecurring) finds the writes due through the (due, name)
 // index and claims one by inserting the next write, due a lease ahead;
-// since a schedule's earlier writes stay until Setup removes them a day
-// later, only the latest write counts, and the writer of the next one
+// since a schedule's earlier writes stay for a day (see trimRecurring),
+// only the latest write counts, and the writer of the next one
 // removes the due of the write it was made from (a claim that finds an
 // earlier write with a due removes it too). The index is not partial:
 // FerretDB v1 refuses partialFilterExpression. Writes without a due sit
@@ -304,8 +304,9 @@ const claimRounds = 4
 // Due to now plus lease.
 //
 // It finds the writes with a spec and a due not after now, by (due,
-// name), through the index on (due, name), so its cost grows with the
-// writes due, not with the records stored. A write found is claimed if
+// name), through the index on (due, name), so on MongoDB its cost grows
+// with the writes due, not with the records stored (FerretDB v1 evaluates
+// range filters over the whole collection). A write found is claimed if
 // it is still its schedule's latest, by inserting the next write with the
 // same state and the new due: the insert is the compare-and-set, so of
 // racing claimers (or a claimer and a step, a pause, a new definition)
