@@ -515,3 +515,22 @@ func BenchmarkRecurringRuntime(b *testing.B) {
 		}
 	})
 }
+
+// TestRecurringEmptySpecIsARuntimeSchedule: an empty Spec is a runtime
+// schedule's (not nil, a declared one's): it loads as empty and is claimed.
+func TestRecurringEmptySpecIsARuntimeSchedule(t *testing.T) {
+	t.Parallel()
+	p := newRecurringStore(t)
+	ctx := testCtx(t)
+	name := randomName("empty-")
+	now := time.Now().UTC()
+	if _, _, err := p.DeclareRecurring(ctx, bus.RecurringRecord{Name: name, Fingerprint: "fp", Spec: []byte{}, Due: now}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, ok, err := p.LoadRecurring(ctx, name); err != nil || !ok || rec.Spec == nil || len(rec.Spec) != 0 {
+		t.Fatalf("LoadRecurring = %+v, %v, %v; want an empty, non-nil Spec", rec, ok, err)
+	}
+	if got := claimNames(t, p, now); len(got) != 1 {
+		t.Fatalf("claimed %v, want the schedule with an empty Spec", got)
+	}
+}
