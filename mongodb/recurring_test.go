@@ -35,7 +35,7 @@ func dropAtEnd(t *testing.T, name string) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		for _, c := range []string{name, name + "_claims", name + "_recurring", name + "_sagas", name + "_failed"} {
+		for _, c := range []string{name, name + "_claims", name + "_recurring", name + "_recurring_runs", name + "_sagas", name + "_failed"} {
 			if err := testEnv.client.Database(testDatabase).Collection(c).Drop(ctx); err != nil {
 				t.Errorf("drop %s: %v", c, err)
 			}
