@@ -333,14 +333,7 @@ func TestRecurringOverlapSkipSkipsATickWhileThePreviousRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Stop(context.Background()) })
-	advanceTo := func(to time.Time) {
-		for clock.Now().Before(to) {
-			clock.WaitForTimers(ctxT(t), 2)
-			clock.Advance(25 * time.Millisecond)
-			time.Sleep(2 * time.Millisecond)
-		}
-	}
-	advanceTo(base.Add(450 * time.Millisecond)) // 200 runs (blocked), 400 arrives
+	advance(t, clock, 2, 25*time.Millisecond, base.Add(450*time.Millisecond)) // 200 runs (blocked), 400 arrives
 	deadline := time.Now().Add(20 * time.Second)
 	for b.Metrics().RecurringSkipped < 1 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
@@ -349,7 +342,7 @@ func TestRecurringOverlapSkipSkipsATickWhileThePreviousRuns(t *testing.T) {
 		t.Fatalf("Metrics().RecurringSkipped = %d, want 1: the tick of 400ms arrived while 200ms ran", n)
 	}
 	close(release)
-	advanceTo(base.Add(650 * time.Millisecond))
+	advance(t, clock, 2, 25*time.Millisecond, base.Add(650*time.Millisecond))
 	for time.Now().Before(deadline) {
 		mu.Lock()
 		n := len(handled)

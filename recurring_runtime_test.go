@@ -171,13 +171,7 @@ func TestRecurringPolicyJitterShiftsEveryTickByOneOffset(t *testing.T) {
 	if err := opsBus(t, clock, tr, store).SetRecurring(ctxT(t), spec); err != nil {
 		t.Fatal(err)
 	}
-	for clock.Now().Before(recT0.Add(2 * time.Second)) {
-		if !clock.WaitForTimers(ctxT(t), 2) {
-			t.Fatal("the bus's loops did not go to sleep")
-		}
-		clock.Advance(10 * time.Millisecond)
-		time.Sleep(time.Millisecond)
-	}
+	advance(t, clock, 2, 10*time.Millisecond, recT0.Add(2*time.Second))
 	log.waitLen(t, 9)
 	ticks, at := log.snapshot()
 	off := ticks[0].Sub(ticks[0].Truncate(200 * time.Millisecond))
@@ -367,11 +361,7 @@ func TestSetRecurringSchedulesAlikeButForTheirNamesEachTick(t *testing.T) {
 		}
 	}
 	end := recT0.Add(2 * time.Second)
-	for clock.Now().Before(end) {
-		clock.WaitForTimers(ctxT(t), 2)
-		clock.Advance(25 * time.Millisecond)
-		time.Sleep(2 * time.Millisecond)
-	}
+	advance(t, clock, 2, 25*time.Millisecond, end)
 	want := ticksIn(200*time.Millisecond, recT0, end)
 	deadline := time.Now().Add(20 * time.Second)
 	for {

@@ -148,3 +148,17 @@ func TestRecurringTwoBusesDeliverEachTickOnce(t *testing.T) {
 		}
 	}
 }
+
+// advance moves clock by step until it reached to, waiting before each
+// step until sleepers goroutines went to sleep on it, and a moment after
+// each for what the step woke.
+func advance(t *testing.T, clock *bustest.FakeClock, sleepers int, step time.Duration, to time.Time) {
+	t.Helper()
+	for clock.Now().Before(to) {
+		if !clock.WaitForTimers(ctxT(t), sleepers) {
+			t.Fatalf("at %v: fewer than %d goroutines went to sleep", clock.Now(), sleepers)
+		}
+		clock.Advance(step)
+		time.Sleep(2 * time.Millisecond)
+	}
+}
