@@ -103,6 +103,10 @@ type Persistence struct {
 	channel string   // the due channel (WatchDue)
 	next    atomic.Uint64
 	durable atomic.Bool
+	// afterCommit, when set (by tests), runs between the commit of an
+	// advance and the storing of its rows; an error stops the advance
+	// there, as a writer that died would.
+	afterCommit func() error
 }
 
 // NewPersistence returns a Persistence on client. The caller owns the
