@@ -87,3 +87,10 @@ func TestClusterSpreadsRowsOverMasters(t *testing.T) {
 		t.Errorf("NextDueOutgoing = %v, %v, %v; want about %v", next, ok, err, due)
 	}
 }
+
+func TestClusterScheduledBrowser(t *testing.T) {
+	rdb := connectCluster(t)
+	bustest.ScheduledBrowserTests(t, func(t *testing.T) bus.ScheduledBrowser {
+		return newPersistence(t, rdb, redis.PersistenceOptions{})
+	})
+}

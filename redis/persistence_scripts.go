@@ -19,7 +19,10 @@ import goredis "github.com/redis/go-redis/v9"
 // and an entry of the partition's sorted set of its transport,
 // <tag>:z:<transport>, scored by a (claimable from). A claim moves the
 // score to the lease end, so a row whose claimant died is claimable again
-// when its lease lapses.
+// when its lease lapses. For operators (ScheduledBrowser) a row is also in
+// <tag>:du, scored by its due time in µs, and in <tag>:dt:<type>, the same
+// for its message type; <tag>:trs is the set of the partition's
+// transports.
 
 // luaNow is the preamble of every script: now, in microseconds, on the
 // server's clock.
@@ -47,6 +50,9 @@ for i = 1, #ARGV, 7 do
     redis.call('HSET', key, 'e', ARGV[i + 1], 'k', ARGV[i + 2], 't', ARGV[i + 3], 'tr', ARGV[i + 4],
       'd', due, 'a', num(a), 'f', 0)
     redis.call('ZADD', KEYS[1] .. ':z:' .. ARGV[i + 4], num(a), id)
+    redis.call('ZADD', KEYS[1] .. ':du', num(a), id)
+    redis.call('ZADD', KEYS[1] .. ':dt:' .. ARGV[i + 3], num(a), id)
+    redis.call('SADD', KEYS[1] .. ':trs', ARGV[i + 4])
     if earliest < 0 or a < earliest then earliest = a end
   end
 end
@@ -148,12 +154,14 @@ local n = 0
 for i = 2, #ARGV, 5 do
   local id = ARGV[i]
   local key = KEYS[1] .. ':m:' .. id
-  local r = redis.call('HMGET', key, 'tok', 'tr', 'pa')
+  local r = redis.call('HMGET', key, 'tok', 'tr', 'pa', 't')
   if r[1] and r[1] == ARGV[i + 1] then
     local z = KEYS[1] .. ':z:' .. r[2]
     if op == 'delete' then
       redis.call('DEL', key)
       redis.call('ZREM', z, id)
+      redis.call('ZREM', KEYS[1] .. ':du', id)
+      redis.call('ZREM', KEYS[1] .. ':dt:' .. r[4], id)
     else
       local a = r[3]
       if op == 'fail' then
@@ -179,11 +187,13 @@ return n
 // It returns 1 when it removed the row.
 var cancelScript = goredis.NewScript(luaNow + `
 local key = KEYS[1] .. ':m:' .. ARGV[1]
-local r = redis.call('HMGET', key, 'tr', 'tok', 'l')
+local r = redis.call('HMGET', key, 'tr', 'tok', 'l', 't')
 if not r[1] then return 0 end
 if r[2] and tonumber(r[3]) > now then return 0 end
 redis.call('DEL', key)
 redis.call('ZREM', KEYS[1] .. ':z:' .. r[1], ARGV[1])
+redis.call('ZREM', KEYS[1] .. ':du', ARGV[1])
+redis.call('ZREM', KEYS[1] .. ':dt:' .. r[4], ARGV[1])
 return 1
 `)
 

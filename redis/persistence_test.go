@@ -131,3 +131,10 @@ func TestPersistenceWatchDueWakesOtherProcesses(t *testing.T) {
 		}
 	}
 }
+
+func TestPersistenceScheduledBrowser(t *testing.T) {
+	rdb := connect(t)
+	bustest.ScheduledBrowserTests(t, func(t *testing.T) bus.ScheduledBrowser {
+		return newPersistence(t, rdb, redis.PersistenceOptions{})
+	})
+}
