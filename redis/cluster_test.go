@@ -94,3 +94,10 @@ func TestClusterScheduledBrowser(t *testing.T) {
 		return newPersistence(t, rdb, redis.PersistenceOptions{})
 	})
 }
+
+func TestClusterFailedStore(t *testing.T) {
+	rdb := connectCluster(t)
+	bustest.FailedStoreTests(t, func(t *testing.T) bus.FailedStore {
+		return newPersistence(t, rdb, redis.PersistenceOptions{})
+	})
+}

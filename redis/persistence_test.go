@@ -138,3 +138,10 @@ func TestPersistenceScheduledBrowser(t *testing.T) {
 		return newPersistence(t, rdb, redis.PersistenceOptions{})
 	})
 }
+
+func TestPersistenceFailedStore(t *testing.T) {
+	rdb := connect(t)
+	bustest.FailedStoreTests(t, func(t *testing.T) bus.FailedStore {
+		return newPersistence(t, rdb, redis.PersistenceOptions{})
+	})
+}
