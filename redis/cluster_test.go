@@ -101,3 +101,10 @@ func TestClusterFailedStore(t *testing.T) {
 		return newPersistence(t, rdb, redis.PersistenceOptions{})
 	})
 }
+
+func TestClusterSagas(t *testing.T) {
+	rdb := connectCluster(t)
+	bustest.SagaTests(t, func(t *testing.T) bus.SagaStore {
+		return newPersistence(t, rdb, redis.PersistenceOptions{})
+	})
+}

@@ -145,3 +145,10 @@ func TestPersistenceFailedStore(t *testing.T) {
 		return newPersistence(t, rdb, redis.PersistenceOptions{})
 	})
 }
+
+func TestPersistenceSagas(t *testing.T) {
+	rdb := connect(t)
+	bustest.SagaTests(t, func(t *testing.T) bus.SagaStore {
+		return newPersistence(t, rdb, redis.PersistenceOptions{})
+	})
+}
