@@ -134,19 +134,28 @@ func (p *Persistence) Durable() bool { return p.durable.Load() }
 
 // Setup loads the scripts on every master and reads the server's
 // persistence settings (see Durable). Nothing needs creating: keys appear
-// when rows are stored.
+// when rows are stored. An error of a server that cannot be reached for
+// now (a refused or lost connection, a timeout, LOADING, CLUSTERDOWN, …)
+// matches bus.ErrStoreUnavailable, so bus.Start tries again; others, such
+// as a wrong password, do not.
 func (p *Persistence) Setup(ctx context.Context) error {
 	for _, s := range storeScripts {
 		if err := s.Load(ctx, p.client).Err(); err != nil {
-			return fmt.Errorf("redis: setup: load scripts: %w", err)
+			return unavailable(fmt.Errorf("redis: setup: load scripts: %w", err))
 		}
 	}
 	durable, err := p.readDurability(ctx)
 	if err != nil {
-		return fmt.Errorf("redis: setup: %w", err)
+		return unavailable(fmt.Errorf("redis: setup: %w", err))
 	}
 	p.durable.Store(durable)
 	return nil
+}
+
+// String describes the store for logs and errors: "redis <prefix>" and
+// the partitions.
+func (p *Persistence) String() string {
+	return fmt.Sprintf("redis %s (%d partitions)", p.opts.Prefix, len(p.tags))
 }
 
 // Ping returns nil when the server (every master of a cluster) answers.

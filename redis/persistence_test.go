@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
 	"github.com/postbus/bus/internal/drivertest"
@@ -151,4 +153,29 @@ func TestPersistenceSagas(t *testing.T) {
 	bustest.SagaTests(t, func(t *testing.T) bus.SagaStore {
 		return newPersistence(t, rdb, redis.PersistenceOptions{})
 	})
+}
+
+// Setup against a server that is not there fails with an error matching
+// bus.ErrStoreUnavailable, so bus.Start retries it; a wrong password does
+// not.
+func TestPersistenceSetupUnavailable(t *testing.T) {
+	t.Parallel()
+	dead := goredis.NewClient(&goredis.Options{Addr: bustest.DeadAddr(t), DialTimeout: time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = dead.Close() })
+	p, err := redis.NewPersistence(dead, redis.PersistenceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Setup(t.Context()); !errors.Is(err, bus.ErrStoreUnavailable) {
+		t.Errorf("Setup on a dead address = %v, want an error matching bus.ErrStoreUnavailable", err)
+	}
+	connect(t) // skips when the test server is absent
+	wrong := goredis.NewClient(&goredis.Options{Addr: redisAddr, Username: "nobody", Password: "wrong", MaxRetries: -1})
+	t.Cleanup(func() { _ = wrong.Close() })
+	if p, err = redis.NewPersistence(wrong, redis.PersistenceOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Setup(t.Context()); err == nil || errors.Is(err, bus.ErrStoreUnavailable) {
+		t.Errorf("Setup with a wrong password = %v, want an error that does not match bus.ErrStoreUnavailable", err)
+	}
 }
