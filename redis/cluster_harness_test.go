@@ -60,18 +60,21 @@ func connectCluster(t testing.TB) *goredis.ClusterClient {
 	return rdb
 }
 
-// stopCluster stops the test cluster, if one was started, and deletes its
-// folder.
+// stopCluster stops the shared test cluster, if one was started.
 func stopCluster() {
-	if theCluster == nil {
-		return
+	if theCluster != nil {
+		theCluster.stop()
+		theCluster = nil
 	}
-	for _, cmd := range theCluster.nodes {
+}
+
+// stop kills the cluster's nodes and deletes its folder.
+func (c *testCluster) stop() {
+	for _, cmd := range c.nodes {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	}
-	_ = os.RemoveAll(theCluster.dir)
-	theCluster = nil
+	_ = os.RemoveAll(c.dir)
 }
 
 const clusterNodes = 6
@@ -90,8 +93,7 @@ func startCluster() (*testCluster, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			theCluster = c
-			stopCluster()
+			c.stop()
 		}
 	}()
 	ports, err := freePorts(clusterNodes)

@@ -56,11 +56,17 @@ type PersistenceOptions struct {
 	// before in the partitions they were stored in: keep it for the life
 	// of the data. Default DefaultPartitions (24); at most 1024.
 	Partitions int
-	// WaitReplicas, when positive, makes every call that writes wait until
-	// that many replicas of the node acknowledged the write (WAIT), and
-	// fail with an error wrapping ErrNotReplicated when fewer did within
-	// WaitTimeout (the write itself stays on the master). Default 0: a
-	// call returns once the master applied it.
+	// WaitReplicas, when positive, makes every call that stores or
+	// removes data wait until that many replicas of the node acknowledged
+	// the write (WAIT), and fail with an error wrapping ErrNotReplicated
+	// when fewer did within WaitTimeout (the write itself stays on the
+	// master): storing and cancelling scheduled messages, send now, the
+	// recurring records, sagas and failed messages. Claims and their
+	// settlements (delete, release, failure) do not wait: a failover that
+	// undoes one makes a message claimable again or leaves it leased until
+	// its lease ends, so it is delivered at least once and never lost, and
+	// a partition whose master lost its replicas stays deliverable.
+	// Default 0: a call returns once the master applied it.
 	WaitReplicas int
 	// WaitTimeout bounds each WAIT. Default DefaultWaitTimeout (1s).
 	WaitTimeout time.Duration

@@ -48,7 +48,7 @@ func (p *Persistence) ListScheduled(ctx context.Context, q bus.ScheduledQuery) (
 		calls[i] = call{part: i, script: browseListScript, keys: []string{tag, index},
 			args: []any{from, before, afterDue, q.AfterID, limit}}
 	}
-	cmds, err := p.runRead(ctx, calls)
+	cmds, err := p.runPipelined(ctx, calls)
 	if err != nil {
 		return nil, fmt.Errorf("redis: list scheduled: %w", err)
 	}
@@ -71,7 +71,7 @@ func (p *Persistence) ListScheduled(ctx context.Context, q bus.ScheduledQuery) (
 // GetScheduled returns the row with the ID.
 func (p *Persistence) GetScheduled(ctx context.Context, id string) (bus.OutgoingMessage, bool, error) {
 	part := p.partitionOf(id)
-	cmds, err := p.runRead(ctx, []call{{part: part, script: browseGetScript, keys: []string{p.tags[part]}, args: []any{id}}})
+	cmds, err := p.runPipelined(ctx, []call{{part: part, script: browseGetScript, keys: []string{p.tags[part]}, args: []any{id}}})
 	if err != nil {
 		return bus.OutgoingMessage{}, false, fmt.Errorf("redis: get scheduled: %w", err)
 	}
@@ -93,7 +93,7 @@ func (p *Persistence) StatsScheduled(ctx context.Context, _ time.Time) (bus.Sche
 	for i, tag := range p.tags {
 		calls[i] = call{part: i, script: browseStatsScript, keys: []string{tag}, args: []any{bus.OverdueCap}}
 	}
-	cmds, err := p.runRead(ctx, calls)
+	cmds, err := p.runPipelined(ctx, calls)
 	if err != nil {
 		return bus.ScheduledStats{}, fmt.Errorf("redis: stats: %w", err)
 	}
@@ -129,7 +129,7 @@ func (p *Persistence) DueHistogram(ctx context.Context, from time.Time, width ti
 		calls[i] = call{part: i, script: browseHistogramScript, keys: []string{tag},
 			args: []any{ceilMicros(max(from.UnixNano(), 0)), max(width.Microseconds(), 1), n}}
 	}
-	cmds, err := p.runRead(ctx, calls)
+	cmds, err := p.runPipelined(ctx, calls)
 	if err != nil {
 		return nil, fmt.Errorf("redis: histogram: %w", err)
 	}

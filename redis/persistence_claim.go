@@ -78,7 +78,7 @@ func (p *Persistence) claim(ctx context.Context, transport string, ahead time.Du
 		calls = append(calls, call{part: part, script: claimScript, keys: keys,
 			args: []any{aheadUs, leaseUs, share[part], strconv.FormatInt(last[part], 10), token}})
 	}
-	cmds, runErr := p.run(ctx, calls)
+	cmds, runErr := p.runPipelined(ctx, calls) // no WAIT: see runPipelined
 	var out []bus.OutgoingMessage
 	var claimNow time.Time
 	for _, c := range cmds {
@@ -131,16 +131,21 @@ func (p *Persistence) peek(ctx context.Context, transport string, aheadUs int64,
 		}
 		calls[i] = call{part: i, script: peekScript, keys: keys, args: []any{aheadUs, limit}}
 	}
-	cmds, err := p.runRead(ctx, calls)
-	if err != nil {
+	cmds, err := p.runPipelined(ctx, calls)
+	if err != nil && !p.someAnswered(cmds) {
 		return nil, time.Time{}, fmt.Errorf("redis: claim: %w", err)
+	}
+	if err != nil {
+		// A node that does not answer (down, failing over) holds up only
+		// its own partitions: the others are claimed from.
+		p.opts.Logger.WarnContext(ctx, "redis: claim: some partitions did not answer; claiming from the others", "error", err)
 	}
 	var cands []candidate
 	var now time.Time
 	for i, c := range cmds {
 		vals, err := c.StringSlice()
 		if err != nil || len(vals) == 0 {
-			return nil, time.Time{}, fmt.Errorf("redis: claim: read partition %d: %w", i, err)
+			continue
 		}
 		n, err := parseMicros(vals[0])
 		if err != nil {
@@ -226,7 +231,7 @@ func (p *Persistence) settle(ctx context.Context, op string, rows []bus.Outgoing
 	for part := range byPart {
 		flush(part)
 	}
-	cmds, runErr := p.run(ctx, calls)
+	cmds, runErr := p.runPipelined(ctx, calls) // no WAIT: see runPipelined
 	n := 0
 	for _, c := range cmds {
 		if c == nil {

@@ -31,29 +31,50 @@ func (p *Persistence) run(ctx context.Context, calls []call) ([]*goredis.Cmd, er
 	if p.opts.WaitReplicas > 0 {
 		return p.runWaiting(ctx, calls)
 	}
-	return p.runRead(ctx, calls)
+	return p.runPipelined(ctx, calls)
 }
 
-// runRead runs calls in one pipeline, without WAIT: for the scripts that
-// only read, and for every script when WaitReplicas is 0.
-func (p *Persistence) runRead(ctx context.Context, calls []call) ([]*goredis.Cmd, error) {
+// runPipelined runs calls in one pipeline, without WAIT: for the scripts
+// that only read, for claims and settlements (a failover that undoes one
+// makes a message claimable again, or leaves it leased until its lease
+// ends: it is delivered at least once, never lost), and for every script
+// when WaitReplicas is 0. It returns every command, each with its own
+// result or error, and the first error. On a cluster, an error of a node
+// that cannot be reached makes the client reload the cluster's slots, so a
+// failover is followed within a round trip rather than at go-redis's
+// periodic reload.
+func (p *Persistence) runPipelined(ctx context.Context, calls []call) ([]*goredis.Cmd, error) {
 	pipe := p.client.Pipeline()
 	cmds := make([]*goredis.Cmd, len(calls))
 	for i, c := range calls {
 		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is checked below
+	var first error
 	for i, c := range calls {
 		if isNoScript(cmds[i].Err()) {
 			// The server lost its scripts (a restart, a failover, SCRIPT
 			// FLUSH): the call did not run, so running it again is safe.
 			cmds[i] = c.script.Run(ctx, p.client, c.keys, c.args...)
 		}
-		if err := cmds[i].Err(); err != nil {
-			return cmds, err
+		if err := cmds[i].Err(); err != nil && first == nil {
+			first = err
 		}
 	}
-	return cmds, nil
+	if cc, ok := p.client.(*goredis.ClusterClient); ok && isUnavailable(first) {
+		cc.ReloadState(ctx)
+	}
+	return cmds, first
+}
+
+// someAnswered reports whether one of cmds succeeded.
+func (p *Persistence) someAnswered(cmds []*goredis.Cmd) bool {
+	for _, c := range cmds {
+		if c != nil && c.Err() == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // runWaiting runs the calls of each partition on its master, followed by
@@ -77,6 +98,9 @@ func (p *Persistence) runWaiting(ctx context.Context, calls []call) ([]*goredis.
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
+			if cc, ok := p.client.(*goredis.ClusterClient); ok && isUnavailable(err) {
+				cc.ReloadState(ctx)
+			}
 			return cmds, err
 		}
 	}

@@ -61,7 +61,7 @@ func (p *Persistence) StoreFailed(ctx context.Context, msgs []bus.FailedMessage)
 // from the keyset on.
 func (p *Persistence) ListFailed(ctx context.Context, q bus.FailedQuery) ([]bus.FailedMessage, error) {
 	limit := cmp.Or(max(q.Limit, 0), defaultListLimit)
-	cmds, err := p.runRead(ctx, p.scanCalls(q, "list", limit, true))
+	cmds, err := p.runPipelined(ctx, p.scanCalls(q, "list", limit, true))
 	if err != nil {
 		return nil, fmt.Errorf("redis: list failed: %w", err)
 	}
@@ -109,7 +109,7 @@ func (p *Persistence) CountFailed(ctx context.Context, q bus.FailedQuery) (int64
 		}
 		return n, nil
 	}
-	cmds, err := p.runRead(ctx, p.scanCalls(q, "count", 0, false))
+	cmds, err := p.runPipelined(ctx, p.scanCalls(q, "count", 0, false))
 	if err != nil {
 		return 0, fmt.Errorf("redis: count failed: %w", err)
 	}
@@ -160,7 +160,7 @@ func (p *Persistence) scanCalls(q bus.FailedQuery, mode string, limit int, keyse
 // GetFailed returns the message with the ID.
 func (p *Persistence) GetFailed(ctx context.Context, id string) (bus.FailedMessage, bool, error) {
 	part := p.partitionOf(id)
-	cmds, err := p.runRead(ctx, []call{{part: part, script: failedGetScript, keys: []string{p.tags[part]}, args: []any{id}}})
+	cmds, err := p.runPipelined(ctx, []call{{part: part, script: failedGetScript, keys: []string{p.tags[part]}, args: []any{id}}})
 	if err != nil {
 		return bus.FailedMessage{}, false, fmt.Errorf("redis: get failed: %w", err)
 	}
@@ -182,7 +182,7 @@ func (p *Persistence) FailedGroups(ctx context.Context, limit int) ([]bus.Failed
 	for i, tag := range p.tags {
 		calls[i] = call{part: i, script: failedGroupsScript, keys: []string{tag}}
 	}
-	cmds, err := p.run(ctx, calls) // it drops empty groups from the set
+	cmds, err := p.runPipelined(ctx, calls) // it drops empty groups from the set: no WAIT
 	if err != nil {
 		return nil, fmt.Errorf("redis: failed groups: %w", err)
 	}

@@ -267,7 +267,7 @@ func (p *Persistence) ClaimDueRecurring(ctx context.Context, now time.Time, limi
 	for part, args := range byPart {
 		calls = append(calls, call{part: part, script: recClaimScript, keys: []string{p.tags[part]}, args: args})
 	}
-	res, err := p.run(ctx, calls)
+	res, err := p.runPipelined(ctx, calls) // a claim: no WAIT (see runPipelined)
 	if err != nil {
 		return nil, fmt.Errorf("redis: claim recurring: %w", err)
 	}
@@ -326,7 +326,7 @@ func (p *Persistence) writeRecord(ctx context.Context, script *goredis.Script, n
 func (p *Persistence) loadRecord(ctx context.Context, name string) (map[string]string, error) {
 	part := p.partitionOf(name)
 	for {
-		cmds, err := p.runRead(ctx, []call{{part: part, script: recGetScript, keys: []string{p.tags[part]}, args: []any{name}}})
+		cmds, err := p.runPipelined(ctx, []call{{part: part, script: recGetScript, keys: []string{p.tags[part]}, args: []any{name}}})
 		if err != nil {
 			return nil, err
 		}
@@ -360,7 +360,7 @@ func (p *Persistence) awaitPending(ctx context.Context, name string, res []strin
 		}
 	}
 	part := p.partitionOf(name)
-	cmds, err := p.runRead(ctx, []call{{part: part, script: recGetScript, keys: []string{p.tags[part]}, args: []any{name}}})
+	cmds, err := p.runPipelined(ctx, []call{{part: part, script: recGetScript, keys: []string{p.tags[part]}, args: []any{name}}})
 	if err != nil {
 		return err
 	}
@@ -408,7 +408,7 @@ func (p *Persistence) finishPending(ctx context.Context, name, pend, seq string)
 // until.
 func (p *Persistence) BeginRecurringRun(ctx context.Context, name, id string, now, until time.Time) (bool, error) {
 	part := p.partitionOf(name)
-	cmds, err := p.run(ctx, []call{{part: part, script: runBeginScript, keys: []string{p.tags[part]},
+	cmds, err := p.runPipelined(ctx, []call{{part: part, script: runBeginScript, keys: []string{p.tags[part]},
 		args: []any{name, id, strconv.FormatInt(now.UnixMicro(), 10), strconv.FormatInt(until.UnixMicro(), 10)}}})
 	if err != nil {
 		return false, fmt.Errorf("redis: begin the run of %s: %w", name, err)
@@ -424,7 +424,7 @@ func (p *Persistence) BeginRecurringRun(ctx context.Context, name, id string, no
 // under way.
 func (p *Persistence) EndRecurringRun(ctx context.Context, name, id string) error {
 	part := p.partitionOf(name)
-	if _, err := p.run(ctx, []call{{part: part, script: runEndScript, keys: []string{p.tags[part]}, args: []any{name, id}}}); err != nil {
+	if _, err := p.runPipelined(ctx, []call{{part: part, script: runEndScript, keys: []string{p.tags[part]}, args: []any{name, id}}}); err != nil {
 		return fmt.Errorf("redis: end the run of %s: %w", name, err)
 	}
 	return nil

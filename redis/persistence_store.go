@@ -115,7 +115,9 @@ func (p *Persistence) CancelOutgoing(ctx context.Context, id string) (bool, erro
 
 // NextDueOutgoing returns when the earliest row of transport (or of none)
 // becomes claimable: the first entry of each partition's sorted sets,
-// read in one pipeline.
+// read in one pipeline. While some nodes of a cluster do not answer, it
+// returns the earliest of the partitions that did; when none did, the
+// error.
 func (p *Persistence) NextDueOutgoing(ctx context.Context, transport string) (time.Time, bool, error) {
 	pipe := p.client.Pipeline()
 	var cmds []*goredis.ZSliceCmd
@@ -127,12 +129,22 @@ func (p *Persistence) NextDueOutgoing(ctx context.Context, transport string) (ti
 			}
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	_, err := pipe.Exec(ctx)
+	answered := false
+	for _, c := range cmds {
+		answered = answered || c.Err() == nil
+	}
+	if err != nil && !answered {
 		return time.Time{}, false, fmt.Errorf("redis: next due: %w", err)
 	}
+	// A node that does not answer (down, failing over) leaves out its
+	// partitions; the dispatcher polls again.
 	found := false
 	var next float64
 	for _, c := range cmds {
+		if c.Err() != nil {
+			continue
+		}
 		for _, z := range c.Val() {
 			if !found || z.Score < next {
 				next, found = z.Score, true
