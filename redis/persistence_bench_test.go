@@ -77,3 +77,12 @@ func usedMemory(b *testing.B, rdb *goredis.Client) int64 {
 	b.Fatal("no used_memory in INFO memory")
 	return 0
 }
+
+// BenchmarkClusterPersistence runs the shared scheduled-store benchmark on
+// the test cluster (3 masters, 3 replicas on this machine).
+func BenchmarkClusterPersistence(b *testing.B) {
+	rdb := connectCluster(b)
+	bustest.BenchmarkScheduledStore(b, func(b *testing.B) bus.ScheduledStore {
+		return newPersistence(b, rdb, redis.PersistenceOptions{})
+	})
+}
