@@ -1,4 +1,5 @@
-// Package redis is the Redis Streams transport of Postbus, built on
+// Package redis is the Redis Streams transport of Postbus and a Redis
+// persistence (see "Persistence" below), built on
 // github.com/redis/go-redis/v9.
 //
 //	rdb := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
@@ -67,4 +68,28 @@
 // Streams are bounded only by memory unless Options.MaxLen is set; a cap
 // drops the oldest entries, handled or not. On Redis Cluster all of a bus's
 // keys must share a slot, which a hash-tagged prefix ("{postbus}") gives.
+//
+// # Persistence
+//
+// NewPersistence returns a store of scheduled messages, recurring
+// schedules, saga instances and failed messages in Redis, on one server or
+// a Redis Cluster:
+//
+//	store, err := redis.NewPersistence(rdb, redis.PersistenceOptions{})
+//	b, err := bus.New(bus.Config{Endpoint: "billing", Transport: t, Persistence: store})
+//
+// Rows are hashed by ID (schedules and sagas by name) over
+// PersistenceOptions.Partitions partitions; every key of a partition
+// starts with the hash tag "{<prefix>:<i>}", so a partition is one slot and
+// every store call is one Lua script on one partition, atomic on its node.
+// Due, lease and retry times are compared on the node's clock (TIME in the
+// scripts). A claim reads every partition's earliest claimable rows in one
+// pipeline and leases the earliest of them all in a second, so no
+// partition starves. Setup loads the scripts and reads the server's
+// durability: Durable reports whether every master keeps an append-only
+// file, or has the replicas PersistenceOptions.WaitReplicas asks every
+// write to wait for (WAIT). There is no outbox: a handler's data is not in
+// Redis, and bus.New refuses Config.Outbox with this persistence.
+// docs/persistence/redis.md has the data layout, the durability settings
+// and what each loses, and the cluster setup.
 package redis

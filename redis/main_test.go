@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -16,7 +17,17 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m,
+		// go-redis redials a node that went away (the failover test kills
+		// one) from a goroutine that sleeps a second between attempts and
+		// ends at the first after its client closed.
+		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"),
+		// The test cluster stops after the leak check; then exit as
+		// VerifyTestMain would.
+		goleak.Cleanup(func(code int) {
+			stopCluster()
+			os.Exit(code)
+		}))
 }
 
 // redisAddr is the Redis server the integration tests use.
