@@ -303,7 +303,22 @@ func TestRecurringCreateOnBus(t *testing.T) {
 	if code != http.StatusSeeOther {
 		t.Fatalf("create: %d", code)
 	}
-	recd, ok, err := store.LoadRecurring(ctx, "invoices-acme")
+	// A service's dispatcher on the store stores the occurrences.
+	d, err := bus.New(bus.Config{Endpoint: "billing", Persistence: store, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = d.Stop(ctx) }()
+	var recd bus.RecurringRecord
+	var ok bool
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if recd, ok, err = store.LoadRecurring(ctx, "invoices-acme"); err != nil || len(recd.Ticks) > 0 {
+			break
+		}
+	}
 	if err != nil || !ok || recd.Spec == nil || len(recd.Ticks) == 0 {
 		t.Fatalf("record %+v, %v, %v; want a runtime schedule with its ticks ahead", recd, ok, err)
 	}
