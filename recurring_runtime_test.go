@@ -26,10 +26,7 @@ func tickSpec(name, every string) bus.RecurringSpec {
 
 func TestSetRecurringRunsOnEveryDispatcherEachTickOnce(t *testing.T) {
 	t.Parallel()
-	clock := bustest.NewFakeClock(recT0)
-	tr, store := bus.NewMemoryTransport(), bus.NewMemoryPersistence()
-	log := &tickLog{clock: clock}
-	recBus(t, clock, tr, store, log)
+	clock, tr, store, log := recWorld(t)
 	recBus(t, clock, tr, store, log)
 	ops := opsBus(t, clock, tr, store)
 	if err := ops.SetRecurring(ctxT(t), tickSpec("tenant-a", "200ms")); err != nil {
@@ -55,10 +52,7 @@ func TestSetRecurringRunsOnEveryDispatcherEachTickOnce(t *testing.T) {
 
 func TestSetRecurringAgainKeepsOrReplacesTheDefinition(t *testing.T) {
 	t.Parallel()
-	clock := bustest.NewFakeClock(recT0)
-	tr, store := bus.NewMemoryTransport(), bus.NewMemoryPersistence()
-	log := &tickLog{clock: clock}
-	recBus(t, clock, tr, store, log)
+	clock, tr, store, log := recWorld(t)
 	ops := opsBus(t, clock, tr, store)
 	if err := ops.SetRecurring(ctxT(t), tickSpec("r", "200ms")); err != nil {
 		t.Fatal(err)
@@ -162,10 +156,7 @@ func TestListRecurringsPagesInNameOrder(t *testing.T) {
 
 func TestRecurringPolicyJitterShiftsEveryTickByOneOffset(t *testing.T) {
 	t.Parallel()
-	clock := bustest.NewFakeClock(recT0)
-	tr, store := bus.NewMemoryTransport(), bus.NewMemoryPersistence()
-	log := &tickLog{clock: clock}
-	recBus(t, clock, tr, store, log)
+	clock, tr, store, log := recWorld(t)
 	spec := tickSpec("jittered", "200ms")
 	spec.Policy.Jitter = 150 * time.Millisecond
 	if err := opsBus(t, clock, tr, store).SetRecurring(ctxT(t), spec); err != nil {
@@ -190,10 +181,7 @@ func TestRecurringPolicyJitterShiftsEveryTickByOneOffset(t *testing.T) {
 
 func TestRecurringPolicyStartEndAndMaxRuns(t *testing.T) {
 	t.Parallel()
-	clock := bustest.NewFakeClock(recT0)
-	tr, store := bus.NewMemoryTransport(), bus.NewMemoryPersistence()
-	log := &tickLog{clock: clock}
-	recBus(t, clock, tr, store, log)
+	clock, tr, store, log := recWorld(t)
 	ops := opsBus(t, clock, tr, store)
 	base := recT0.Truncate(200 * time.Millisecond)
 	window := tickSpec("window", "200ms")
@@ -274,10 +262,7 @@ func TestBackfillRecurringSendsEachTickOfTheRangeOnce(t *testing.T) {
 // ends with one of them, and only its ticks are sent.
 func TestSetRecurringRacingSetLeavesOneDefinition(t *testing.T) {
 	t.Parallel()
-	clock := bustest.NewFakeClock(recT0)
-	tr, store := bus.NewMemoryTransport(), bus.NewMemoryPersistence()
-	log := &tickLog{clock: clock}
-	recBus(t, clock, tr, store, log)
+	clock, tr, store, log := recWorld(t)
 	a, b := opsBus(t, clock, tr, store), opsBus(t, clock, tr, store)
 	var wg sync.WaitGroup
 	for _, c := range []struct {
@@ -408,4 +393,15 @@ func TestSetRecurringTicksBeforeTheFirstStepAreLateNotMissed(t *testing.T) {
 	if !slices.EqualFunc(ticks, want, time.Time.Equal) {
 		t.Fatalf("occurrences %v, want every tick since the schedule was set: %v", ticks, want)
 	}
+}
+
+// recWorld starts a bus that dispatches and handles Tick on a new memory
+// transport and store, at recT0 on a fake clock.
+func recWorld(t *testing.T) (*bustest.FakeClock, *bus.MemoryTransport, *bus.MemoryPersistence, *tickLog) {
+	t.Helper()
+	clock := bustest.NewFakeClock(recT0)
+	tr, store := bus.NewMemoryTransport(), bus.NewMemoryPersistence()
+	log := &tickLog{clock: clock}
+	recBus(t, clock, tr, store, log)
+	return clock, tr, store, log
 }
