@@ -293,7 +293,7 @@ func (c Config) validate() error {
 				"to consume the error queue, give that endpoint another ErrorQueue", c.ErrorQueue)}
 	case c.Outbox.Enabled && !isOutboxStore(c.Persistence):
 		return &ConfigError{Field: "Outbox.Enabled", Reason: fmt.Sprintf(
-			"persistence %T cannot run handlings in a database transaction (bus.OutboxStore); use postgres.New or sqlite.Open", c.Persistence)}
+			"persistence %T cannot run handlings in a database transaction (bus.OutboxStore); use postgres.New, mysql.New or sqlite.Open", c.Persistence)}
 	case c.Outbox.Retention < 0:
 		return &ConfigError{Field: "Outbox.Retention", Reason: "must not be negative"}
 	case c.Concurrency < 0:

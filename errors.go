@@ -127,7 +127,7 @@ type DelayedDeliveryNotSupportedError struct {
 func (e *DelayedDeliveryNotSupportedError) Error() string {
 	return fmt.Sprintf("bus: delayed delivery is not supported by persistence %s: "+
 		"it must implement bus.ScheduledStore; use bus.NewMemoryPersistence() for tests, "+
-		"or a durable store such as postgres.New, sqlite.Open or mongodb.New", e.Persistence)
+		"or a durable store such as postgres.New, mysql.New, sqlite.Open, mongodb.New or redis.NewPersistence", e.Persistence)
 }
 
 // Is reports whether target is ErrDelayedDeliveryNotSupported.

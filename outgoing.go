@@ -168,7 +168,7 @@ func (b *Bus) checkCanSchedule() error {
 	if !b.cfg.Persistence.Durable() {
 		b.warnOnce.Do(func() {
 			b.log.Warn("scheduled messages are kept by a non-durable persistence and are lost on restart; "+
-				"set Config.Persistence to a durable store (postgres.New, sqlite.Open, mongodb.New) to keep them",
+				"set Config.Persistence to a durable store (postgres.New, mysql.New, sqlite.Open, mongodb.New, or redis.NewPersistence on a server with AOF or replicas) to keep them",
 				slog.String("persistence", fmt.Sprintf("%T", b.cfg.Persistence)))
 		})
 	}

@@ -103,7 +103,7 @@ func (b *Bus) warnNonDurableRetries() {
 	}
 	b.log.Warn("delayed retries are off: the persistence is not durable, and a message moved from the broker into it "+
 		"would be lost on restart; failing messages get immediate retries, then go to the error queue. "+
-		"Set Config.Persistence to a durable store (postgres.New, sqlite.Open, mongodb.New) to have delayed retries",
+		"Set Config.Persistence to a durable store (postgres.New, mysql.New, sqlite.Open, mongodb.New, or redis.NewPersistence on a server that keeps its data) to have delayed retries",
 		slog.String("persistence", fmt.Sprintf("%T", b.cfg.Persistence)),
 		slog.String("transport", fmt.Sprintf("%T", b.transport)))
 }

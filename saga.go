@@ -68,7 +68,7 @@ func NewSaga[S any](b *Bus, name string) *Saga[S] {
 		store, ok := b.cfg.Persistence.(SagaStore)
 		if !ok {
 			info.err = fmt.Errorf("bus: NewSaga %q: %w", name, &ConfigError{Field: "Persistence",
-				Reason: fmt.Sprintf("%T does not store sagas; use the in-memory default, postgres.New, sqlite.Open or mongodb.New", b.cfg.Persistence)})
+				Reason: fmt.Sprintf("%T does not store sagas; use the in-memory default, postgres.New, mysql.New, sqlite.Open, mongodb.New or redis.NewPersistence", b.cfg.Persistence)})
 		}
 		info.store = store
 	}
