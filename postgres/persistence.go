@@ -39,6 +39,8 @@ type Persistence struct {
 	// sagaSQL is the SQL of the saga store (saga.go).
 	sagaSQL sagaStatements
 	batch   *batcher[bus.OutgoingMessage]
+	// replan makes the claims planned at each call (replan.go).
+	replan []any
 }
 
 // New returns a Persistence on pool, configured by opts (zero values mean
@@ -58,6 +60,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
 	p.staged = newStagedStatements(p.names, !opts.DisableNotify)
 	p.sagaSQL = newSagaStatements(p.names)
 	p.batch = newBatcher(opts.MaxBatchRows, opts.MaxConcurrentInserts, p.insert)
+	p.replan = replanning(pool)
 	return p, nil
 }
 

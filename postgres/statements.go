@@ -120,6 +120,8 @@ WHERE o.id = ANY($1::text[]) AND o.id = c.id AND o.lease_token = c.token`, join)
 // table, and then hash-joins the CTE against a sequential scan of the whole
 // table (536 ms a claim behind a backlog of 1,000,000 rows, against 1.4 ms
 // with this condition).
+// A generic plan made while the table was nearly empty still reads it
+// whole, so the claims are planned at each call (replan.go).
 //
 // With ahead, the claim looks $5 microseconds past now() (still a stable
 // bound, so still an index condition), leases for $5 + $3, and also

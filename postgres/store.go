@@ -144,7 +144,7 @@ func (p *Persistence) claim(ctx context.Context, sql, transport string, limit in
 		return bus.AheadClaim{}, ctx.Err()
 	}
 	token := newToken()
-	rows, err := p.pool.Query(ctx, sql, append([]any{cleanText(transport), limit, micros(lease), token}, extra...)...)
+	rows, err := p.pool.Query(ctx, sql, replanned(p.replan, append([]any{cleanText(transport), limit, micros(lease), token}, extra...)...)...)
 	if err != nil {
 		return bus.AheadClaim{}, fmt.Errorf("postgres: claim outgoing: %w", err)
 	}
