@@ -238,10 +238,12 @@ func (p *Pool[M]) Queued() int {
 	return len(p.queue)
 }
 
-// Changed returns a channel that is closed the next time a slot frees or
-// a Handle returns: a loop that waits for room on conditions of its own
-// (the messages it holds, a notification) selects on it with its other
-// events. Take it before looking at the pool, so no change is missed.
+// Changed returns a channel that is closed the next time a slot frees, a
+// Handle returns, or a worker takes the last message that could start
+// while another worker is idle: a loop that waits for room on conditions
+// of its own (the messages it holds, a notification) selects on it with
+// its other events. Take it before looking at the pool, so no change is
+// missed.
 func (p *Pool[M]) Changed() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -386,6 +388,10 @@ func (p *Pool[M]) next() (queued[M], bool) {
 			p.running++
 			if p.startable() >= 0 {
 				p.ready.Signal() // pass the wake-up on
+			} else if p.running < p.conc {
+				// Another worker stays idle with nothing to start, which
+				// an AcquireBatch that saw this message queued waits for.
+				p.notify()
 			}
 			return q, true
 		}

@@ -564,3 +564,52 @@ func TestPoolAcquireServesWaitersInTurn(t *testing.T) {
 	}
 	t.Fatal("the waiting Acquire never got a slot: the loop that released took them back each time")
 }
+
+// A loop that puts a message and at once asks for a batch must get the
+// free slots when a worker takes that message and another worker stays
+// idle with nothing to start: one slow handling must not keep the idle
+// worker waiting for a batch that only its end would bring. The loop's
+// AcquireBatch looks at the pool before the woken worker takes the
+// message, as it does when the loop runs on.
+func TestPoolAcquireBatchWakesWhenAWorkerTakesTheLastMessage(t *testing.T) {
+	t.Parallel()
+	const rounds = 5
+	gates := make([]chan struct{}, rounds+1)
+	for i := range gates {
+		gates[i] = make(chan struct{})
+	}
+	started := make(chan int, rounds+1)
+	p := newPool(t, driver.PoolOptions[int]{Concurrency: 3, Prefetch: 3,
+		Handle: func(m int) { started <- m; <-gates[m] }})
+	opened := 1 // gates[1:opened] are open
+	defer func() {
+		for _, g := range slices.Concat(gates[:1], gates[opened:]) {
+			close(g)
+		}
+		p.Close()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	feed(t, p, []int{0}, 1) // the slow handling, on one worker throughout
+	recv(t, started, "the slow handling")
+	for m := 1; m <= rounds; m++ {
+		if n := p.Acquire(ctx, 1); n != 1 {
+			t.Fatalf("Acquire = %d, want 1", n)
+		}
+		got := make(chan int, 1)
+		go func() {
+			p.Put(m)
+			got <- p.AcquireBatch(ctx, p.Capacity(), p.Capacity())
+		}()
+		if s := recv(t, started, "the message put"); s != m {
+			t.Fatalf("started %d, want %d", s, m)
+		}
+		// Two handlings run, one worker is idle, four slots are free.
+		if n := recv(t, got, fmt.Sprintf("round %d: AcquireBatch with a worker idle", m)); n != p.Capacity()-2 {
+			t.Fatalf("round %d: AcquireBatch = %d, want the %d free slots", m, n, p.Capacity()-2)
+		}
+		p.Release(p.Capacity() - 2)
+		close(gates[m])
+		opened++
+	}
+}
