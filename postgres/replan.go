@@ -20,7 +20,9 @@ import (
 // of its pace). So the claims run as unnamed statements, which the server
 // plans at every call for the arguments given; pgx still caches their
 // descriptions, so a claim stays one round trip. The settlements find
-// their rows through the primary key under either plan.
+// their rows through the primary key under either plan. (How a claim
+// planned for its arguments still reads only the rows it leases: see
+// claimSQL.)
 
 // replanning returns the query-mode argument that makes pgx run a
 // statement on pool unprepared, planned at each call, when the pool's
