@@ -174,7 +174,7 @@ func tableReads(t *testing.T, pool *pgxpool.Pool, p *postgres.Persistence) func(
 		}
 		var read int64
 		err := pool.QueryRow(ctx, `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
-	FROM pg_stat_user_tables WHERE relid = to_regclass($1)`, postgres.TableName(p)).Scan(&read)
+	FROM pg_stat_user_tables WHERE relid = to_regclass($1)`, p.Table()).Scan(&read)
 		if err != nil {
 			t.Fatal(err)
 		}

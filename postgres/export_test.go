@@ -32,6 +32,3 @@ func ClaimRecurringSQL(p *Persistence) string { return claimRecurringSQL(p.names
 func RecurringPageSQL(p *Persistence) string {
 	return recurringPageSQL(p.names, "name > $2 AND name >= $3 AND name < $4")
 }
-
-// TableName is the scheduled-message table of p, for to_regclass.
-func TableName(p *Persistence) string { return p.names.regTbl }
