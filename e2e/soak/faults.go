@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/postbus/bus/internal/faultproxy"
 )
@@ -17,7 +18,7 @@ import (
 const (
 	faultKill      = "kill"      // SIGKILL a worker, then start it again
 	faultStop      = "stop"      // SIGSTOP a worker, SIGCONT it a few seconds later
-	faultTerminate = "terminate" // pg_terminate_backend on every worker connection
+	faultTerminate = "terminate" // pg_terminate_backend, or with the Redis persistence CLIENT KILL, on every worker store connection
 	faultCut       = "cut"       // close the workers' connections through a proxy for cutFor
 )
 
@@ -84,9 +85,12 @@ func planEvery(interval, from, to time.Duration) []plannedFault {
 
 // injector carries out a fault plan against the workers.
 type injector struct {
-	rng      *rand.Rand
-	fleet    *fleet
-	pool     *pgxpool.Pool     // the soak's own connections, not the workers'
+	rng   *rand.Rand
+	fleet *fleet
+	pool  *pgxpool.Pool // the soak's own connections, not the workers'
+	// redis, with the Redis persistence, is the soak's own connection to
+	// Redis: a termination kills the workers' store connections there.
+	redis    *goredis.Client
 	app      string            // the workers' application_name
 	broker   *faultproxy.Proxy // nil: the workers' broker cannot be cut
 	database *faultproxy.Proxy
@@ -148,6 +152,12 @@ func (in *injector) inject(ctx context.Context, kind string) fault {
 	case faultTerminate:
 		f.start = time.Now()
 		var n int
+		if in.redis != nil {
+			n, f.failed = killRedisClients(ctx, in.redis, in.app+"-w")
+			f.end = time.Now()
+			f.what = fmt.Sprint(n)
+			break
+		}
 		f.failed = in.pool.QueryRow(ctx,
 			`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE $1`, in.app+"-w%").Scan(&n)
 		f.end = time.Now()

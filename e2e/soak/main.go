@@ -109,6 +109,7 @@ const (
 // config holds the command line.
 type config struct {
 	transport    string
+	persistence  string
 	n            int
 	duration     time.Duration
 	maxDelay     time.Duration
@@ -140,6 +141,8 @@ type config struct {
 func main() {
 	var c config
 	flag.StringVar(&c.transport, "transport", "rabbitmq", "transport: rabbitmq, nats, redis, postgres, kafka (kfake, in the soak) or sqs (goaws)")
+	flag.StringVar(&c.persistence, "persistence", persistencePostgres,
+		"the workers' and the producer's store: postgres, or redis (the Redis persistence; not with -outbox, -sample, -transport postgres or -workload recurring)")
 	flag.IntVar(&c.n, "n", 22000, "messages to send")
 	flag.DurationVar(&c.duration, "duration", 60*time.Second, "time over which the messages are sent")
 	flag.DurationVar(&c.maxDelay, "max-delay", 10*time.Second, "the longest DeliverAfter of the delayed half of the messages")
@@ -173,7 +176,7 @@ func main() {
 	c.wf.register(flag.CommandLine)
 	flag.Parse()
 	c.wf.transport, c.wf.workload, c.wf.schedules, c.wf.every, c.wf.lease = c.transport, c.workload, c.schedules, c.every, c.lease
-	c.wf.outbox, c.wf.retention = c.outbox, c.retention
+	c.wf.outbox, c.wf.retention, c.wf.persistence = c.outbox, c.retention, c.persistence
 
 	if c.worker {
 		work := runWorker
@@ -185,6 +188,10 @@ func main() {
 			os.Exit(1)
 		}
 		return
+	}
+	if err := checkPersistence(c); err != nil {
+		fmt.Fprintln(os.Stderr, "soak:", err)
+		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	soak := run

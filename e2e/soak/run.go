@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/internal/faultproxy"
@@ -61,16 +62,40 @@ func run(ctx context.Context, c config) (failed bool, err error) {
 	}
 	defer stopEmulator()
 
-	dbProxy, brokerProxy, err := proxies(c.transport, broker)
+	// The soak's own connection to the Redis persistence: connection
+	// kills, the rows left and the cleanup.
+	var rdb *goredis.Client
+	if c.persistence == persistenceRedis {
+		if rdb, err = redisClient(redisURL(), n.workerApp()+"-soak"); err != nil {
+			return false, err
+		}
+		defer rdb.Close()
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := deleteRedisStore(cctx, rdb, n); err != nil {
+				log.Warn("cleanup", slog.Any("error", err))
+			}
+		}()
+	}
+	dbProxy, brokerProxy, err := proxies(c.transport, c.persistence, broker)
 	if err != nil {
 		return false, err
 	}
 	defer dbProxy.Close()
-	wf := workerFlags{transport: c.transport, dir: dir, names: n, outbox: c.outbox, retention: c.retention, lease: c.lease}
+	wf := workerFlags{
+		transport: c.transport, persistence: c.persistence, dir: dir, names: n,
+		outbox: c.outbox, retention: c.retention, lease: c.lease,
+	}
 	if c.sample > 0 {
 		wf.stats = min(c.sample, 5*time.Second)
 	}
-	if wf.postgres, err = withHost(postgresURL(), dbProxy.Addr()); err != nil {
+	if c.persistence == persistenceRedis {
+		wf.redisStore, err = withHost(redisURL(), dbProxy.Addr())
+	} else {
+		wf.postgres, err = withHost(postgresURL(), dbProxy.Addr())
+	}
+	if err != nil {
 		return false, err
 	}
 	wf.broker = broker
@@ -101,16 +126,29 @@ func run(ctx context.Context, c config) (failed bool, err error) {
 
 	// The producer reaches the services directly, or through the proxies
 	// (then cuts fail its sends too, and it retries them).
-	prodDB, prodBroker := postgresURL(), broker
+	prodDB, prodRedis, prodBroker := postgresURL(), redisURL(), broker
 	if c.cutProducer {
-		prodDB, prodBroker = wf.postgres, wf.broker
+		prodDB, prodRedis, prodBroker = wf.postgres, wf.redisStore, wf.broker
 	}
-	prodPool, err := soakPool(ctx, prodDB, n.workerApp()+"-producer")
-	if err != nil {
-		return false, err
+	var prodStore bus.Persistence
+	var prodPool *pgxpool.Pool
+	if c.persistence == persistenceRedis {
+		store, closeStore, err := openRedisStore(prodRedis, n, n.workerApp()+"-producer", log)
+		if err != nil {
+			return false, err
+		}
+		defer closeStore()
+		prodStore = store
+	} else {
+		if prodPool, err = soakPool(ctx, prodDB, n.workerApp()+"-producer"); err != nil {
+			return false, err
+		}
+		defer prodPool.Close()
+		if prodStore, err = postgres.New(prodPool, postgres.Options{Schema: n.schema(), Logger: log}); err != nil {
+			return false, fmt.Errorf("producer store: %w", err)
+		}
 	}
-	defer prodPool.Close()
-	producer, closeProducer, err := startProducer(ctx, c.transport, prodBroker, n, prodPool, log)
+	producer, closeProducer, err := startProducer(ctx, c.transport, prodBroker, n, prodStore, prodPool, log)
 	if err != nil {
 		return false, err
 	}
@@ -125,7 +163,7 @@ func run(ctx context.Context, c config) (failed bool, err error) {
 		plan = planEvery(c.faultEvery, c.faultEvery, c.duration+c.maxDelay)
 	}
 	in := &injector{
-		rng: mrand.New(mrand.NewPCG(c.seed, 2)), fleet: fl, pool: pool, app: n.workerApp(),
+		rng: mrand.New(mrand.NewPCG(c.seed, 2)), fleet: fl, pool: pool, redis: rdb, app: n.workerApp(),
 		broker: brokerProxy, database: dbProxy, log: log, spareSlot0: c.faultEvery > 0,
 	}
 	smp := &sampler{fleet: fl, pool: pool, n: n, transport: c.transport, outbox: c.outbox, log: log}
@@ -141,6 +179,9 @@ func run(ctx context.Context, c config) (failed bool, err error) {
 	mode := ""
 	if c.outbox {
 		mode = " with the outbox"
+	}
+	if c.persistence == persistenceRedis {
+		mode += " on the Redis persistence"
 	}
 	fmt.Printf("soak %s%s: %d workers, %d messages over %s, %d faults, seed %d, run %s\n",
 		c.transport, mode, c.workers, c.n, c.duration, len(plan), c.seed, n.run)
@@ -186,7 +227,11 @@ func run(ctx context.Context, c config) (failed bool, err error) {
 		ev.committed = er.committed
 	}
 	r := analyze(msgs, events, ev)
-	out.print(os.Stdout, r, msgs, faults, lag, torn, storeRows(pool, n), fl.unexpectedExits())
+	rows := storeRows(pool, n)
+	if rdb != nil {
+		rows = redisStoreRows(rdb, n)
+	}
+	out.print(os.Stdout, r, msgs, faults, lag, torn, rows, fl.unexpectedExits())
 	failed = len(fl.unexpectedExits()) > 0 || r.failed()
 	if er != nil {
 		printEffects(os.Stdout, er)
@@ -237,11 +282,11 @@ func soakPool(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// proxies starts the TCP proxies the workers reach PostgreSQL and the
-// broker at brokerURL through; broker is nil when the transport cannot be
-// cut (see cuttable).
-func proxies(transport, brokerURL string) (db, broker *faultproxy.Proxy, err error) {
-	dbHost, err := hostOf(postgresURL())
+// proxies starts the TCP proxies the workers reach their store (PostgreSQL
+// or, with the Redis persistence, Redis) and the broker at brokerURL
+// through; broker is nil when the transport cannot be cut (see cuttable).
+func proxies(transport, persistence, brokerURL string) (db, broker *faultproxy.Proxy, err error) {
+	dbHost, err := hostOf(storeURL(persistence))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -264,12 +309,8 @@ func proxies(transport, brokerURL string) (db, broker *faultproxy.Proxy, err err
 }
 
 // startProducer starts the send-only bus of the producer on the broker at
-// brokerURL and a store on pool.
-func startProducer(ctx context.Context, transport, brokerURL string, n names, pool *pgxpool.Pool, log *slog.Logger) (*bus.Bus, func(), error) {
-	store, err := postgres.New(pool, postgres.Options{Schema: n.schema(), Logger: log})
-	if err != nil {
-		return nil, nil, fmt.Errorf("producer store: %w", err)
-	}
+// brokerURL and store (pool serves the PostgreSQL transport; nil without).
+func startProducer(ctx context.Context, transport, brokerURL string, n names, store bus.Persistence, pool *pgxpool.Pool, log *slog.Logger) (*bus.Bus, func(), error) {
 	tr, closeTr, err := openTransport(transport, brokerURL, n, pool, 0, log)
 	if err != nil {
 		return nil, nil, err

@@ -44,12 +44,16 @@ var (
 
 // workerFlags are what the parent passes to a worker process.
 type workerFlags struct {
-	slot      int
-	dir       string
-	postgres  string // through the parent's proxy
-	broker    string // through the parent's proxy
-	names     names
-	transport string
+	slot     int
+	dir      string
+	postgres string // through the parent's proxy
+	// persistence is the store (-persistence); with the Redis persistence,
+	// redisStore is its URL, through the parent's database proxy.
+	persistence string
+	redisStore  string
+	broker      string // through the parent's proxy
+	names       names
+	transport   string
 	// The recurring workload: schedules of every, declared by each worker.
 	workload  string
 	schedules int
@@ -67,6 +71,7 @@ func (w *workerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&w.dir, "dir", "", "worker: directory of the journals")
 	fs.StringVar(&w.postgres, "worker-postgres", "", "worker: PostgreSQL URL")
 	fs.StringVar(&w.broker, "worker-broker", "", "worker: broker URL")
+	fs.StringVar(&w.redisStore, "worker-redis-store", "", "worker: the Redis persistence's URL (-persistence redis)")
 	fs.StringVar(&w.names.run, "run", "", "worker: run ID, which names the schema, queues and stream")
 	fs.DurationVar(&w.stats, "stats", 0, "worker: print goroutines and heap this often (0: never)")
 }
@@ -78,7 +83,7 @@ func (w workerFlags) args(slot int) []string {
 		"-worker-postgres", w.postgres, "-worker-broker", w.broker, "-run", w.names.run,
 		"-workload", w.workload, "-schedules", fmt.Sprint(w.schedules), "-every", w.every.String(),
 		"-lease", w.lease.String(), fmt.Sprintf("-outbox=%t", w.outbox), "-retention", w.retention.String(),
-		"-stats", w.stats.String(),
+		"-stats", w.stats.String(), "-persistence", w.persistence, "-worker-redis-store", w.redisStore,
 	}
 }
 
@@ -114,7 +119,7 @@ func runWorker(w workerFlags) error {
 }
 
 // serveWorker runs one worker bus until SIGTERM: it opens the process's
-// journal, the PostgreSQL store and the transport, builds the bus with
+// journal, the store (openWorkerStore) and the transport, builds the bus with
 // disp, lets declare register its handlers (and schedules), starts it
 // (retrying while the services are down, as a supervised service would be
 // restarted), prints "ready" and stops the bus on SIGTERM.
@@ -128,24 +133,11 @@ func serveWorker(w workerFlags, disp bus.DispatcherConfig, declare func(b *bus.B
 	}
 	defer j.Close()
 
-	cfg, err := pgxpool.ParseConfig(w.postgres)
+	store, pool, closeStore, err := openWorkerStore(ctx, w, logger)
 	if err != nil {
-		return fmt.Errorf("postgres url: %w", err)
+		return err
 	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = w.names.slotApp(w.slot)
-	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
-	if w.outbox {
-		cfg.MaxConns = outboxConns
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("postgres pool: %w", err)
-	}
-	defer pool.Close()
-	store, err := postgres.New(pool, postgres.Options{Schema: w.names.schema(), Logger: logger})
-	if err != nil {
-		return fmt.Errorf("postgres store: %w", err)
-	}
+	defer closeStore()
 	newBus := func(endpoint string, concurrency int) (*bus.Bus, func(), error) {
 		tr, closeTr, err := openTransport(w.transport, w.broker, w.names, pool, w.lease, logger)
 		if err != nil {
@@ -208,6 +200,37 @@ func serveWorker(w workerFlags, disp bus.DispatcherConfig, declare func(b *bus.B
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// openWorkerStore opens the worker's store: the PostgreSQL store on a pool
+// (which the PostgreSQL transport and the -outbox handlers share), or with
+// -persistence redis the Redis persistence and no pool. Its connections
+// are named slotApp, which backend terminations and Redis connection kills
+// select on.
+func openWorkerStore(ctx context.Context, w workerFlags, logger *slog.Logger) (bus.Persistence, *pgxpool.Pool, func(), error) {
+	if w.persistence == persistenceRedis {
+		store, closeStore, err := openRedisStore(w.redisStore, w.names, w.names.slotApp(w.slot), logger)
+		return store, nil, closeStore, err
+	}
+	cfg, err := pgxpool.ParseConfig(w.postgres)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("postgres url: %w", err)
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = w.names.slotApp(w.slot)
+	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	if w.outbox {
+		cfg.MaxConns = outboxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("postgres pool: %w", err)
+	}
+	store, err := postgres.New(pool, postgres.Options{Schema: w.names.schema(), Logger: logger})
+	if err != nil {
+		pool.Close()
+		return nil, nil, nil, fmt.Errorf("postgres store: %w", err)
+	}
+	return store, pool, pool.Close, nil
 }
 
 // The -outbox soak's workers share the PostgreSQL server with everything
