@@ -73,20 +73,31 @@ func redisClient(rawURL, name string) (*goredis.Client, error) {
 	}), nil
 }
 
+// soakRedisStore is the Redis persistence counted as durable. The shared
+// Redis of the soak keeps no append-only file, so the persistence reports
+// itself not durable and the bus would turn delayed retries off (the
+// messages asking for one would go to the error queue); the soak never
+// restarts Redis, and what it checks is the store under cuts, kills and
+// connection kills, with the same workload as on PostgreSQL.
+type soakRedisStore struct{ *redis.Persistence }
+
+// Durable reports true: see soakRedisStore.
+func (soakRedisStore) Durable() bool { return true }
+
 // openRedisStore opens the run's Redis persistence at rawURL, its
 // connections named name, and returns it with the function that closes
 // its client.
-func openRedisStore(rawURL string, n names, name string, logger *slog.Logger) (*redis.Persistence, func(), error) {
+func openRedisStore(rawURL string, n names, name string, logger *slog.Logger) (soakRedisStore, func(), error) {
 	rdb, err := redisClient(rawURL, name)
 	if err != nil {
-		return nil, nil, err
+		return soakRedisStore{}, nil, err
 	}
 	store, err := redis.NewPersistence(rdb, redis.PersistenceOptions{Prefix: n.redisStorePrefix(), Logger: logger})
 	if err != nil {
 		_ = rdb.Close()
-		return nil, nil, fmt.Errorf("redis persistence: %w", err)
+		return soakRedisStore{}, nil, fmt.Errorf("redis persistence: %w", err)
 	}
-	return store, func() { _ = rdb.Close() }, nil
+	return soakRedisStore{store}, func() { _ = rdb.Close() }, nil
 }
 
 // killRedisClients ends, with CLIENT KILL ID, every Redis connection whose
