@@ -98,7 +98,8 @@ quickstart:
 # worker processes that are killed, stopped and cut off, on RabbitMQ, NATS,
 # Redis Streams and the PostgreSQL transport, then with the transactional
 # outbox on RabbitMQ and on the PostgreSQL transport (exactly one business
-# row and one event row per message); it prints lost, early and duplicates.
+# row and one event row per message), then on Redis alone (the Redis Streams
+# transport and the Redis persistence); it prints lost, early and duplicates.
 # Not part of `make test`. Shorter: make soak SOAK_FLAGS='-n 3000 -duration 15s'.
 # docs/reliability.md says what each run does and what it found.
 SOAK_FLAGS ?=
@@ -110,6 +111,7 @@ soak:
 	for t in rabbitmq postgres; do \
 		(cd e2e && go run ./soak -transport $$t -outbox $(SOAK_FLAGS)) || status=1; \
 	done; \
+	(cd e2e && go run ./soak -transport redis -persistence redis $(SOAK_FLAGS)) || status=1; \
 	exit $$status
 
 # The same soak on the emulators the soak starts itself: Kafka on kfake (in

@@ -40,6 +40,20 @@
 // before it). The exit status is 1 when anything is lost or early, or a
 // duplicate has none of these explanations.
 //
+// # The Redis persistence
+//
+// With -persistence redis the workers and the producer keep the scheduled
+// messages in the Redis persistence (redis.NewPersistence) on the shared
+// Redis, under a Prefix of the run's own whose keys the soak deletes at
+// the end, instead of PostgreSQL: the database proxy leads to Redis, so a
+// database cut cuts the store, and a backend termination becomes a CLIENT
+// KILL of every worker store connection (selected by a client name unique
+// to the run). The soak counts the persistence as durable, as the shared
+// Redis keeps no append-only file and is never restarted, so delayed
+// retries stay on. -outbox, -sample, -transport postgres and -workload
+// recurring need PostgreSQL. `go run ./soak -transport redis -persistence
+// redis` runs on Redis alone.
+//
 // # Exactly-once effects
 //
 // With -outbox the workers' buses run the transactional outbox: each Work
@@ -80,6 +94,7 @@
 //	go run ./soak -transport rabbitmq                     // 22,000 messages over 60 s
 //	go run ./soak -transport nats -n 3000 -duration 15s   // a quick run
 //	go run ./soak -transport postgres -outbox             // exactly-once effects
+//	go run ./soak -transport redis -persistence redis     // Redis alone
 //	go run ./soak -transport rabbitmq -outbox -duration 30m -n 90000 -fault-every 1m -sample 10s -retention 5m
 //	go run ./soak -workload recurring                     // 1,000 schedules of 1 s, 60 s
 //
