@@ -7,11 +7,13 @@ import (
 
 	_ "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
 	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/driver"
 	"github.com/postbus/bus/mysql"
 	"github.com/postbus/bus/postgres"
+	"github.com/postbus/bus/redis"
 	"github.com/postbus/bus/sqlite"
 )
 
@@ -43,7 +45,7 @@ func (b *backends) Close() {
 type opener func(ctx context.Context, s settings, n need) (*backends, error)
 
 var (
-	errNoPersistence = usagef("no persistence: give --postgres-url, --sqlite-path or --mysql-url (or POSTBUS_POSTGRES_URL, POSTBUS_SQLITE_PATH, POSTBUS_MYSQL_URL)")
+	errNoPersistence = usagef("no persistence: give --postgres-url, --sqlite-path, --mysql-url or --redis-store-url (or POSTBUS_POSTGRES_URL, POSTBUS_SQLITE_PATH, POSTBUS_MYSQL_URL, POSTBUS_REDIS_STORE_URL)")
 	errNoTransport   = usagef("no transport: give --rabbitmq-url, --nats-url, --redis-url, --kafka-brokers or --sqs-region/--sqs-endpoint (or POSTBUS_RABBITMQ_URL, POSTBUS_NATS_URL, POSTBUS_REDIS_URL, POSTBUS_KAFKA_BROKERS, POSTBUS_SQS_REGION/POSTBUS_SQS_ENDPOINT)")
 )
 
@@ -67,7 +69,7 @@ func openBackends(ctx context.Context, s settings, n need) (*backends, error) {
 func openPersistence(ctx context.Context, s settings, b *backends) error {
 	switch {
 	case len(s.persistences()) > 1:
-		return usagef("give one persistence: --postgres-url, --sqlite-path or --mysql-url, not several")
+		return usagef("give one persistence: --postgres-url, --sqlite-path, --mysql-url or --redis-store-url, not several")
 	case s.PostgresURL != "":
 		pool, err := pgxpool.New(ctx, s.PostgresURL)
 		if err != nil {
@@ -93,6 +95,18 @@ func openPersistence(ctx context.Context, s settings, b *backends) error {
 		}
 		b.closers = append(b.closers, closeDB)
 		b.Persistence, b.PersistenceName = p, "mysql"
+	case s.RedisStoreURL != "":
+		opts, err := goredis.ParseURL(s.RedisStoreURL)
+		if err != nil {
+			return usagef("--redis-store-url %s: %v", driver.Redact(s.RedisStoreURL), driver.RedactError(err, s.RedisStoreURL))
+		}
+		client := goredis.NewClient(opts)
+		b.closers = append(b.closers, func() { _ = client.Close() })
+		p, err := redis.NewPersistence(client, redis.PersistenceOptions{Prefix: s.RedisStorePrefix, Logger: s.Log})
+		if err != nil {
+			return err
+		}
+		b.Persistence, b.PersistenceName = p, "redis"
 	default:
 		return errNoPersistence
 	}

@@ -20,6 +20,9 @@ type settings struct {
 	RabbitMQURL, RabbitMQExchange              string
 	NATSURL, NATSStream, NATSPrefix            string
 	RedisURL, RedisPrefix                      string
+	// RedisStoreURL names a Redis persistence (redis.NewPersistence), with
+	// RedisStorePrefix its key prefix; RedisURL is the Redis transport.
+	RedisStoreURL, RedisStorePrefix string
 	// KafkaBrokers are the seed brokers, comma-separated host:port.
 	KafkaBrokers, KafkaPrefix string
 	// KafkaPartitions and KafkaReplication are those of the topics
@@ -35,7 +38,7 @@ type settings struct {
 
 // urls returns the connection strings, which may hold passwords.
 func (s settings) urls() []string {
-	return []string{s.PostgresURL, s.MySQLURL, s.RabbitMQURL, s.NATSURL, s.RedisURL, s.SQSEndpoint}
+	return []string{s.PostgresURL, s.MySQLURL, s.RedisStoreURL, s.RabbitMQURL, s.NATSURL, s.RedisURL, s.SQSEndpoint}
 }
 
 // transports returns the flags of the transports s names.
@@ -57,6 +60,7 @@ func (s settings) persistences() []string {
 	var given []string
 	for _, p := range []struct{ flag, v string }{
 		{"--postgres-url", s.PostgresURL}, {"--sqlite-path", s.SQLitePath}, {"--mysql-url", s.MySQLURL},
+		{"--redis-store-url", s.RedisStoreURL},
 	} {
 		if p.v != "" {
 			given = append(given, p.flag)
@@ -100,6 +104,8 @@ func (a *app) newCommand(name, usage, example string) *command {
 	c.fs.StringVar(&s.SQLiteTable, "sqlite-table", env("SQLITE_TABLE"), "SQLite scheduled table (POSTBUS_SQLITE_TABLE)")
 	c.fs.StringVar(&s.MySQLURL, "mysql-url", env("MYSQL_URL"), "MySQL/MariaDB DSN, user:password@tcp(host:port)/database (POSTBUS_MYSQL_URL)")
 	c.fs.StringVar(&s.MySQLTable, "mysql-table", env("MYSQL_TABLE"), "MySQL/MariaDB scheduled table (POSTBUS_MYSQL_TABLE)")
+	c.fs.StringVar(&s.RedisStoreURL, "redis-store-url", env("REDIS_STORE_URL"), "Redis persistence URL, redis://[:password@]host:port/db (POSTBUS_REDIS_STORE_URL)")
+	c.fs.StringVar(&s.RedisStorePrefix, "redis-store-prefix", env("REDIS_STORE_PREFIX"), "Redis persistence key prefix (POSTBUS_REDIS_STORE_PREFIX)")
 	c.fs.StringVar(&s.RabbitMQURL, "rabbitmq-url", env("RABBITMQ_URL"), "RabbitMQ URL (POSTBUS_RABBITMQ_URL)")
 	c.fs.StringVar(&s.RabbitMQExchange, "rabbitmq-exchange", env("RABBITMQ_EXCHANGE"), "RabbitMQ events exchange (POSTBUS_RABBITMQ_EXCHANGE)")
 	c.fs.StringVar(&s.NATSURL, "nats-url", env("NATS_URL"), "NATS URL (POSTBUS_NATS_URL)")

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
 	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/redis"
@@ -71,4 +73,43 @@ func TestRedisFlagsRetryAndProvision(t *testing.T) {
 			t.Errorf("subscribers of orders.OrderPlaced: %v, %v; want [shipping]", subs, err)
 		}
 	})
+}
+
+// TestRedisStoreFlags: the CLI on a Redis persistence (--redis-store-url,
+// POSTBUS_REDIS_STORE_PREFIX) lists and cancels scheduled messages.
+func TestRedisStoreFlags(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := redisFixture(t)
+	t.Cleanup(func() { // the persistence's keys start with a hash tag
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if keys, err := rdb.Keys(ctx, "{"+prefix+":*").Result(); err == nil && len(keys) > 0 {
+			_ = rdb.Del(ctx, keys...).Err()
+		}
+	})
+	p, err := redis.NewPersistence(rdb, redis.PersistenceOptions{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := p.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	env := &bus.Envelope{ID: "0190f5d6-0000-7000-8000-00000000aaaa", Type: "billing.Invoice", Kind: bus.KindCommand,
+		Body: []byte(`{}`), ContentType: "application/json", Destination: "billing", DueAt: time.Now().Add(time.Hour)}
+	if err := p.StoreOutgoing(ctx, []bus.OutgoingMessage{{ID: env.ID, Kind: env.Kind, Type: env.Type,
+		Envelope: bus.MarshalEnvelope(env), DueAt: env.DueAt}}); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"POSTBUS_REDIS_STORE_PREFIX": prefix}
+	url := "redis://" + redisTestAddr + "/0"
+	if r := runApp(t, openBackends, vars, "scheduled", "ls", "--redis-store-url", url); r.code != exitOK || !strings.Contains(r.stdout, env.ID) {
+		t.Fatalf("scheduled ls on the Redis persistence: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runApp(t, openBackends, vars, "scheduled", "cancel", "--redis-store-url", url, env.ID); r.code != exitOK {
+		t.Fatalf("scheduled cancel: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, ok, err := p.GetScheduled(ctx, env.ID); err != nil || ok {
+		t.Fatalf("after cancel: found %v, %v; want the message gone", ok, err)
+	}
 }
