@@ -26,6 +26,8 @@ const (
 	runtimeClaimBatch = 500
 	// runtimeEntryCache bounds the definitions a bus keeps parsed.
 	runtimeEntryCache = 4096
+	// runtimeStepWorkers bounds the claimed records stepped at once.
+	runtimeStepWorkers = 8
 )
 
 // runtimeState is the bus's part of runtime schedules.
@@ -84,12 +86,7 @@ func (b *Bus) runRuntimeRecurring(ctx context.Context, st RecurringRuntimeStore)
 		if err != nil && ctx.Err() == nil && limiter.allow("claim", began) {
 			b.log.Error("cannot claim the runtime recurring schedules due; retrying", slog.Any(logKeyError, err))
 		}
-		for i := range recs {
-			if err := b.stepClaimed(ctx, st, recs[i]); err != nil && ctx.Err() == nil && limiter.allow(recs[i].Name, b.clock.Now()) {
-				b.log.Error("cannot step a runtime recurring schedule; another dispatcher retries after the lease",
-					slog.String("recurring", recs[i].Name), slog.Any(logKeyError, err))
-			}
-		}
+		b.stepAll(ctx, st, recs, limiter)
 		rs.passes.end(began, b.clock.Now(), len(recs) > 0)
 		if len(recs) == runtimeClaimBatch {
 			continue // more are due
@@ -122,6 +119,25 @@ func (b *Bus) runtimeSleep(ctx context.Context, watched bool, next time.Time, ch
 	case <-b.runtime.poke:
 	case <-ctx.Done():
 	}
+}
+
+// stepAll steps the records of one claim, runtimeStepWorkers at a time:
+// each step is a round trip or two to the store, and one after the other
+// they would bound a process to about a thousand ticks a second.
+func (b *Bus) stepAll(ctx context.Context, st RecurringRuntimeStore, recs []RecurringRecord, limiter *rateLimiter) {
+	sem := make(chan struct{}, runtimeStepWorkers)
+	var wg sync.WaitGroup
+	for i := range recs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := b.stepClaimed(ctx, st, recs[i]); err != nil && ctx.Err() == nil && limiter.allow(recs[i].Name, b.clock.Now()) {
+				b.log.Error("cannot step a runtime recurring schedule; another dispatcher retries after the lease",
+					slog.String("recurring", recs[i].Name), slog.Any(logKeyError, err))
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // stepClaimed steps the runtime record rec, which this bus claimed.
