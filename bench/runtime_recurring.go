@@ -173,7 +173,7 @@ func (s *stage) runtimeBaseline(ctx context.Context, b *bus.Bus, r *Result) erro
 	}
 	time.Sleep(duplicateGrace)
 	t := tr.tally()
-	r.applyTally(t)
+	r.applyPhaseTally("baseline", t)
 	r.BaselineMessages = n
 	r.BaselineLateness = percentiles(t.Lateness)
 	if sess0 != nil && t.Received > 0 {
@@ -221,7 +221,7 @@ func (s *stage) runtimeIdle(ctx context.Context, b *bus.Bus, r *Result) error {
 		r.RuntimeIdle = append(r.RuntimeIdle, fig)
 	}
 	time.Sleep(duplicateGrace)
-	r.applyTally(tr.tally())
+	r.applyPhaseTally("idle", tr.tally())
 	return nil
 }
 
@@ -296,8 +296,11 @@ func (s *stage) runtimeTicks(ctx context.Context, b *bus.Bus, r *Result) error {
 	win = windowOf(tr, w0, w1, n, periods)
 	t := tr.tally()
 	t.Missing = want - win.received
-	t.Unexpected += win.extra
-	r.applyTally(t)
+	if win.extra > 0 {
+		t.Unexpected += win.extra
+		t.Strays = append(t.Strays, fmt.Sprintf("%d ticks beyond one a schedule per interval", win.extra))
+	}
+	r.applyPhaseTally("ticks", t)
 	r.DurationMS = ms(w1.Sub(w0))
 	r.MsgsPerSec = round(float64(win.received)/w1.Sub(w0).Seconds(), 0)
 	r.Lateness = percentiles(win.lateness)
@@ -384,4 +387,14 @@ func (s *stage) eachPaced(ctx context.Context, n int, rate float64, f func(ctx c
 		return took, err
 	}
 	return took, nil
+}
+
+// applyPhaseTally applies a phase's tally to r, and notes the phase's
+// unexpected receipts, if any, for whoever looks into them.
+func (r *Result) applyPhaseTally(phase string, t tally) {
+	r.applyTally(t)
+	if t.Unexpected > 0 {
+		note := fmt.Sprintf("%s: %d unexpected (%s)", phase, t.Unexpected, strings.Join(t.Strays, "; "))
+		r.Note = strings.TrimPrefix(r.Note+"; "+note, "; ")
+	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -20,8 +22,9 @@ type tracker struct {
 	late       []int64 // nanoseconds, first receipt only
 	received   int     // distinct sequence numbers received
 	duplicates int
-	mismatched int // a sequence number received with two different IDs
-	unexpected int // sequence numbers outside [base, base+n)
+	mismatched int      // a sequence number received with two different IDs
+	unexpected int      // sequence numbers outside [base, base+n)
+	strays     []string // the first few of them: sequence number, ID, lateness
 	early      int
 	first      time.Time // earliest handled time
 	last       time.Time // latest handled time
@@ -66,6 +69,9 @@ func (t *tracker) record(seq int64, id string, at time.Time, lateness time.Durat
 	}
 	i, ok := t.slot(seq)
 	if !ok {
+		if len(t.strays) < maxStrays {
+			t.strays = append(t.strays, fmt.Sprintf("%d %s %v", seq, id, lateness))
+		}
 		t.unexpected++
 		return
 	}
@@ -114,12 +120,16 @@ func (t *tracker) each(f func(seq int64, late time.Duration)) {
 	}
 }
 
+// maxStrays bounds the unexpected receipts a tracker describes.
+const maxStrays = 5
+
 // tally is what a tracker saw.
 type tally struct {
 	Received   int
 	Duplicates int
 	Mismatched int
 	Unexpected int
+	Strays     []string // the first few unexpected receipts: sequence number, ID, lateness
 	Early      int
 	Missing    int
 	First      time.Time
@@ -133,7 +143,7 @@ func (t *tracker) tally() tally {
 	out := tally{
 		Received: t.received, Duplicates: t.duplicates, Mismatched: t.mismatched,
 		Unexpected: t.unexpected, Early: t.early, Missing: max(t.n-t.received, 0),
-		First: t.first, Last: t.last, Lateness: make([]time.Duration, 0, t.received),
+		Strays: slices.Clone(t.strays), First: t.first, Last: t.last, Lateness: make([]time.Duration, 0, t.received),
 	}
 	for i, c := range t.counts {
 		if c > 0 {
