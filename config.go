@@ -65,9 +65,11 @@ type Config struct {
 	Clock Clock
 	// ParseSchedule turns the text of a schedule made at runtime
 	// (RecurringSpec.Schedule) into a Schedule, on every process that runs
-	// it: give every process of the fleet the same one. Default
-	// ParseEvery, which understands "@every <duration>". robfig/cron's
-	// parser fits as it is, for cron specs with time zones
+	// it: give every process of the fleet the same one. Text starting with
+	// "@every " is always read by ParseEvery (ticks at the multiples of
+	// the duration since the epoch, the same on every process); the rest
+	// goes to ParseSchedule, by default ParseEvery too, which refuses it.
+	// robfig/cron's parser fits as it is, for cron specs with time zones
 	// ("CRON_TZ=Europe/Berlin 0 9 * * 1-5"):
 	//
 	//	ParseSchedule: func(s string) (bus.Schedule, error) { return cron.ParseStandard(s) },

@@ -74,6 +74,32 @@ func TestConflictingDeliveryStoresAndSendsNothing(t *testing.T) {
 	}
 }
 
+// TestConflictingDeliveryIsAnOptionError: both delays are a bad option like
+// any other (the guide promises an *OptionError for every bad option), and
+// still match ErrConflictingDelivery.
+func TestConflictingDeliveryIsAnOptionError(t *testing.T) {
+	t.Parallel()
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", SendOnly: true}, nil)
+	err := b.Send(ctxT(t), PlaceOrder{}, bus.To("billing"), bus.DeliverAfter(time.Minute), bus.DeliverAt(time.Now().Add(time.Hour)))
+	var oe *bus.OptionError
+	if !errors.As(err, &oe) {
+		t.Fatalf("err = %T %v, want an *OptionError", err, err)
+	}
+	if oe.Option != "DeliverAt" || oe.Reason == "" {
+		t.Errorf("OptionError = %+v, want Option DeliverAt and a reason", oe)
+	}
+	if !errors.Is(err, bus.ErrConflictingDelivery) || !errors.Is(err, bus.ErrInvalidOption) {
+		t.Errorf("err = %v: Is(ErrConflictingDelivery) %v, Is(ErrInvalidOption) %v; want both", err,
+			errors.Is(err, bus.ErrConflictingDelivery), errors.Is(err, bus.ErrInvalidOption))
+	}
+	var be *bus.BatchError
+	var bt bus.Batch
+	bt.Send(PlaceOrder{}, bus.To("billing"), bus.DeliverAt(time.Now().Add(time.Hour)), bus.DeliverAfter(time.Minute))
+	if err := b.SendBatch(ctxT(t), &bt); !errors.As(err, &be) || !errors.As(err, &oe) || !errors.Is(err, bus.ErrConflictingDelivery) {
+		t.Errorf("SendBatch err = %v, want a *BatchError around an *OptionError matching ErrConflictingDelivery", err)
+	}
+}
+
 func TestInvalidDelays(t *testing.T) {
 	t.Parallel()
 	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", SendOnly: true}, nil)

@@ -60,7 +60,10 @@ type Envelope struct {
 	Destination string
 	// SentAt is when the sender called Send or Publish.
 	SentAt time.Time
-	// DueAt is when a delayed message was due; zero for immediate messages.
+	// DueAt is when the message was due: the time DeliverAfter or DeliverAt
+	// asked for, kept when it had already passed and the message was sent
+	// at once (then it is not after SentAt); zero for messages sent without
+	// one.
 	DueAt time.Time
 	// ExpiresAt is when the message stops being worth handling (message
 	// timers); zero when it never expires.

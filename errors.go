@@ -15,7 +15,8 @@ var (
 	ErrAlreadyStarted = errors.New("bus: already started")
 	// ErrNoRoute is returned by Send for a command type with no route.
 	ErrNoRoute = errors.New("bus: no route for command")
-	// ErrConflictingDelivery is returned when DeliverAfter and DeliverAt are both given.
+	// ErrConflictingDelivery is matched by the *OptionError returned when
+	// DeliverAfter and DeliverAt are both given.
 	ErrConflictingDelivery = errors.New("bus: DeliverAfter and DeliverAt are mutually exclusive")
 	// ErrDelayedDeliveryNotSupported is returned by a delayed send on a
 	// persistence that does not implement ScheduledStore.
@@ -94,9 +95,14 @@ func (e *ConfigError) Error() string {
 func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 
 // OptionError reports an invalid per-message option, such as a negative delay.
+// It matches ErrInvalidOption, and Err when set.
 type OptionError struct {
 	Option string // e.g. "DeliverAfter"
 	Reason string
+	// Err is a more specific sentinel the error also matches, such as
+	// ErrConflictingDelivery for DeliverAfter given with DeliverAt; nil for
+	// most refusals.
+	Err error
 }
 
 // Error describes the failure.
@@ -106,6 +112,10 @@ func (e *OptionError) Error() string {
 
 // Unwrap returns ErrInvalidOption.
 func (e *OptionError) Unwrap() error { return ErrInvalidOption }
+
+// Is reports whether target is Err (or what Err matches), so
+// errors.Is(err, ErrConflictingDelivery) holds for that refusal.
+func (e *OptionError) Is(target error) bool { return e.Err != nil && errors.Is(e.Err, target) }
 
 // DelayedDeliveryNotSupportedError is returned by a delayed Send or Publish
 // when the configured persistence cannot store scheduled messages.

@@ -75,7 +75,7 @@ func (b *Bus) processMessage(ctx context.Context, env *Envelope) error {
 		b.acknowledge(ctx, env, AckPositive, AckReachedQueue)
 	}
 	if !env.DueAt.IsZero() {
-		b.metrics.lateness.record(b.clock.Now().Sub(env.DueAt))
+		b.metrics.lateness.record(b.clock.Now().Sub(deliverableAt(env)))
 	}
 	maxAttempts := 1 + b.cfg.Retries.Immediate
 	for attempt := 1; ; attempt++ {

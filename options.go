@@ -22,8 +22,9 @@ const MaxDelay = 5 * 365 * 24 * time.Hour
 const MaxMessageIDLength = 200
 
 // Option changes one outgoing message. Options are checked before anything
-// is sent or stored; a bad one returns an error wrapping ErrInvalidOption
-// (or ErrConflictingDelivery).
+// is sent or stored; a bad one returns an *OptionError, which matches
+// ErrInvalidOption (and ErrConflictingDelivery for DeliverAfter with
+// DeliverAt).
 type Option func(*sendOptions) error
 
 type sendOptions struct {
@@ -222,12 +223,18 @@ func parseOptions(opts []Option) (sendOptions, error) {
 		}
 	}
 	if o.hasAfter && o.hasAt {
-		return o, fmt.Errorf("%w", ErrConflictingDelivery)
+		return o, &OptionError{Option: "DeliverAt", Reason: "given together with DeliverAfter: give a delay or a time, not both",
+			Err: ErrConflictingDelivery}
 	}
 	return o, nil
 }
 
-// dueAt returns when the message is due, or the zero time for "now".
+// dueAt returns when the message is due, or the zero time when no due
+// time was asked for (none, or DeliverAfter(0)). A DeliverAt time that has
+// passed is returned as it is: the message is sent at once, and its
+// envelope says when it was due, as the copy the dispatcher would have
+// sent at that time does (transports that de-duplicate, like NATS, see one
+// message when a caller retries a delayed send after its due time).
 func (o *sendOptions) dueAt(now time.Time) (time.Time, error) {
 	var due time.Time
 	switch {
@@ -239,7 +246,7 @@ func (o *sendOptions) dueAt(now time.Time) (time.Time, error) {
 		}
 		due = o.at
 	}
-	if !due.After(now) {
+	if due.IsZero() {
 		return time.Time{}, nil
 	}
 	return due.UTC(), nil

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -71,7 +72,7 @@ func (b *Bus) prepare(ctx context.Context, kind Kind, msg any, opts []Option) (*
 	if err != nil {
 		return nil, ctx, err
 	}
-	if !env.DueAt.IsZero() {
+	if env.DueAt.After(env.SentAt) { // a due time that passed sends at once
 		if err := b.checkCanSchedule(); err != nil {
 			return nil, ctx, err
 		}
@@ -254,7 +255,7 @@ func (b *Bus) schedule(ctx context.Context, msgs []pending) error {
 		}
 	}
 	if err := b.store.StoreOutgoing(ctx, rows); err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !errors.Is(err, ErrInvalidMessage) { // a refused message is not a failing store
 			b.storeBreaker.failure(err)
 		}
 		return fmt.Errorf("bus: schedule %d message(s): %w", len(rows), err)

@@ -152,7 +152,10 @@ type triggerOptions struct{ key string }
 // TriggerKey makes a trigger idempotent: every TriggerRecurring call of a
 // schedule with the same key stores the same occurrence (its message ID
 // is RecurringTriggerKeyID(name, key)), so a caller that does not know
-// whether its call went through can retry it. The key is 1 to 200 bytes.
+// whether its call went through can retry it: the store keeps one row for
+// the ID while it waits, and receivers that de-duplicate by message ID
+// (the outbox's inbox, NATS within its window) drop a copy stored again
+// after the first was sent. The key is 1 to 200 bytes.
 func TriggerKey(key string) TriggerOption { return func(o *triggerOptions) { o.key = key } }
 
 // TriggerRecurring stores one extra occurrence of the schedule name, due

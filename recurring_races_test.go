@@ -204,30 +204,34 @@ func TestRecurringNilMessageFailsOnlyItsTickAndTheScheduleGoesOn(t *testing.T) {
 func TestRecurringTwoTriggersInOneMillisecondAreTwoOccurrences(t *testing.T) {
 	t.Parallel()
 	clock := bustest.NewFakeClock(recT0)
-	store := bus.NewMemoryPersistence()
+	tr, store := bus.NewMemoryTransport(), bus.NewMemoryPersistence()
 	log := &tickLog{clock: clock}
-	r := every200(bus.MissedOnce)
-	r.Schedule = bus.Every(time.Hour)
-	b := recBusOn(t, clock, bus.NewMemoryTransport(), store, log, nil, r)
+	// The triggers come from a bus that does not dispatch, before any
+	// dispatcher runs: all of them are stored when the worker starts.
+	ops := bustest.StartBus(t, bus.Config{Endpoint: "ops", Transport: tr, Persistence: store, Clock: clock, SendOnly: true}, nil)
+	if err := ops.SetRecurring(ctxT(t), bus.RecurringSpec{Name: "tick", Schedule: "@every 1h", Message: Tick{},
+		Options: []bus.Option{bus.To("worker")}}); err != nil {
+		t.Fatal(err)
+	}
 	for range 2 {
-		if err := b.TriggerRecurring(ctxT(t), "tick"); err != nil {
+		if err := ops.TriggerRecurring(ctxT(t), "tick"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	log.waitLen(t, 2)
 	// A keyed trigger retried stores one occurrence.
 	for range 3 {
-		if err := b.TriggerRecurring(ctxT(t), "tick", bus.TriggerKey("run-42")); err != nil {
+		if err := ops.TriggerRecurring(ctxT(t), "tick", bus.TriggerKey("run-42")); err != nil {
 			t.Fatal(err)
 		}
 	}
+	recBus(t, clock, tr, store, log)
 	log.waitLen(t, 3)
 	time.Sleep(50 * time.Millisecond) // a duplicate would show up now
 	if n := log.len(); n != 3 {
 		ticks, _ := log.snapshot()
 		t.Fatalf("%d occurrences %v, want 3: two triggers and one keyed trigger retried", n, ticks)
 	}
-	if err := b.TriggerRecurring(ctxT(t), "tick", bus.TriggerKey("")); !errors.Is(err, bus.ErrInvalidRecurring) {
+	if err := ops.TriggerRecurring(ctxT(t), "tick", bus.TriggerKey("")); !errors.Is(err, bus.ErrInvalidRecurring) {
 		t.Errorf("TriggerKey(\"\") = %v, want ErrInvalidRecurring", err)
 	}
 }

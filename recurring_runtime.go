@@ -131,9 +131,9 @@ func (b *Bus) checkSpec(spec RecurringSpec) (*recurringEntry, []byte, error) {
 	if spec.Message == nil {
 		return bad("Message", "required: the message every occurrence sends")
 	}
-	sched, err := b.cfg.ParseSchedule(spec.Schedule)
-	if err != nil || sched == nil {
-		return bad("Schedule", fmt.Sprintf("cannot parse %q: %v", spec.Schedule, err))
+	sched, err := b.parseSchedule(spec.Schedule)
+	if err != nil {
+		return bad("Schedule", err.Error())
 	}
 	msg := spec.Message
 	e, err := b.checkRecurring(Recurring{Name: spec.Name, Schedule: sched, Publish: spec.Publish, Options: spec.Options,
@@ -156,7 +156,7 @@ func (b *Bus) checkSpec(spec RecurringSpec) (*recurringEntry, []byte, error) {
 	if err != nil {
 		return bad("Message", err.Error())
 	}
-	sum := sha256.Sum256(raw)
+	sum := sha256.Sum256(append([]byte(spec.Name+"\x00"), raw...)) // a fingerprint is one schedule's, as the entry cache assumes
 	e.fingerprint, e.text, e.spec = "rt-"+hex.EncodeToString(sum[:16]), spec.Schedule, &runtimeSpec{env: env, ttbr: o.ttbr, ttrq: o.ttrq}
 	return e, raw, nil
 }
@@ -175,9 +175,9 @@ func (b *Bus) runtimeEntry(rec RecurringRecord) (*recurringEntry, error) {
 	if err := json.Unmarshal(rec.Spec, &ss); err != nil {
 		return nil, fmt.Errorf("the stored definition: %w", err)
 	}
-	sched, err := b.cfg.ParseSchedule(ss.Schedule)
-	if err != nil || sched == nil {
-		return nil, fmt.Errorf("the schedule %q: Config.ParseSchedule: %v", ss.Schedule, err)
+	sched, err := b.parseSchedule(ss.Schedule)
+	if err != nil {
+		return nil, err
 	}
 	env, err := UnmarshalEnvelope(ss.Envelope)
 	if err != nil {
@@ -239,6 +239,26 @@ func pageRecords(recs []RecurringRecord, prefix, after string, limit int) []Recu
 		}
 	}
 	return out
+}
+
+// parseSchedule turns a runtime schedule's text into a Schedule: "@every
+// <duration>" always with ParseEvery, so that every process computes the
+// same epoch-aligned ticks whatever parser it was given (robfig/cron's
+// @every would count from each process's own previous tick), and any
+// other text with Config.ParseSchedule.
+func (b *Bus) parseSchedule(text string) (Schedule, error) {
+	parse := b.cfg.ParseSchedule
+	if strings.HasPrefix(strings.TrimSpace(text), "@every ") {
+		parse = ParseEvery
+	}
+	s, err := parse(text)
+	if err == nil && s == nil {
+		err = fmt.Errorf("the parser returned no schedule")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot parse %q: %w", text, err)
+	}
+	return s, nil
 }
 
 // ParseEvery parses "@every <duration>" (time.ParseDuration's syntax,

@@ -32,7 +32,7 @@ const (
 type runtimeState struct {
 	passes  passTimer
 	mu      sync.Mutex
-	entries map[string]*recurringEntry // by fingerprint
+	entries map[string]*recurringEntry // by name and fingerprint
 	poke    chan struct{}
 }
 
@@ -44,7 +44,8 @@ func (rs *runtimeState) pass(now time.Time) time.Duration { return rs.passes.est
 func (b *Bus) runtimeEntryCached(rec RecurringRecord) (*recurringEntry, error) {
 	rs := &b.runtime
 	rs.mu.Lock()
-	e, ok := rs.entries[rec.Fingerprint]
+	key := rec.Name + "\x00" + rec.Fingerprint
+	e, ok := rs.entries[key]
 	rs.mu.Unlock()
 	if ok && e.gen == rec.Generation {
 		return e, nil
@@ -58,7 +59,7 @@ func (b *Bus) runtimeEntryCached(rec RecurringRecord) (*recurringEntry, error) {
 	if rs.entries == nil || len(rs.entries) >= runtimeEntryCache {
 		rs.entries = map[string]*recurringEntry{}
 	}
-	rs.entries[rec.Fingerprint] = e
+	rs.entries[key] = e
 	return e, nil
 }
 

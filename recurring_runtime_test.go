@@ -1,6 +1,7 @@
 package bus_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -305,5 +306,93 @@ func TestSetRecurringRacingSetLeavesOneDefinition(t *testing.T) {
 	ticks, _ := log.snapshot()
 	if want := ticksIn(d, recT0, clock.Now()); !slices.EqualFunc(ticks, want, time.Time.Equal) {
 		t.Fatalf("occurrences %v, want the ticks of %s alone: %v", ticks, infos[0].Schedule, want)
+	}
+}
+
+// "@every" always means bus.Every, whatever Config.ParseSchedule is (a
+// cron parser's @every would count from each process's own last tick);
+// other text goes to ParseSchedule.
+func TestSetRecurringEveryIsEpochAlignedWhateverTheParser(t *testing.T) {
+	t.Parallel()
+	var asked []string
+	b := bustest.StartBus(t, bus.Config{Endpoint: "ops", SendOnly: true, ParseSchedule: func(s string) (bus.Schedule, error) {
+		asked = append(asked, s)
+		return bus.Every(time.Hour), nil
+	}}, nil)
+	if err := b.SetRecurring(ctxT(t), tickSpec("a", "7s")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetRecurring(ctxT(t), bus.RecurringSpec{Name: "b", Schedule: "0 9 * * *", Message: Tick{}, Options: []bus.Option{bus.To("worker")}}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(asked, []string{"0 9 * * *"}) {
+		t.Fatalf("ParseSchedule was asked %q, want the cron text alone", asked)
+	}
+	infos, err := b.ListRecurrings(ctxT(t), bus.RecurringFilter{Prefix: "a"})
+	if err != nil || len(infos) != 1 || infos[0].Next.UnixNano()%int64(7*time.Second) != 0 {
+		t.Fatalf("ListRecurrings = %+v, %v; want the next tick on a multiple of 7 s since the epoch", infos, err)
+	}
+}
+
+// Schedules that differ by their names alone (one per tenant, the same
+// message) each tick on their own.
+func TestSetRecurringSchedulesAlikeButForTheirNamesEachTick(t *testing.T) {
+	t.Parallel()
+	clock := bustest.NewFakeClock(recT0)
+	tr, store := bus.NewMemoryTransport(), bus.NewMemoryPersistence()
+	var mu sync.Mutex
+	got := map[string][]time.Time{}
+	b, err := bus.New(bus.Config{Endpoint: "worker", Transport: tr, Persistence: store, Clock: clock, Logger: quiet(),
+		Dispatcher: bus.DispatcherConfig{PollInterval: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.Handle(b, func(ctx context.Context, _ Tick) error {
+		env := bus.IncomingMessage(ctx)
+		tick, _ := time.Parse(time.RFC3339Nano, env.Header(bus.HeaderRecurringTick))
+		mu.Lock()
+		defer mu.Unlock()
+		got[env.Header(bus.HeaderRecurringName)] = append(got[env.Header(bus.HeaderRecurringName)], tick)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	for _, name := range []string{"tenant-a", "tenant-b", "tenant-c"} {
+		if err := b.SetRecurring(ctxT(t), tickSpec(name, "200ms")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := recT0.Add(2 * time.Second)
+	for clock.Now().Before(end) {
+		clock.WaitForTimers(ctxT(t), 2)
+		clock.Advance(25 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
+	}
+	want := ticksIn(200*time.Millisecond, recT0, end)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		done := len(got["tenant-a"]) >= len(want) && len(got["tenant-b"]) >= len(want) && len(got["tenant-c"]) >= len(want)
+		mu.Unlock()
+		if done || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	for name, ticks := range got {
+		slices.SortFunc(ticks, time.Time.Compare)
+		if !slices.EqualFunc(ticks, want, time.Time.Equal) {
+			t.Errorf("%s: %v, want each tick once: %v", name, ticks, want)
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("ticks of %d schedules, want 3", len(got))
 	}
 }

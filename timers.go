@@ -145,10 +145,7 @@ func applyTimers(env *Envelope, o *sendOptions) {
 	if o.ttbr == 0 && o.ttrq == 0 {
 		return
 	}
-	start := env.SentAt
-	if !env.DueAt.IsZero() {
-		start = env.DueAt
-	}
+	start := deliverableAt(env)
 	if o.ttbr > 0 {
 		env.ExpiresAt = start.Add(o.ttbr).UTC()
 		env.SetHeader(HeaderTimeToBeReceived, o.ttbr.String())
@@ -156,6 +153,16 @@ func applyTimers(env *Envelope, o *sendOptions) {
 	if o.ttrq > 0 {
 		env.SetHeader(HeaderReachQueueBy, start.Add(o.ttrq).UTC().Format(time.RFC3339Nano))
 	}
+}
+
+// deliverableAt is when env could first be delivered: its due time, or
+// when it was sent if that was later (a due time that had passed sends at
+// once). Timers run, and lateness counts, from it.
+func deliverableAt(env *Envelope) time.Time {
+	if env.DueAt.After(env.SentAt) {
+		return env.DueAt
+	}
+	return env.SentAt
 }
 
 // reachDeadline is when the message must be handed to the transport, and

@@ -60,7 +60,7 @@ func mysqlDriver() persistenceDriver {
 				if owner {
 					cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 					defer cancel()
-					for _, s := range []string{"", "_inbox", "_sagas", "_failed", "_recurring"} {
+					for _, s := range []string{"", "_inbox", "_sagas", "_failed", "_recurring", "_runs"} {
 						if _, err := db.ExecContext(cctx, "DROP TABLE IF EXISTS `"+table+s+"`"); err != nil {
 							o.logger.Error("cannot drop the run's table", "table", table+s, "error", err)
 						}

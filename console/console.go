@@ -50,8 +50,9 @@ type Options struct {
 	// Transport sends retried messages back (bus.RetryFailed). Nil: retry
 	// is not offered; delete still is.
 	Transport bus.Transport
-	// Recurring lists, pauses and resumes recurring schedules: pass the
-	// service's *bus.Bus. Nil: the schedules page says there are none.
+	// Recurring lists, creates, pauses, resumes and deletes recurring
+	// schedules: pass the service's *bus.Bus. Nil: the schedules page
+	// says there are none.
 	Recurring Recurring
 	// Metrics returns the bus's counters for the overview. Nil: not shown.
 	Metrics func() bus.Metrics
@@ -121,6 +122,8 @@ func Handler(opts Options) (http.Handler, error) {
 	mux.HandleFunc("POST /scheduled/{id}/cancel", c.scheduledCancel)
 	mux.HandleFunc("POST /scheduled/{id}/send-now", c.scheduledSendNow)
 	mux.HandleFunc("GET /recurring", c.recurringList)
+	mux.HandleFunc("POST /recurring", c.recurringCreate)
+	mux.HandleFunc("POST /recurring/{name}/delete", c.recurringDelete)
 	mux.HandleFunc("POST /recurring/{name}/pause", c.recurringPause)
 	mux.HandleFunc("POST /recurring/{name}/resume", c.recurringResume)
 	mux.HandleFunc("GET /failed", c.failedList)

@@ -29,9 +29,13 @@
 // delete of one message, a group, or every message matching a filter. A
 // message page shows an envelope: fields, headers and body (always escaped).
 // The recurring page (with Options.Recurring, usually the service's
-// *bus.Bus) lists the stored schedules with their schedule text, next and
-// last ticks and whether they are paused, and pauses or resumes one for
-// every process. Pages work without JavaScript.
+// *bus.Bus) lists the stored schedules a hundred at a time, by name, with a
+// prefix filter: for each its schedule text, whether it was made at runtime
+// or declared in code, its generation, next and last ticks, skipped ticks
+// and whether it is paused or superseded. It pauses, resumes or deletes
+// one for every process, and makes a schedule at runtime from a form
+// (name, schedule text, message type, JSON body, destination or publish;
+// the bus must serialize messages as JSON). Pages work without JavaScript.
 //
 // # Security
 //

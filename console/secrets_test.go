@@ -39,9 +39,13 @@ func (leakyStore) ListFailed(context.Context, bus.FailedQuery) ([]bus.FailedMess
 }
 func (leakyStore) CountFailed(context.Context, bus.FailedQuery) (int64, error) { return 0, errEcho }
 func (leakyStore) DeleteFailed(context.Context, []string) (int, error)         { return 0, errEcho }
-func (leakyStore) Recurrings(context.Context) ([]bus.RecurringInfo, error)     { return nil, errEcho }
-func (leakyStore) PauseRecurring(context.Context, string) error                { return errEcho }
-func (leakyStore) ResumeRecurring(context.Context, string) error               { return errEcho }
+func (leakyStore) ListRecurrings(context.Context, bus.RecurringFilter) ([]bus.RecurringInfo, error) {
+	return nil, errEcho
+}
+func (leakyStore) SetRecurring(context.Context, bus.RecurringSpec) error { return errEcho }
+func (leakyStore) PauseRecurring(context.Context, string) error          { return errEcho }
+func (leakyStore) ResumeRecurring(context.Context, string) error         { return errEcho }
+func (leakyStore) DeleteRecurring(context.Context, string) error         { return errEcho }
 
 // Stores whose errors quote a URL with its password: no page, no redirect
 // and no log line of the console shows the password.
@@ -63,7 +67,7 @@ func TestPasswordNeverShown(t *testing.T) {
 	if m == nil {
 		t.Fatal("no CSRF token on the page")
 	}
-	for _, path := range []string{"/scheduled/sched-01/send-now", "/recurring/x/pause", "/failed/delete", "/failed/retry"} {
+	for _, path := range []string{"/scheduled/sched-01/send-now", "/recurring/x/pause", "/recurring/x/delete", "/failed/delete", "/failed/retry"} {
 		code, loc := f.postRaw(t, path, url.Values{"id": {"x"}, "csrf": {m[1]}})
 		shown = append(shown, "POST "+path+" redirects to "+loc)
 		if loc != "" {

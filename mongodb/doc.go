@@ -131,9 +131,21 @@
 // (Collection + "_recurring" by default). As with sagas, every change of a
 // schedule's record inserts a new document, _id "<len(name)>:<name>:<seq>",
 // with fields name, seq, fingerprint, schedule, generation, paused, last
-// and ticks (exact Unix nanoseconds), written_at, and deleted for the mark
-// a deletion writes. The insert of the next seq is the compare-and-set:
-// a duplicate key means another process changed the schedule first.
+// and ticks (exact Unix nanoseconds), alive, spec (the definition of a
+// schedule made at runtime, null for a declared one), due (Unix
+// nanoseconds; absent: never), runs, skipped, written_at, and deleted for
+// the mark a deletion writes. The insert of the next seq is the
+// compare-and-set: a duplicate key means another process changed the
+// schedule first.
+//
+// It is also a bus.RecurringRuntimeStore. ClaimDueRecurring finds the
+// writes with a spec and a due not after now through the index (due,
+// name), and claims each that is still its schedule's latest write by
+// inserting the next one, due a lease ahead: of racing claimers one
+// wins. Each writer removes the due of the write it follows, and a claim
+// removes the due of an earlier write it finds, so earlier writes are
+// never claimed. ListRecurringPage seeks the names with the prefix one by
+// one through the (name, seq descending) index.
 //
 // Storing an advance's occurrences and its record in one step would take a
 // multi-document transaction, which FerretDB and standalone servers lack.
@@ -143,7 +155,8 @@
 // write done. If the writer stops in between, the next process to read the
 // schedule finishes the advance once it is five seconds old, and no later
 // change is written before that: every reader sees the advance whole or
-// not at all. Earlier writes are removed by Setup once a day old.
+// not at all. Earlier writes are removed once a day old, by Setup and by
+// every 256th write of a schedule (up to 512 of its oldest).
 //
 // # Operations
 //

@@ -51,15 +51,16 @@ func (p *Persistence) DeclareRecurring(ctx context.Context, rec bus.RecurringRec
 		case !ok:
 			// A deletion mark keeps the generation: the next one follows it.
 			d = recurringDoc{Name: rec.Name, Seq: cur.Seq + 1, Fingerprint: rec.Fingerprint, Schedule: rec.Schedule,
-				Generation: cur.Generation + 1, Last: noTime, Ticks: []int64{}}
+				Generation: cur.Generation + 1, Last: noTime, Ticks: []int64{}, Spec: rec.Spec, Due: dueNanos(rec.Due)}
 		case cur.Fingerprint == rec.Fingerprint:
 			return cur.record(), false, nil
 		default:
 			d = cur.next()
 			d.Fingerprint, d.Schedule = rec.Fingerprint, rec.Schedule
+			d.Spec, d.Due = rec.Spec, dueNanos(rec.Due)
 			d.Generation++
 		}
-		if err := p.writeRecurring(ctx, &d); err == nil {
+		if err := p.writeRecurring(ctx, &d, cur); err == nil {
 			return d.record(), true, nil
 		} else if !errors.Is(err, errMoved) {
 			return bus.RecurringRecord{}, false, fmt.Errorf("mongodb: declare recurring %s: %w", rec.Name, err)
@@ -131,6 +132,7 @@ func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdv
 	if !adv.Alive.IsZero() && adv.Alive.UnixNano() > d.Alive {
 		d.Alive = adv.Alive.UnixNano() // the mark only moves forward
 	}
+	d.Due, d.Runs, d.Skipped = dueNanos(adv.Due), adv.Runs, adv.Skipped
 	if len(adv.Store) > 0 || len(adv.Cancel) > 0 {
 		d.Pending = &pendingAdvance{Cancel: adv.Cancel, Store: make([]pendingRow, len(adv.Store))}
 		for i, m := range adv.Store {
@@ -141,7 +143,7 @@ func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdv
 				DueAt: m.DueAt.UnixNano(), Transport: m.Transport}
 		}
 	}
-	if err := p.writeRecurring(ctx, &d); errors.Is(err, errMoved) {
+	if err := p.writeRecurring(ctx, &d, cur); errors.Is(err, errMoved) {
 		return false, nil
 	} else if err != nil {
 		return false, fmt.Errorf("mongodb: advance recurring %s: %w", adv.Name, err)
@@ -200,8 +202,8 @@ func (p *Persistence) settledRecurring(ctx context.Context, name string) (recurr
 	}
 }
 
-// SetRecurringPaused writes the record with Paused set; resuming also
-// moves Last to at when it is earlier.
+// SetRecurringPaused writes the record with Paused set and Due at;
+// resuming also moves Last to at when it is earlier.
 func (p *Persistence) SetRecurringPaused(ctx context.Context, name string, paused bool, at time.Time) (bool, error) {
 	for {
 		cur, ok, err := p.settledRecurring(ctx, name)
@@ -212,14 +214,14 @@ func (p *Persistence) SetRecurringPaused(ctx context.Context, name string, pause
 			return false, nil
 		}
 		d := cur.next()
-		d.Paused = paused
+		d.Paused, d.Due = paused, dueNanos(at)
 		if !paused {
 			d.Last = max(d.Last, toNanos(at))
 		}
-		if d.Paused == cur.Paused && d.Last == cur.Last {
+		if d.Paused == cur.Paused && d.Last == cur.Last && sameDue(d.Due, cur.Due) {
 			return true, nil
 		}
-		if err := p.writeRecurring(ctx, &d); err == nil {
+		if err := p.writeRecurring(ctx, &d, cur); err == nil {
 			return true, nil
 		} else if !errors.Is(err, errMoved) {
 			return false, fmt.Errorf("mongodb: pause recurring %s: %w", name, err)
@@ -244,11 +246,15 @@ func (p *Persistence) DeleteRecurring(ctx context.Context, name string, cancel [
 				return false, fmt.Errorf("mongodb: delete recurring %s: %w", name, err)
 			}
 		}
+		// The mark has no spec and no due: no claim finds it.
 		mark := recurringDoc{Name: name, Seq: cur.Seq + 1, Generation: cur.Generation, Deleted: true, Last: noTime, Ticks: []int64{}}
-		if err := p.writeRecurring(ctx, &mark); err == nil {
+		if err := p.writeRecurring(ctx, &mark, cur); err == nil {
 			return true, nil
 		} else if !errors.Is(err, errMoved) {
 			return false, fmt.Errorf("mongodb: delete recurring %s: %w", name, err)
 		}
 	}
 }
+
+// sameDue reports whether two writes' dues are equal (nil: never).
+func sameDue(a, b *int64) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }

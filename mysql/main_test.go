@@ -126,7 +126,7 @@ func newStore(t testing.TB, db *sql.DB, opts mysql.Options) *mysql.Persistence {
 func dropTables(db *sql.DB, table string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, s := range []string{"", "_inbox", "_sagas", "_failed", "_recurring"} {
+	for _, s := range []string{"", "_inbox", "_sagas", "_failed", "_recurring", "_runs"} {
 		_, _ = db.ExecContext(ctx, "DROP TABLE IF EXISTS `"+table+s+"`")
 	}
 }

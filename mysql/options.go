@@ -107,11 +107,11 @@ func (o Options) validate() error {
 
 // names are the quoted table names of one Options.Table.
 type names struct {
-	raw, table, inbox, sagas, failed, recurring string
+	raw, table, inbox, sagas, failed, recurring, runs string
 }
 
 func newNames(table string) names {
 	q := func(s string) string { return "`" + s + "`" } // validated: no backquote can occur
 	return names{raw: table, table: q(table), inbox: q(table + inboxSuffix), sagas: q(table + sagaSuffix),
-		failed: q(table + failedSuffix), recurring: q(table + recurringSuffix)}
+		failed: q(table + failedSuffix), recurring: q(table + recurringSuffix), runs: q(table + runsSuffix)}
 }

@@ -56,8 +56,13 @@ func TestSetupIsIdempotentAndMatchesMigrations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	conn, err := db.Conn(t.Context()) // the statements share a session
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
 	for _, s := range stmts {
-		if _, err := db.ExecContext(t.Context(), s); err != nil {
+		if _, err := conn.ExecContext(t.Context(), s); err != nil {
 			t.Fatalf("a migration on set-up tables: %v\n%s", err, s)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/postbus/bus"
@@ -38,6 +39,9 @@ type Persistence struct {
 	log  *slog.Logger
 	// group shares INSERTs among concurrent StoreOutgoing calls (group.go).
 	group *grouper
+	// packetLimit is the server's max_allowed_packet, read by Setup (or
+	// the first store); 0 until read (packet.go).
+	packetLimit atomic.Int64
 
 	mu         sync.Mutex
 	transports map[string]struct{} // the transports claimed for through this value, for WatchDue

@@ -11,20 +11,26 @@ import (
 	"github.com/postbus/bus"
 )
 
-var _ bus.RecurringStore = (*Persistence)(nil)
+var (
+	_ bus.RecurringStore        = (*Persistence)(nil)
+	_ bus.RecurringRuntimeStore = (*Persistence)(nil)
+)
 
 // The table of recurring schedules (Options.Table + "_recurring") has one
 // row per schedule name: the current definition (fingerprint, schedule
 // text, generation), paused, the time up to which its ticks are dealt
 // with (last_tick, NULL before the first), its recent ticks as a JSON
 // array of microseconds since the epoch, its liveness mark (alive_until,
-// NULL before the first step: see bus.RecurringRecord.Alive), and a revision raised by every
-// change, so that the affected-row count of an update is its matched
-// count whatever the DSN's clientFoundRows says. The occurrences are
-// ordinary rows of the scheduled-message table.
+// NULL before the first step: see bus.RecurringRecord.Alive), a revision
+// raised by every change, so that the affected-row count of an update is
+// its matched count whatever the DSN's clientFoundRows says, and the
+// columns of runtime schedules (spec, due_at, runs, skipped: see
+// runtimeColumns). The occurrences are ordinary rows of the
+// scheduled-message table.
 
 func (p *Persistence) recurringSelect() string {
-	return "SELECT name, fingerprint, schedule, generation, paused, " + us("last_tick") + ", ticks, " + us("alive_until") + " FROM " + p.n.recurring
+	return "SELECT name, fingerprint, schedule, generation, paused, " + us("last_tick") + ", ticks, " + us("alive_until") + ", spec, " +
+		us("due_at") + ", runs, skipped FROM " + p.n.recurring
 }
 
 type rowScanner interface{ Scan(dest ...any) error }
@@ -32,8 +38,9 @@ type rowScanner interface{ Scan(dest ...any) error }
 func scanRecurring(row rowScanner) (bus.RecurringRecord, error) {
 	var r bus.RecurringRecord
 	var name, fp, ticks []byte
-	var last, alive sql.NullInt64
-	if err := row.Scan(&name, &fp, &r.Schedule, &r.Generation, &r.Paused, &last, &ticks, &alive); err != nil {
+	var last, alive, due sql.NullInt64
+	if err := row.Scan(&name, &fp, &r.Schedule, &r.Generation, &r.Paused, &last, &ticks, &alive,
+		&r.Spec, &due, &r.Runs, &r.Skipped); err != nil {
 		return bus.RecurringRecord{}, err
 	}
 	r.Name, r.Fingerprint = string(name), string(fp)
@@ -42,6 +49,9 @@ func scanRecurring(row rowScanner) (bus.RecurringRecord, error) {
 	}
 	if alive.Valid {
 		r.Alive = fromMicros(alive.Int64)
+	}
+	if due.Valid {
+		r.Due = fromMicros(due.Int64)
 	}
 	var ns []int64
 	if err := json.Unmarshal(ticks, &ns); err != nil {
@@ -62,8 +72,8 @@ func ticksJSON(ticks []time.Time) []byte {
 	return b
 }
 
-// lastTick is the parameter of a last_tick or alive_until: NULL for the
-// zero time.
+// lastTick is the parameter of a last_tick, alive_until or due_at: NULL
+// for the zero time.
 func lastTick(t time.Time) any {
 	if t.IsZero() {
 		return nil
@@ -81,16 +91,18 @@ func (p *Persistence) DeclareRecurring(ctx context.Context, rec bus.RecurringRec
 	var changed bool
 	err := p.inTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, "INSERT INTO "+p.n.recurring+
-			" (name, fingerprint, schedule, generation, ticks, updated_at) VALUES (?, ?, ?, 1, '[]', UTC_TIMESTAMP(6))",
-			[]byte(rec.Name), []byte(rec.Fingerprint), cleanText(rec.Schedule, 1<<16))
+			" (name, fingerprint, schedule, generation, ticks, spec, due_at, updated_at)"+
+			" VALUES (?, ?, ?, 1, '[]', ?, "+atSQL+", UTC_TIMESTAMP(6))",
+			[]byte(rec.Name), []byte(rec.Fingerprint), cleanText(rec.Schedule, 1<<16), specParam(rec.Spec), lastTick(rec.Due))
 		switch {
 		case err == nil:
 			changed = true
 		case isDuplicate(err):
 			n, err := execCount(ctx, tx, "UPDATE "+p.n.recurring+
-				" SET fingerprint = ?, schedule = ?, generation = generation + 1, revision = revision + 1, updated_at = UTC_TIMESTAMP(6)"+
-				" WHERE name = ? AND fingerprint <> ?",
-				[]byte(rec.Fingerprint), cleanText(rec.Schedule, 1<<16), []byte(rec.Name), []byte(rec.Fingerprint))
+				" SET fingerprint = ?, schedule = ?, spec = ?, due_at = "+atSQL+", generation = generation + 1,"+
+				" revision = revision + 1, updated_at = UTC_TIMESTAMP(6) WHERE name = ? AND fingerprint <> ?",
+				[]byte(rec.Fingerprint), cleanText(rec.Schedule, 1<<16), specParam(rec.Spec), lastTick(rec.Due),
+				[]byte(rec.Name), []byte(rec.Fingerprint))
 			if err != nil {
 				return err
 			}
@@ -125,16 +137,8 @@ func (p *Persistence) ListRecurring(ctx context.Context) ([]bus.RecurringRecord,
 	if err != nil {
 		return nil, fmt.Errorf("mysql: list recurring: %w", err)
 	}
-	defer func() { _ = rows.Close() }()
-	var out []bus.RecurringRecord
-	for rows.Next() {
-		r, err := scanRecurring(rows)
-		if err != nil {
-			return nil, fmt.Errorf("mysql: list recurring: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanRecurrings(rows, nil)
+	if err != nil {
 		return nil, fmt.Errorf("mysql: list recurring: %w", err)
 	}
 	return out, nil
@@ -153,10 +157,11 @@ func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdv
 		alive := lastTick(adv.Alive)
 		n, err := execCount(ctx, tx, "UPDATE "+p.n.recurring+" SET last_tick = "+at("?")+", ticks = ?,"+
 			" alive_until = CASE WHEN ? IS NULL OR (alive_until IS NOT NULL AND alive_until >= "+at("?")+")"+
-			" THEN alive_until ELSE "+at("?")+" END, revision = revision + 1,"+
+			" THEN alive_until ELSE "+at("?")+" END, due_at = "+atSQL+", runs = ?, skipped = ?, revision = revision + 1,"+
 			" updated_at = UTC_TIMESTAMP(6) WHERE name = ? AND generation = ? AND last_tick <=> "+at("?")+
 			" AND fingerprint = ? AND paused = ?",
-			lastTick(adv.Last), ticksJSON(adv.Ticks), alive, alive, alive, []byte(adv.Name), adv.Generation, lastTick(adv.From),
+			lastTick(adv.Last), ticksJSON(adv.Ticks), alive, alive, alive, lastTick(adv.Due), adv.Runs, adv.Skipped,
+			[]byte(adv.Name), adv.Generation, lastTick(adv.From),
 			[]byte(adv.Fingerprint), adv.Paused)
 		if err != nil || n == 0 {
 			return err
@@ -189,31 +194,41 @@ func (p *Persistence) cancelIn(ctx context.Context, tx *sql.Tx, ids []string) er
 }
 
 // SetRecurringPaused pauses or resumes the record name; resuming moves
-// last_tick forward to at.
+// last_tick forward to at. Both set due_at to at.
 func (p *Persistence) SetRecurringPaused(ctx context.Context, name string, paused bool, at time.Time) (bool, error) {
 	// MySQL assigns left to right: last_tick is computed before paused
 	// changes, on the stored value.
 	n, err := execCount(ctx, p.db, "UPDATE "+p.n.recurring+
 		" SET last_tick = IF(NOT ? AND (last_tick IS NULL OR last_tick < "+atSQL+"), "+atSQL+", last_tick),"+
-		" paused = ?, revision = revision + 1, updated_at = UTC_TIMESTAMP(6) WHERE name = ? AND fingerprint <> ''",
-		paused, micros(at), micros(at), paused, []byte(name))
+		" paused = ?, due_at = "+atSQL+", revision = revision + 1, updated_at = UTC_TIMESTAMP(6) WHERE name = ? AND fingerprint <> ''",
+		paused, micros(at), micros(at), paused, micros(at), []byte(name))
 	if err != nil {
 		return false, fmt.Errorf("mysql: pause recurring %q: %w", name, err)
 	}
 	return n > 0, nil
 }
 
+// specParam is the parameter of a spec: NULL for a schedule declared in
+// code.
+func specParam(spec []byte) any {
+	if spec == nil {
+		return nil
+	}
+	return spec
+}
+
 // atSQL is at of one parameter.
 var atSQL = at("?")
 
 // DeleteRecurring removes the record name, leaving a tombstone (an empty
-// fingerprint) that keeps its generation, and cancels the rows named, in
-// one transaction.
+// fingerprint, no spec, due_at or counts) that keeps its generation, and
+// cancels the rows named, in one transaction.
 func (p *Persistence) DeleteRecurring(ctx context.Context, name string, cancel []string) (bool, error) {
 	var done bool
 	err := p.inTx(ctx, func(tx *sql.Tx) error {
 		n, err := execCount(ctx, tx, "UPDATE "+p.n.recurring+" SET fingerprint = '', schedule = '', paused = false,"+
-			" last_tick = NULL, ticks = '[]', alive_until = NULL, revision = revision + 1, updated_at = UTC_TIMESTAMP(6)"+
+			" last_tick = NULL, ticks = '[]', alive_until = NULL, spec = NULL, due_at = NULL, runs = 0, skipped = 0,"+
+			" revision = revision + 1, updated_at = UTC_TIMESTAMP(6)"+
 			" WHERE name = ? AND fingerprint <> ''", []byte(name))
 		if err != nil || n == 0 {
 			return err

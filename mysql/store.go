@@ -32,7 +32,11 @@ const maxLastError = 4096
 // with a Delay is due Delay after the server's UTC_TIMESTAMP(6) at the
 // statement; otherwise at its DueAt. A row with an empty ID or no
 // envelope fails the call (bus.ErrInvalidMessage) before anything is
-// stored. IDs compare byte for byte.
+// stored, and so does a row that cannot fit in one INSERT under the server's
+// max_allowed_packet (*RowTooLargeError). IDs compare byte for byte. When
+// the connection fails before the commit is confirmed, the call checks on
+// another connection whether its rows were stored and returns nil if they
+// all were (see indoubt.go).
 func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMessage) error {
 	if len(msgs) == 0 {
 		return ctx.Err()
@@ -40,7 +44,14 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 	if err := checkRows(msgs); err != nil {
 		return err
 	}
-	if err := p.group.store(ctx, msgs); err != nil {
+	if err := p.checkSizes(ctx, msgs); err != nil {
+		return fmt.Errorf("mysql: store: %w", err)
+	}
+	err := p.group.store(ctx, msgs)
+	if err != nil && inDoubt(err) && ctx.Err() == nil {
+		err = p.settleInDoubt(ctx, msgs, err) // see indoubt.go
+	}
+	if err != nil {
 		return fmt.Errorf("mysql: store: %w", err)
 	}
 	return nil
@@ -49,16 +60,28 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 // flushRows stores rows in one autocommitted statement when they fit in
 // one, else in one transaction.
 func (p *Persistence) flushRows(ctx context.Context, rows []bus.OutgoingMessage) error {
-	if len(rows) <= insertChunk {
-		size := 0
-		for i := range rows {
-			size += len(rows[i].Envelope)
-		}
-		if size <= insertChunkBytes {
-			return p.insertRows(ctx, p.db, rows)
-		}
+	if budget, bounded := p.packetBudget(ctx); chunkEnd(rows, 0, budget, bounded) == len(rows) {
+		return p.insertRows(ctx, p.db, rows)
 	}
 	return p.inTx(ctx, func(tx *sql.Tx) error { return p.insertRows(ctx, tx, rows) })
+}
+
+// chunkEnd returns the end of the statement that inserts msgs from start:
+// at most insertChunk rows and insertChunkBytes of envelopes, within
+// budget (the server's max_allowed_packet less a statement's overhead)
+// when bounded; always at least one row.
+func chunkEnd(msgs []bus.OutgoingMessage, start, budget int, bounded bool) int {
+	end, size, worst := start, 0, 0
+	for end < len(msgs) && end-start < insertChunk {
+		m := &msgs[end]
+		if end > start && (size+len(m.Envelope) > insertChunkBytes || bounded && worst+worstRowSize(m) > budget) {
+			break
+		}
+		size += len(m.Envelope)
+		worst += worstRowSize(m)
+		end++
+	}
+	return end
 }
 
 // checkRows refuses rows that cannot be stored: an empty ID or no
@@ -80,24 +103,28 @@ type execer interface {
 }
 
 // insertRows inserts msgs on db in multi-row statements of at most
-// insertChunk rows and insertChunkBytes of envelopes.
+// insertChunk rows and insertChunkBytes of envelopes, each within the
+// server's max_allowed_packet (a row that cannot fit in one is a
+// *RowTooLargeError, and nothing is sent).
 func (p *Persistence) insertRows(ctx context.Context, db execer, msgs []bus.OutgoingMessage) error {
 	if err := checkRows(msgs); err != nil {
 		return err
 	}
+	if err := p.checkSizes(ctx, msgs); err != nil {
+		return err
+	}
+	budget, bounded := p.packetBudget(ctx)
 	args := make([]any, 0, insertParams*min(len(msgs), insertChunk))
 	for start := 0; start < len(msgs); {
 		args = args[:0]
-		end, size := start, 0
-		for end < len(msgs) && end-start < insertChunk && (end == start || size+len(msgs[end].Envelope) <= insertChunkBytes) {
-			m := &msgs[end]
+		end := chunkEnd(msgs, start, budget, bounded)
+		for i := start; i < end; i++ {
+			m := &msgs[i]
 			base, rel := micros(m.DueAt), false
 			if m.Delay > 0 {
 				base, rel = durMicros(m.Delay), true
 			}
 			args = append(args, []byte(m.ID), int64(m.Kind), m.Envelope, base, rel, []byte(m.Transport), []byte(m.Type))
-			size += len(m.Envelope)
-			end++
 		}
 		q := p.q.insertHead + strings.TrimSuffix(strings.Repeat(insertRow+", ", end-start), ", ") + p.q.insertTail
 		if _, err := db.ExecContext(ctx, q, args...); err != nil {

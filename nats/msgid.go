@@ -25,7 +25,8 @@ import (
 // the stored copy being handled when the send was made (stream, consumer
 // and stream sequence of the delivery whose context the send carries).
 //
-// So a caller's retry of a failed Send (new SentAt, new expiry), the
+// So a caller's retry of a failed Send (new SentAt, new expiry; a delayed
+// Send retried after its due time keeps that DueAt and goes out at once), the
 // dispatcher sending a row again after a failed hand-over, a handler retried
 // on the same delivery, and a publish the connection loss left in doubt all
 // collapse into one stored message. A delayed retry, a replay from the error

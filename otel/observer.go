@@ -204,10 +204,21 @@ func (o *Observer) link(ctx context.Context, env *bus.Envelope) (trace.Link, boo
 	return trace.Link{SpanContext: sc}, true
 }
 
-// delayed reports whether a delivery went through the store: a delayed
-// message or a delayed retry. Its spans link to the span that scheduled it
-// instead of being its children.
-func delayed(env *bus.Envelope) bool { return !env.DueAt.IsZero() }
+// delayed reports whether a delivery was scheduled: a delayed message or a
+// delayed retry, due after it was sent (a send whose due time had passed
+// went out at once, and keeps that time in DueAt). Its spans link to the
+// span that scheduled it instead of being its children.
+func delayed(env *bus.Envelope) bool { return env.DueAt.After(env.SentAt) }
+
+// deliverableAt is when env could first be delivered: its due time, or
+// when it was sent if that was later. Delivery lateness counts from it, as
+// the bus's Metrics do.
+func deliverableAt(env *bus.Envelope) time.Time {
+	if env.DueAt.After(env.SentAt) {
+		return env.DueAt
+	}
+	return env.SentAt
+}
 
 // StartReceive starts "receive <queue>", the consumer span of a delivery
 // until it is concluded. An immediate message's span is a child of the
@@ -219,8 +230,8 @@ func (o *Observer) StartReceive(ctx context.Context, info bus.ReceiveStart) cont
 	env := info.Envelope
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), startAt(trace.SpanKindConsumer, info.Time),
 		o.startAttrs("receive", "receive", info.Endpoint)}
-	late := info.Time.Sub(env.DueAt)
-	if delayed(env) {
+	late := info.Time.Sub(deliverableAt(env))
+	if !env.DueAt.IsZero() {
 		o.m.deliveryLateness.Record(ctx, max(late.Seconds(), 0), o.m.labels("delivery", keyDestination, info.Endpoint, env.Type, "", ""))
 	}
 	if delayed(env) && !o.opts.DelayedAsChild {
@@ -234,7 +245,7 @@ func (o *Observer) StartReceive(ctx context.Context, info bus.ReceiveStart) cont
 	ctx, span := o.tracer.Start(ctx, "receive "+info.Endpoint, opts...)
 	if span.IsRecording() {
 		attrs := append(o.messageAttrs(env), keyConsumerGroup.String(info.Endpoint))
-		if delayed(env) {
+		if !env.DueAt.IsZero() {
 			attrs = append(attrs, keyDueAt.String(env.DueAt.UTC().Format(timeFormat)), keyLateness.Float64(late.Seconds()))
 			if n := env.Header(bus.HeaderDelayedRetries); n != "" {
 				attrs = append(attrs, keyDelayedRetries.String(n))

@@ -113,8 +113,22 @@ func ExampleMigrations() {
 	// 	last_tick   timestamptz,
 	// 	ticks       timestamptz[] NOT NULL DEFAULT '{}',
 	// 	updated_at  timestamptz   NOT NULL DEFAULT now(),
-	// 	alive_until timestamptz
+	// 	alive_until timestamptz,
+	// 	spec        bytea,
+	// 	due_at      timestamptz,
+	// 	runs        bigint        NOT NULL DEFAULT 0,
+	// 	skipped     bigint        NOT NULL DEFAULT 0
 	// );
 	// ALTER TABLE "public"."outgoing_messages_recurring"
-	// 	ADD COLUMN IF NOT EXISTS alive_until timestamptz;
+	// 	ADD COLUMN IF NOT EXISTS alive_until timestamptz,
+	// 	ADD COLUMN IF NOT EXISTS spec        bytea,
+	// 	ADD COLUMN IF NOT EXISTS due_at      timestamptz,
+	// 	ADD COLUMN IF NOT EXISTS runs        bigint NOT NULL DEFAULT 0,
+	// 	ADD COLUMN IF NOT EXISTS skipped     bigint NOT NULL DEFAULT 0;
+	// CREATE INDEX IF NOT EXISTS "outgoing_messages_recur_due_idx" ON "public"."outgoing_messages_recurring" (due_at, name) WHERE spec IS NOT NULL;
+	// CREATE TABLE IF NOT EXISTS "public"."outgoing_messages_runs" (
+	// 	name      text        COLLATE "C" PRIMARY KEY,
+	// 	run_id    text        COLLATE "C" NOT NULL,
+	// 	run_until timestamptz NOT NULL
+	// );
 }

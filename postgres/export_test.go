@@ -26,3 +26,9 @@ func CountFailedSQL(p *Persistence, q bus.FailedQuery) (string, []any) {
 }
 func FailedGroupsSQL(p *Persistence) string { return failedGroupsSQL(p.names.failed) }
 func FailedTable(p *Persistence) string     { return p.names.failed }
+
+// The runtime recurring statements, for their EXPLAIN test.
+func ClaimRecurringSQL(p *Persistence) string { return claimRecurringSQL(p.names) }
+func RecurringPageSQL(p *Persistence) string {
+	return recurringPageSQL(p.names, "name > $2 AND name >= $3 AND name < $4")
+}

@@ -93,7 +93,8 @@ type Options struct {
 	// on its own pooled connection; further calls queue and are grouped
 	// into the next one. Default 2.
 	MaxConcurrentInserts int
-	// Logger receives warnings from WatchDue reconnections. Default
+	// Logger receives warnings from WatchDue reconnections and from
+	// stores whose commit was in doubt (see StoreOutgoing). Default
 	// slog.Default().
 	Logger *slog.Logger
 }

@@ -94,14 +94,15 @@ func TestInvalidRowsAreRejectedBeforeStoring(t *testing.T) {
 func TestMigrationsAndNames(t *testing.T) {
 	t.Parallel()
 	m := postgres.Migrations()
-	if len(m) != 16 || !strings.Contains(m[1], `"public"."outgoing_messages"`) ||
+	if len(m) != 18 || !strings.Contains(m[1], `"public"."outgoing_messages"`) ||
 		!strings.Contains(m[3], `(transport, available_at, id)`) ||
 		!strings.Contains(m[5], `"public"."outgoing_messages_inbox"`) || !strings.Contains(m[6], `(handled_at)`) ||
 		!strings.Contains(m[7], `"public"."outgoing_messages_sagas"`) ||
 		!strings.Contains(m[8], `message_type`) || !strings.Contains(m[9], `(due_at, id)`) ||
 		!strings.Contains(m[10], `(message_type, due_at, id)`) || !strings.Contains(m[11], `"public"."outgoing_messages_failed"`) ||
 		!strings.Contains(m[12], `(last_failed, id)`) || !strings.Contains(m[13], `(failure_group, last_failed, id)`) ||
-		!strings.Contains(m[14], `"public"."outgoing_messages_recurring"`) || !strings.Contains(m[15], `alive_until`) {
+		!strings.Contains(m[14], `"public"."outgoing_messages_recurring"`) || !strings.Contains(m[15], `alive_until`) ||
+		!strings.Contains(m[16], `"outgoing_messages_recur_due_idx"`) || !strings.Contains(m[17], `"public"."outgoing_messages_runs"`) {
 		t.Errorf("Migrations() = %q", m)
 	}
 	p, err := postgres.New(lazyPool(t), postgres.Options{Schema: "Billing", Table: "scheduled"})

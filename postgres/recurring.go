@@ -10,10 +10,17 @@ import (
 	"github.com/postbus/bus"
 )
 
-var _ bus.RecurringStore = (*Persistence)(nil)
+var (
+	_ bus.RecurringStore        = (*Persistence)(nil)
+	_ bus.RecurringRuntimeStore = (*Persistence)(nil)
+)
 
 // recurringSuffix names the recurring-schedule table: <Table>_recurring.
 const recurringSuffix = "_recurring"
+
+// recurringDueSuffix names the index of the runtime schedules' due times:
+// <Table>_recur_due_idx, short enough for the longest table name.
+const recurringDueSuffix = "_recur_due_idx"
 
 // recurringDDL is the table of recurring schedules (bus.RecurringStore),
 // one row per schedule name: the current definition (fingerprint,
@@ -21,9 +28,13 @@ const recurringSuffix = "_recurring"
 // its ticks are dealt with (last_tick, NULL before the first), the
 // recent ticks whose occurrences may still be stored, and the liveness
 // mark (alive_until, NULL before the first step: see
-// bus.RecurringRecord.Alive). A deleted schedule's row stays, with an
-// empty fingerprint, so that its generation is never reused. The occurrences themselves are ordinary rows
-// of the scheduled-message table.
+// bus.RecurringRecord.Alive). A schedule made at runtime also has its
+// definition (spec, NULL for one declared in code) and the time its next
+// step is due (due_at, NULL: never), and counts its occurrences (runs)
+// and the ticks its policies skipped (skipped). A deleted schedule's row
+// stays, with an empty fingerprint, so that its generation is never
+// reused. The occurrences themselves are ordinary rows of the
+// scheduled-message table.
 func recurringDDL(n names) string {
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
 	name        text          COLLATE "C" PRIMARY KEY,
@@ -34,27 +45,44 @@ func recurringDDL(n names) string {
 	last_tick   timestamptz,
 	ticks       timestamptz[] NOT NULL DEFAULT '{}',
 	updated_at  timestamptz   NOT NULL DEFAULT now(),
-	alive_until timestamptz
+	alive_until timestamptz,
+	spec        bytea,
+	due_at      timestamptz,
+	runs        bigint        NOT NULL DEFAULT 0,
+	skipped     bigint        NOT NULL DEFAULT 0
 )`, n.recur)
 }
 
-// recurringMigrateDDL adds the liveness mark to a recurring table made by
-// an earlier version (NULL: no step seen yet).
+// recurringMigrateDDL adds the liveness mark and the runtime columns to a
+// recurring table made by an earlier version (NULL or 0: no step seen
+// yet, declared in code). All are metadata-only changes.
 func recurringMigrateDDL(n names) string {
 	return fmt.Sprintf(`ALTER TABLE %s
-	ADD COLUMN IF NOT EXISTS alive_until timestamptz`, n.recur)
+	ADD COLUMN IF NOT EXISTS alive_until timestamptz,
+	ADD COLUMN IF NOT EXISTS spec        bytea,
+	ADD COLUMN IF NOT EXISTS due_at      timestamptz,
+	ADD COLUMN IF NOT EXISTS runs        bigint NOT NULL DEFAULT 0,
+	ADD COLUMN IF NOT EXISTS skipped     bigint NOT NULL DEFAULT 0`, n.recur)
+}
+
+// recurringDueDDL is the index of ClaimDueRecurring: only runtime
+// schedules (spec IS NOT NULL) are in it, in the order they fall due, so
+// a claim reads the records due and no others.
+func recurringDueDDL(n names) string {
+	return fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (due_at, name) WHERE spec IS NOT NULL`, n.recurDue, n.recur)
 }
 
 // RecurringTable returns the quoted, schema-qualified table of recurring
 // schedules: Options.Table + "_recurring".
 func (p *Persistence) RecurringTable() string { return p.names.recur }
 
-const recurringColumns = `name, fingerprint, schedule, generation, paused, last_tick, ticks, alive_until`
+const recurringColumns = `name, fingerprint, schedule, generation, paused, last_tick, ticks, alive_until, spec, due_at, runs, skipped`
 
 func scanRecurring(row pgx.Row) (bus.RecurringRecord, error) {
 	var r bus.RecurringRecord
-	var last, alive *time.Time
-	if err := row.Scan(&r.Name, &r.Fingerprint, &r.Schedule, &r.Generation, &r.Paused, &last, &r.Ticks, &alive); err != nil {
+	var last, alive, due *time.Time
+	if err := row.Scan(&r.Name, &r.Fingerprint, &r.Schedule, &r.Generation, &r.Paused, &last, &r.Ticks, &alive,
+		&r.Spec, &due, &r.Runs, &r.Skipped); err != nil {
 		return bus.RecurringRecord{}, err
 	}
 	if last != nil {
@@ -62,6 +90,9 @@ func scanRecurring(row pgx.Row) (bus.RecurringRecord, error) {
 	}
 	if alive != nil {
 		r.Alive = alive.UTC()
+	}
+	if due != nil {
+		r.Due = due.UTC()
 	}
 	if len(r.Ticks) == 0 {
 		r.Ticks = nil
@@ -85,12 +116,12 @@ func nullTime(t time.Time) *time.Time {
 // statement (see bus.RecurringStore).
 func (p *Persistence) DeclareRecurring(ctx context.Context, rec bus.RecurringRecord) (bus.RecurringRecord, bool, error) {
 	t := p.names.recur
-	got, err := scanRecurring(p.pool.QueryRow(ctx, fmt.Sprintf(`INSERT INTO %[1]s AS r (name, fingerprint, schedule, generation)
-VALUES ($1, $2, $3, 1)
+	got, err := scanRecurring(p.pool.QueryRow(ctx, fmt.Sprintf(`INSERT INTO %[1]s AS r (name, fingerprint, schedule, generation, spec, due_at)
+VALUES ($1, $2, $3, 1, $4, $5)
 ON CONFLICT (name) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, schedule = EXCLUDED.schedule,
-	generation = r.generation + 1, updated_at = now()
+	spec = EXCLUDED.spec, due_at = EXCLUDED.due_at, generation = r.generation + 1, updated_at = now()
 WHERE r.fingerprint <> EXCLUDED.fingerprint
-RETURNING %[2]s`, t, recurringColumns), rec.Name, rec.Fingerprint, rec.Schedule))
+RETURNING %[2]s`, t, recurringColumns), rec.Name, rec.Fingerprint, rec.Schedule, rec.Spec, nullTime(rec.Due)))
 	if err == nil {
 		return got, true, nil
 	}
@@ -150,9 +181,10 @@ func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdv
 	var done bool
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE %s SET last_tick = $4, ticks = $5, updated_at = now(),
-	alive_until = greatest(alive_until, $6)
+	alive_until = greatest(alive_until, $6), due_at = $9, runs = $10, skipped = $11
 WHERE name = $1 AND generation = $2 AND last_tick IS NOT DISTINCT FROM $3 AND fingerprint = $7 AND paused = $8`, p.names.recur),
-			adv.Name, adv.Generation, nullTime(adv.From), nullTime(adv.Last), ticks, nullTime(adv.Alive), adv.Fingerprint, adv.Paused)
+			adv.Name, adv.Generation, nullTime(adv.From), nullTime(adv.Last), ticks, nullTime(adv.Alive), adv.Fingerprint, adv.Paused,
+			nullTime(adv.Due), adv.Runs, adv.Skipped)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
@@ -181,11 +213,11 @@ func (p *Persistence) cancelManySQL() string {
 }
 
 // SetRecurringPaused pauses or resumes the record name; resuming moves
-// last_tick forward to at.
+// last_tick forward to at. Both make the record due at at.
 func (p *Persistence) SetRecurringPaused(ctx context.Context, name string, paused bool, at time.Time) (bool, error) {
-	tag, err := p.pool.Exec(ctx, fmt.Sprintf(`UPDATE %s SET paused = $2, updated_at = now(),
+	tag, err := p.pool.Exec(ctx, fmt.Sprintf(`UPDATE %s SET paused = $2, updated_at = now(), due_at = $4,
 	last_tick = CASE WHEN NOT $2 AND (last_tick IS NULL OR last_tick < $3) THEN $3 ELSE last_tick END
-WHERE name = $1 AND fingerprint <> ''`, p.names.recur), name, paused, at)
+WHERE name = $1 AND fingerprint <> ''`, p.names.recur), name, paused, at, nullTime(at))
 	if err != nil {
 		return false, fmt.Errorf("postgres: pause recurring %q: %w", name, err)
 	}
@@ -199,7 +231,7 @@ func (p *Persistence) DeleteRecurring(ctx context.Context, name string, cancel [
 	var done bool
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE %s SET fingerprint = '', schedule = '', paused = false,
-	last_tick = NULL, ticks = '{}', alive_until = NULL, updated_at = now()
+	last_tick = NULL, ticks = '{}', alive_until = NULL, spec = NULL, due_at = NULL, runs = 0, skipped = 0, updated_at = now()
 WHERE name = $1 AND fingerprint <> ''`, p.names.recur), name)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err

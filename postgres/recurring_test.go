@@ -90,7 +90,7 @@ func TestRecurringGuideShowsTheTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := postgres.Migrations()
-	ddl := m[len(m)-2] + ";\n" + m[len(m)-1]
+	ddl := strings.Join(m[len(m)-4:len(m)-1], ";\n") // the recurring table, its upgrade and its due index
 	if !strings.Contains(ddl, "outgoing_messages_recurring") || !strings.Contains(string(doc), ddl+";") {
 		t.Errorf("docs/guide/recurring.md does not show the recurring table as Setup creates it:\n%s;", ddl)
 	}
@@ -170,16 +170,18 @@ func TestRecurringMultiProcess(t *testing.T) {
 	}
 }
 
-// A recurring table made before the liveness mark existed gets its
-// column from Setup, and its records keep working.
-func TestRecurringSetupMigratesTheLivenessMark(t *testing.T) {
+// A recurring table made before the liveness mark and the runtime
+// columns existed, in a schema an earlier version set up in full, gets
+// its columns and index from Setup, and its records keep working.
+func TestRecurringSetupMigratesAnOldTable(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
-	schema := freshSchema(t, pool)
+	schema := newStore(t, pool, postgres.Options{}).Table()
+	schema = strings.Trim(strings.Split(schema, ".")[0], `"`)
 	table := pgx.Identifier{schema, "outgoing_messages_recurring"}.Sanitize()
 	ctx := t.Context()
 	for _, stmt := range []string{
-		`CREATE SCHEMA ` + pgx.Identifier{schema}.Sanitize(),
+		`DROP TABLE ` + table,
 		`CREATE TABLE ` + table + ` (name text COLLATE "C" PRIMARY KEY, fingerprint text NOT NULL, schedule text NOT NULL,
 	generation bigint NOT NULL, paused boolean NOT NULL DEFAULT false, last_tick timestamptz,
 	ticks timestamptz[] NOT NULL DEFAULT '{}', updated_at timestamptz NOT NULL DEFAULT now())`,
@@ -192,14 +194,27 @@ func TestRecurringSetupMigratesTheLivenessMark(t *testing.T) {
 	store := newStore(t, pool, postgres.Options{Schema: schema})
 	last := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	rec, ok, err := store.LoadRecurring(ctx, "old")
-	if err != nil || !ok || !rec.Last.Equal(last) || !rec.Alive.IsZero() {
-		t.Fatalf("record made before the mark = %+v, %v, %v; want Last %v and no mark", rec, ok, err, last)
+	if err != nil || !ok || !rec.Last.Equal(last) || !rec.Alive.IsZero() || rec.Spec != nil || !rec.Due.IsZero() || rec.Runs != 0 {
+		t.Fatalf("record made before the mark = %+v, %v, %v; want Last %v and no mark, Spec or Due", rec, ok, err, last)
 	}
 	alive := last.Add(time.Hour)
-	if ok, err := store.AdvanceRecurring(ctx, bus.RecurringAdvance{Name: "old", Generation: 1, Fingerprint: "fp", From: last, Last: last, Alive: alive}); err != nil || !ok {
+	if ok, err := store.AdvanceRecurring(ctx, bus.RecurringAdvance{Name: "old", Generation: 1, Fingerprint: "fp", From: last, Last: last,
+		Alive: alive, Due: alive, Runs: 2, Skipped: 1}); err != nil || !ok {
 		t.Fatalf("AdvanceRecurring = %v, %v", ok, err)
 	}
-	if rec, _, _ := store.LoadRecurring(ctx, "old"); !rec.Alive.Equal(alive) {
-		t.Fatalf("mark after an advance = %v, want %v", rec.Alive, alive)
+	if rec, _, _ := store.LoadRecurring(ctx, "old"); !rec.Alive.Equal(alive) || !rec.Due.Equal(alive) || rec.Runs != 2 || rec.Skipped != 1 {
+		t.Fatalf("record after an advance = %+v, want Alive and Due %v, Runs 2, Skipped 1", rec, alive)
+	}
+	// Declared in code, it is never claimed; made at runtime, it is.
+	if got, err := store.ClaimDueRecurring(ctx, alive, 10, time.Minute); err != nil || len(got) != 0 {
+		t.Fatalf("claim of a record declared in code = %+v, %v; want none", got, err)
+	}
+	if _, changed, err := store.DeclareRecurring(ctx, bus.RecurringRecord{Name: "old", Fingerprint: "fp2", Schedule: "@every 1h",
+		Spec: []byte(`{}`), Due: last}); err != nil || !changed {
+		t.Fatalf("DeclareRecurring = %v, %v", changed, err)
+	}
+	if got, err := store.ClaimDueRecurring(ctx, alive, 10, time.Minute); err != nil || len(got) != 1 || got[0].Name != "old" ||
+		!got[0].Due.Equal(last) || got[0].Runs != 2 {
+		t.Fatalf("claim of the runtime record = %+v, %v; want it, with its Due and Runs", got, err)
 	}
 }

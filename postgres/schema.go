@@ -60,6 +60,10 @@ type names struct {
 	regFGrp  string // schema.group index for to_regclass
 	recur    string // quoted schema.recurring-schedule table
 	regRecur string // schema.recurring table for to_regclass
+	recurDue string // quoted runtime due index name (unqualified)
+	regRDue  string // schema.runtime due index for to_regclass
+	runs     string // quoted schema.recurring runs table
+	regRuns  string // schema.runs table for to_regclass
 	channel  string // NOTIFY channel, raw (pg_notify takes text)
 	lockKey  string // advisory lock key text, hashed by the server
 }
@@ -88,6 +92,10 @@ func newNames(o Options) names {
 		regFGrp:  pgx.Identifier{o.Schema, o.Table + failedSuffix + failedGroupSuffix}.Sanitize(),
 		recur:    pgx.Identifier{o.Schema, o.Table + recurringSuffix}.Sanitize(),
 		regRecur: pgx.Identifier{o.Schema, o.Table + recurringSuffix}.Sanitize(),
+		recurDue: pgx.Identifier{o.Table + recurringDueSuffix}.Sanitize(),
+		regRDue:  pgx.Identifier{o.Schema, o.Table + recurringDueSuffix}.Sanitize(),
+		runs:     pgx.Identifier{o.Schema, o.Table + runsSuffix}.Sanitize(),
+		regRuns:  pgx.Identifier{o.Schema, o.Table + runsSuffix}.Sanitize(),
 		channel:  channelName(o.Schema, o.Table),
 		lockKey:  "postbus.setup." + o.Schema,
 	}
@@ -128,6 +136,10 @@ func newNames(o Options) names {
 // On a large existing table, the two new indexes can be built ahead with
 // CREATE INDEX CONCURRENTLY under the same names, so that Setup finds them
 // and does not block writes while it builds them.
+//
+// Then come the table of recurring schedules (recurringDDL), the columns
+// later versions added to it, the partial index of the runtime schedules'
+// due times, and the table of the recurring runs under way (runsDDL).
 func ddl(n names) []string {
 	return []string{
 		fmt.Sprintf(`CREATE SCHEMA IF NOT EXISTS %s`, n.schema),
@@ -191,6 +203,8 @@ func ddl(n names) []string {
 		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (failure_group, last_failed, id) INCLUDE (first_failed)`, n.fGrpIdx, n.failed),
 		recurringDDL(n),
 		recurringMigrateDDL(n),
+		recurringDueDDL(n),
+		runsDDL(n),
 	}
 }
 
@@ -228,15 +242,17 @@ func (p *Persistence) Setup(ctx context.Context) error {
 func (p *Persistence) setupOnce(ctx context.Context) error {
 	// The claim index is on transport, and the type index on
 	// message_type, so their presence shows those columns; lease_token is
-	// looked up. The last index of the failed-message table shows it.
+	// looked up. The last index of the failed-message table shows it, and
+	// the runtime due index of the recurring table shows its columns.
 	var present bool
 	err := p.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL
 	AND to_regclass($3) IS NULL
 	AND to_regclass($4) IS NOT NULL AND to_regclass($5) IS NOT NULL AND to_regclass($6) IS NOT NULL
 	AND to_regclass($7) IS NOT NULL AND to_regclass($8) IS NOT NULL AND to_regclass($9) IS NOT NULL
+	AND to_regclass($10) IS NOT NULL AND to_regclass($11) IS NOT NULL
 	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'lease_token' AND NOT attisdropped)`,
 		p.names.regTbl, p.names.regIdx, p.names.regOld, p.names.regInbox, p.names.regInIdx, p.names.regSagas,
-		p.names.regType, p.names.regFGrp, p.names.regRecur).Scan(&present)
+		p.names.regType, p.names.regFGrp, p.names.regRecur, p.names.regRDue, p.names.regRuns).Scan(&present)
 	if err != nil || present {
 		return err
 	}

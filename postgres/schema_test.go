@@ -273,7 +273,7 @@ func TestSetupMigratesTablesOfEarlierVersions(t *testing.T) {
 	}
 	if want := []string{"outgoing_messages_claim_idx", "outgoing_messages_due_idx", "outgoing_messages_failed_grp_idx",
 		"outgoing_messages_failed_last_idx", "outgoing_messages_failed_pkey", "outgoing_messages_inbox_pkey",
-		"outgoing_messages_inbox_purge_idx", "outgoing_messages_pkey", "outgoing_messages_recurring_pkey", "outgoing_messages_sagas_pkey",
+		"outgoing_messages_inbox_purge_idx", "outgoing_messages_pkey", "outgoing_messages_recur_due_idx", "outgoing_messages_recurring_pkey", "outgoing_messages_runs_pkey", "outgoing_messages_sagas_pkey",
 		"outgoing_messages_type_due_idx"}; strings.Join(indexes, " ") != strings.Join(want, " ") {
 		t.Errorf("indexes after the migration = %v, want %v", indexes, want)
 	}

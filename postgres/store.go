@@ -29,7 +29,9 @@ import (
 // positive Delay is due at the server's time + Delay (now() of the INSERT,
 // or of the start of a COPY); otherwise at DueAt. Each row keeps its
 // Transport. A row with an empty or non-UTF-8 ID, or no envelope, is an
-// *InvalidRowError and nothing is stored.
+// *InvalidRowError and nothing is stored. When the connection fails before
+// the commit is confirmed, the call checks on another connection whether
+// its rows were stored and returns nil if they all were (see indoubt.go).
 func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMessage) error {
 	if len(msgs) == 0 {
 		return ctx.Err()
@@ -43,7 +45,11 @@ func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMess
 	if len(msgs) >= copyMinRows {
 		store = p.storeCopied
 	}
-	if err := store(ctx, msgs); err != nil {
+	err := store(ctx, msgs)
+	if err != nil && inDoubt(err) && ctx.Err() == nil {
+		err = p.settleInDoubt(ctx, msgs, err, store) // see indoubt.go
+	}
+	if err != nil {
 		return fmt.Errorf("postgres: store outgoing: %w", err)
 	}
 	return nil

@@ -53,9 +53,10 @@ func schemaAfterSetup(t *testing.T) (stmts []string, byName map[string]string) {
 
 // TestSQLiteDocShowsTheSchemaSetupCreates keeps docs/persistence/sqlite.md
 // true: its schema block is what Setup creates in a new file, its saga
-// block the saga table, its upgrade block the columns Setup adds to a table
-// of an earlier version, and its column table names every column of the
-// scheduled-message table and of the saga table. Run it with -update to rewrite the blocks after
+// block the saga table, its upgrade blocks the columns Setup adds to a
+// scheduled-message or recurring table of an earlier version, and its
+// column tables name every column of the scheduled-message, saga and
+// recurring tables. Run it with -update to rewrite the blocks after
 // a schema change.
 func TestSQLiteDocShowsTheSchemaSetupCreates(t *testing.T) {
 	t.Parallel()
@@ -69,15 +70,24 @@ func TestSQLiteDocShowsTheSchemaSetupCreates(t *testing.T) {
 	if !ok {
 		t.Fatalf("Setup made no table %s", q.sagas.table)
 	}
+	var recurringUpgrade []string
+	for _, c := range recurringAddColumns(DefaultTable) {
+		recurringUpgrade = append(recurringUpgrade, c.ddl)
+	}
 	docblock.Check(t, sqliteDoc, map[string]string{
-		"schema":     strings.Join(stmts, ";\n") + ";",
-		"saga-table": saga + ";",
-		"upgrade":    strings.Join(upgrade, ";\n") + ";",
+		"schema":            strings.Join(stmts, ";\n") + ";",
+		"saga-table":        saga + ";",
+		"upgrade":           strings.Join(upgrade, ";\n") + ";",
+		"recurring-upgrade": strings.Join(recurringUpgrade, ";\n") + ";",
 	}, *update)
 	if diff := docblock.SameNames(docblock.Table(t, sqliteDoc, "columns"), docblock.Columns(byName[DefaultTable])); diff != "" {
 		t.Errorf("%s: the column table of %s: %s", sqliteDoc, DefaultTable, diff)
 	}
 	if diff := docblock.SameNames(docblock.Table(t, sqliteDoc, "saga-columns"), docblock.Columns(saga)); diff != "" {
 		t.Errorf("%s: the column table of %s: %s", sqliteDoc, q.sagas.table, diff)
+	}
+	recurring := DefaultTable + "_recurring"
+	if diff := docblock.SameNames(docblock.Table(t, sqliteDoc, "recurring-columns"), docblock.Columns(byName[recurring])); diff != "" {
+		t.Errorf("%s: the column table of %s: %s", sqliteDoc, recurring, diff)
 	}
 }

@@ -11,64 +11,35 @@ import (
 	"github.com/postbus/bus"
 )
 
-var _ bus.RecurringStore = (*Persistence)(nil)
+var (
+	_ bus.RecurringStore        = (*Persistence)(nil)
+	_ bus.RecurringRuntimeStore = (*Persistence)(nil)
+)
 
 // recurringTable is the table of recurring schedules: Options.Table +
 // "_recurring".
 func (p *Persistence) recurringTable() string { return p.q.table + "_recurring" }
 
-// recurringDDL is the table of recurring schedules (bus.RecurringStore),
-// one row per schedule name: the current definition (fingerprint,
-// schedule text, generation), paused (0 or 1), the time up to which its
-// ticks are dealt with (last_tick, Unix nanoseconds, 0 before the first)
-// its recent ticks as a JSON array of Unix nanoseconds, and the liveness
-// mark (alive_until, Unix nanoseconds, 0 before the first step: see
-// bus.RecurringRecord.Alive). The occurrences are ordinary rows of the
-// scheduled-message table. A deleted schedule's row stays, with an empty
-// fingerprint, so that its generation is never reused.
-func recurringDDL(table string) string {
-	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
-	name        TEXT    NOT NULL PRIMARY KEY,
-	fingerprint TEXT    NOT NULL,
-	schedule    TEXT    NOT NULL,
-	generation  INTEGER NOT NULL,
-	paused      INTEGER NOT NULL DEFAULT 0,
-	last_tick   INTEGER NOT NULL DEFAULT 0,
-	ticks       TEXT    NOT NULL DEFAULT '[]',
-	updated_at  INTEGER NOT NULL,
-	alive_until INTEGER NOT NULL DEFAULT 0
-)`, table+"_recurring")
-}
-
-// migrateRecurring adds the liveness mark to a recurring table made by an
-// earlier version (0: no step seen yet), inside Setup's write transaction.
-func (p *Persistence) migrateRecurring(ctx context.Context, tx *sql.Tx) error {
-	have, err := columnsOf(ctx, tx, p.q.columns, p.recurringTable())
-	if err != nil {
-		return err
-	}
-	if have["alive_until"] {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`ALTER TABLE %s ADD COLUMN alive_until INTEGER NOT NULL DEFAULT 0`, p.recurringTable())); err != nil {
-		return fmt.Errorf("add column alive_until: %w", err)
-	}
-	p.log.Info("sqlite: added a column to the recurring table", "table", p.recurringTable(), "column", "alive_until")
-	return nil
-}
-
-const recurringColumns = `name, fingerprint, schedule, generation, paused, last_tick, ticks, alive_until`
+// recurringColumns are the columns scanRecurring reads; the last says
+// whether spec is set, so that an empty Spec stays non-nil.
+const recurringColumns = `name, fingerprint, schedule, generation, paused, last_tick, ticks, alive_until,
+	spec, due_at, runs, skipped, spec IS NOT NULL`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
 func scanRecurring(row rowScanner) (bus.RecurringRecord, error) {
 	var r bus.RecurringRecord
-	var last, alive int64
+	var last, alive, due int64
 	var ticks string
-	if err := row.Scan(&r.Name, &r.Fingerprint, &r.Schedule, &r.Generation, &r.Paused, &last, &ticks, &alive); err != nil {
+	var hasSpec bool
+	if err := row.Scan(&r.Name, &r.Fingerprint, &r.Schedule, &r.Generation, &r.Paused, &last, &ticks, &alive,
+		&r.Spec, &due, &r.Runs, &r.Skipped, &hasSpec); err != nil {
 		return bus.RecurringRecord{}, err
 	}
-	r.Last, r.Alive = fromNanos(last), fromNanos(alive)
+	r.Last, r.Alive, r.Due = fromNanos(last), fromNanos(alive), fromNanos(due)
+	if hasSpec && r.Spec == nil {
+		r.Spec = []byte{}
+	}
 	var ns []int64
 	if err := json.Unmarshal([]byte(ticks), &ns); err != nil {
 		return bus.RecurringRecord{}, fmt.Errorf("ticks of %q: %w", r.Name, err)
@@ -77,6 +48,16 @@ func scanRecurring(row rowScanner) (bus.RecurringRecord, error) {
 		r.Ticks = append(r.Ticks, fromNanos(n))
 	}
 	return r, nil
+}
+
+// specArg is a record's Spec as a statement argument: NULL for none (a
+// schedule declared in code), a BLOB otherwise, even an empty one (the
+// driver binds every []byte, nil included, as a BLOB).
+func specArg(spec []byte) any {
+	if spec == nil {
+		return nil
+	}
+	return spec
 }
 
 func ticksJSON(ticks []time.Time) string {
@@ -89,17 +70,19 @@ func ticksJSON(ticks []time.Time) string {
 }
 
 // DeclareRecurring inserts the schedule's record, or replaces its
-// definition when the fingerprint differs, raising the generation, in one
-// write transaction (see bus.RecurringStore).
+// definition (fingerprint, schedule text, spec and due step) when the
+// fingerprint differs, raising the generation, in one write transaction
+// (see bus.RecurringStore).
 func (p *Persistence) DeclareRecurring(ctx context.Context, rec bus.RecurringRecord) (bus.RecurringRecord, bool, error) {
 	var got bus.RecurringRecord
 	var changed bool
 	err := p.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s AS r (name, fingerprint, schedule, generation, updated_at)
-VALUES (?1, ?2, ?3, 1, ?4)
+		res, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s AS r (name, fingerprint, schedule, generation, updated_at, spec, due_at)
+VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6)
 ON CONFLICT (name) DO UPDATE SET fingerprint = excluded.fingerprint, schedule = excluded.schedule,
-	generation = r.generation + 1, updated_at = excluded.updated_at
-WHERE r.fingerprint <> excluded.fingerprint`, p.recurringTable()), rec.Name, rec.Fingerprint, rec.Schedule, nanos(p.now()))
+	generation = r.generation + 1, updated_at = excluded.updated_at, spec = excluded.spec, due_at = excluded.due_at
+WHERE r.fingerprint <> excluded.fingerprint`, p.recurringTable()),
+			rec.Name, rec.Fingerprint, rec.Schedule, nanos(p.now()), specArg(rec.Spec), nanos(rec.Due))
 		if err != nil {
 			return err
 		}
@@ -164,7 +147,8 @@ func (p *Persistence) ListRecurring(ctx context.Context) ([]bus.RecurringRecord,
 }
 
 // AdvanceRecurring applies adv in one write transaction: the
-// compare-and-set update of the record, the cancellations (rows whose
+// compare-and-set update of the record (with its due step, runs and
+// skipped ticks), the cancellations (rows whose
 // lease runs at the store's now are kept), then the inserts.
 func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdvance) (bool, error) {
 	if err := checkRows(adv.Store); err != nil {
@@ -174,10 +158,10 @@ func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdv
 	err := p.inTx(ctx, func(tx *sql.Tx) error {
 		now := p.now()
 		res, err := tx.ExecContext(ctx, fmt.Sprintf(`UPDATE %s SET last_tick = ?4, ticks = ?5, updated_at = ?6,
-	alive_until = max(alive_until, ?7)
+	alive_until = max(alive_until, ?7), due_at = ?10, runs = ?11, skipped = ?12
 WHERE name = ?1 AND generation = ?2 AND last_tick = ?3 AND fingerprint = ?8 AND paused = ?9`, p.recurringTable()),
 			adv.Name, adv.Generation, nanos(adv.From), nanos(adv.Last), ticksJSON(adv.Ticks), nanos(now), nanos(adv.Alive),
-			adv.Fingerprint, adv.Paused)
+			adv.Fingerprint, adv.Paused, nanos(adv.Due), adv.Runs, adv.Skipped)
 		if err != nil {
 			return err
 		}
@@ -211,10 +195,10 @@ func (p *Persistence) cancelIn(ctx context.Context, tx *sql.Tx, ids []string, no
 	return nil
 }
 
-// SetRecurringPaused pauses or resumes the record name; resuming moves
-// last_tick forward to at.
+// SetRecurringPaused pauses or resumes the record name and makes its
+// next step due at at; resuming moves last_tick forward to at.
 func (p *Persistence) SetRecurringPaused(ctx context.Context, name string, paused bool, at time.Time) (bool, error) {
-	res, err := p.db.ExecContext(ctx, fmt.Sprintf(`UPDATE %s SET paused = ?2, updated_at = ?4,
+	res, err := p.db.ExecContext(ctx, fmt.Sprintf(`UPDATE %s SET paused = ?2, updated_at = ?4, due_at = ?3,
 	last_tick = CASE WHEN NOT ?2 AND last_tick < ?3 THEN ?3 ELSE last_tick END
 WHERE name = ?1 AND fingerprint <> ''`, p.recurringTable()), name, paused, nanos(at), nanos(p.now()))
 	if err != nil {
@@ -228,13 +212,14 @@ WHERE name = ?1 AND fingerprint <> ''`, p.recurringTable()), name, paused, nanos
 }
 
 // DeleteRecurring removes the record name, leaving a tombstone (an empty
-// fingerprint) that keeps its generation, and cancels the rows named, in
+// fingerprint, no spec, nothing due, no runs or skipped ticks) that
+// keeps its generation, and cancels the rows named, in
 // one write transaction.
 func (p *Persistence) DeleteRecurring(ctx context.Context, name string, cancel []string) (bool, error) {
 	var done bool
 	err := p.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, fmt.Sprintf(`UPDATE %s SET fingerprint = '', schedule = '', paused = 0,
-	last_tick = 0, ticks = '[]', alive_until = 0, updated_at = ?2
+	last_tick = 0, ticks = '[]', alive_until = 0, spec = NULL, due_at = 0, runs = 0, skipped = 0, updated_at = ?2
 WHERE name = ?1 AND fingerprint <> ''`, p.recurringTable()), name, nanos(p.now()))
 		if err != nil {
 			return err

@@ -116,10 +116,25 @@ func TestRecurringCallInOutboxHandlingFailsAtOnce(t *testing.T) {
 	}
 }
 
-// A recurring table made before the liveness mark existed gets its column
-// from Setup (twice changes nothing more), and its records keep working.
+// A recurring table made by an earlier version, before the liveness mark
+// or before the columns of runtime schedules, gets its columns and the
+// index of due runtime records from Setup (twice changes nothing more),
+// and its records keep working: they load as declared schedules, advance,
+// and become runtime ones when declared with a Spec.
 func TestRecurringSetupMigratesTheLivenessMark(t *testing.T) {
 	t.Parallel()
+	for _, layout := range []struct{ name, columns string }{
+		{"before the liveness mark", ""},
+		{"before runtime schedules", ", alive_until INTEGER NOT NULL DEFAULT 0"},
+	} {
+		t.Run(layout.name, func(t *testing.T) {
+			t.Parallel()
+			testRecurringSetupMigrates(t, layout.columns)
+		})
+	}
+}
+
+func testRecurringSetupMigrates(t *testing.T, extra string) {
 	p, err := sqlite.Open(filepath.Join(t.TempDir(), "old.db"), sqlite.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +144,7 @@ func TestRecurringSetupMigratesTheLivenessMark(t *testing.T) {
 	last := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	if _, err := p.DB().ExecContext(ctx, `CREATE TABLE outgoing_messages_recurring (name TEXT NOT NULL PRIMARY KEY,
 	fingerprint TEXT NOT NULL, schedule TEXT NOT NULL, generation INTEGER NOT NULL, paused INTEGER NOT NULL DEFAULT 0,
-	last_tick INTEGER NOT NULL DEFAULT 0, ticks TEXT NOT NULL DEFAULT '[]', updated_at INTEGER NOT NULL);
+	last_tick INTEGER NOT NULL DEFAULT 0, ticks TEXT NOT NULL DEFAULT '[]', updated_at INTEGER NOT NULL`+extra+`);
 INSERT INTO outgoing_messages_recurring (name, fingerprint, schedule, generation, last_tick, updated_at)
 	VALUES ('old', 'fp', 'every 1h0m0s', 1, ?, 0)`, last.UnixNano()); err != nil {
 		t.Fatal(err)
@@ -139,15 +154,30 @@ INSERT INTO outgoing_messages_recurring (name, fingerprint, schedule, generation
 			t.Fatalf("Setup: %v", err)
 		}
 	}
+	var index int
+	if err := p.DB().QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'outgoing_messages_recurring_due_idx'`).Scan(&index); err != nil || index != 1 {
+		t.Fatalf("the index of due runtime records after Setup: %d, %v", index, err)
+	}
 	rec, ok, err := p.LoadRecurring(ctx, "old")
-	if err != nil || !ok || !rec.Last.Equal(last) || !rec.Alive.IsZero() {
-		t.Fatalf("record made before the mark = %+v, %v, %v; want Last %v and no mark", rec, ok, err, last)
+	if err != nil || !ok || !rec.Last.Equal(last) || !rec.Alive.IsZero() || rec.Spec != nil || !rec.Due.IsZero() || rec.Runs != 0 || rec.Skipped != 0 {
+		t.Fatalf("record made before the columns = %+v, %v, %v; want Last %v, no mark, no Spec, Due, Runs or Skipped", rec, ok, err, last)
 	}
 	alive := last.Add(time.Hour)
-	if ok, err := p.AdvanceRecurring(ctx, bus.RecurringAdvance{Name: "old", Generation: 1, Fingerprint: "fp", From: last, Last: last, Alive: alive}); err != nil || !ok {
+	if ok, err := p.AdvanceRecurring(ctx, bus.RecurringAdvance{Name: "old", Generation: 1, Fingerprint: "fp", From: last, Last: last, Alive: alive,
+		Runs: 2, Skipped: 1}); err != nil || !ok {
 		t.Fatalf("AdvanceRecurring = %v, %v", ok, err)
 	}
-	if rec, _, _ := p.LoadRecurring(ctx, "old"); !rec.Alive.Equal(alive) {
-		t.Fatalf("mark after an advance = %v, want %v", rec.Alive, alive)
+	if rec, _, _ := p.LoadRecurring(ctx, "old"); !rec.Alive.Equal(alive) || rec.Runs != 2 || rec.Skipped != 1 {
+		t.Fatalf("record after an advance = %+v, want mark %v, Runs 2, Skipped 1", rec, alive)
+	}
+	// Declared again as a runtime schedule, it is claimed when due.
+	due := time.Now().Truncate(time.Millisecond)
+	if rec, changed, err := p.DeclareRecurring(ctx, bus.RecurringRecord{Name: "old", Fingerprint: "fp2", Schedule: "@every 1h",
+		Spec: []byte(`{}`), Due: due}); err != nil || !changed || rec.Generation != 2 || rec.Runs != 2 {
+		t.Fatalf("DeclareRecurring with a Spec = %+v, %v, %v", rec, changed, err)
+	}
+	recs, err := p.ClaimDueRecurring(ctx, due, 10, time.Minute)
+	if err != nil || len(recs) != 1 || recs[0].Name != "old" || !recs[0].Due.Equal(due) {
+		t.Fatalf("ClaimDueRecurring = %+v, %v; want the migrated record", recs, err)
 	}
 }

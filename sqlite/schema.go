@@ -13,7 +13,8 @@ import (
 // recurring schedules (Options.Table + "_recurring"); it brings a table created by an earlier version up to date: it adds the lease_token
 // and transport columns when they are missing (existing rows get no token
 // and the transport ”) and the recurring table's liveness mark
-// (alive_until), creates the claim index and drops the index the
+// (alive_until) and runtime columns (spec, due_at, runs, skipped), creates
+// the index of due runtime schedules and the claim index and drops the index the
 // claim no longer uses. It is idempotent and safe to call from several
 // processes at once: it runs in one write transaction. bus.Start calls it
 // unless the bus is configured to skip setup.
@@ -39,7 +40,7 @@ func (p *Persistence) setup(ctx context.Context) error {
 	if err := p.migrate(ctx, tx); err != nil {
 		return fmt.Errorf("sqlite: setup: %w", err)
 	}
-	for _, stmt := range slices.Concat(p.q.indexes, []string{p.q.inbox, p.q.inboxIndex, p.q.sagas.create, recurringDDL(p.q.table)}) {
+	for _, stmt := range slices.Concat(p.q.indexes, []string{p.q.inbox, p.q.inboxIndex, p.q.sagas.create, recurringDDL(p.q.table), runsDDL(p.q.table)}) {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("sqlite: setup: %w", err)
 		}

@@ -23,6 +23,7 @@ require (
 	github.com/postbus/bus/sqlite v0.3.0
 	github.com/postbus/bus/sqs v0.3.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c

@@ -90,7 +90,7 @@ const mainUsage = `postbus: operate a Postbus deployment.
 Usage:
   postbus scheduled ls|show|cancel|send-now [flags] [ID...]
   postbus failed    ls|groups|show|retry|delete|ingest [flags] [ID...]
-  postbus recurring ls|show|pause|resume|trigger|delete [flags] [NAME...]
+  postbus recurring ls|show|set|pause|resume|trigger|backfill|delete [flags] [NAME...]
   postbus provision --endpoint NAME [--event TYPE]... [--dry-run]
   postbus console   [--addr 127.0.0.1:8080] [--read-only]
   postbus version

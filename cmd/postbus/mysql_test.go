@@ -46,7 +46,7 @@ func mysqlFixture(t *testing.T) (*mysql.Persistence, map[string]string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, s := range []string{"", "_inbox", "_sagas", "_failed", "_recurring"} {
+		for _, s := range []string{"", "_inbox", "_sagas", "_failed", "_recurring", "_runs"} {
 			_, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS `"+table+s+"`")
 		}
 		_ = db.Close()
@@ -104,7 +104,7 @@ func TestProvisionMySQL(t *testing.T) {
 	defer db.Close()
 	table := "cli_" + bustest.Namespace()
 	t.Cleanup(func() {
-		for _, s := range []string{"", "_inbox", "_sagas", "_failed", "_recurring"} {
+		for _, s := range []string{"", "_inbox", "_sagas", "_failed", "_recurring", "_runs"} {
 			_, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS `"+table+s+"`")
 		}
 	})

@@ -10,14 +10,17 @@ import (
 	"github.com/postbus/bus"
 )
 
-const recurringUsage = `recurring ls|show|pause|resume|trigger|delete
+const recurringUsage = `recurring ls|show|set|pause|resume|trigger|backfill|delete
 
-  ls       list the stored schedules: schedule, next and last tick, paused
+  ls       list the stored schedules, a page at a time: kind, schedule, next and last tick, state
   show     show one schedule with its recent ticks and their occurrences
+  set      create or replace a schedule made at runtime, with its message
   pause    pause schedules for every process; occurrences stored ahead are cancelled
   resume   resume schedules from their next tick (ticks missed while paused are not sent)
   trigger  store one extra occurrence due now, a copy of a stored occurrence
-  delete   remove schedules no process declares any more, cancelling their occurrences`
+  backfill store an occurrence for each tick of a time range (schedules made at runtime)
+  delete   remove schedules made at runtime, or ones no process declares any more,
+           cancelling their occurrences`
 
 func (a *app) recurring(ctx context.Context, args []string) error {
 	if len(args) == 0 {
@@ -29,6 +32,10 @@ func (a *app) recurring(ctx context.Context, args []string) error {
 		return a.recurringLs(ctx, args[1:])
 	case "show":
 		return a.recurringShow(ctx, args[1:])
+	case "set":
+		return a.recurringSet(ctx, args[1:])
+	case "backfill":
+		return a.recurringBackfill(ctx, args[1:])
 	case "pause", "resume", "delete":
 		return a.recurringChange(ctx, args[0], args[1:])
 	case "trigger":
@@ -76,7 +83,7 @@ func (a *app) openRecurring(ctx context.Context, c *command) (*recurringOps, err
 func (a *app) recurringBus(b *backends) (*bus.Bus, error) {
 	return bus.New(bus.Config{
 		Endpoint: "postbus-cli", Persistence: b.Persistence, SendOnly: true, Clock: appClock{a.now},
-		Logger: a.logger(),
+		Logger: a.logger(), ParseSchedule: parseSchedule,
 	})
 }
 
@@ -94,11 +101,23 @@ func (s sysTimer) Stop() bool          { return s.t.Stop() }
 
 type recurringJSON struct {
 	Name       string     `json:"name"`
+	Kind       string     `json:"kind"` // runtime or declared
 	Schedule   string     `json:"schedule"`
 	Next       *time.Time `json:"next,omitempty"`
 	Last       *time.Time `json:"last,omitempty"`
 	Paused     bool       `json:"paused"`
 	Generation int64      `json:"generation"`
+	Skipped    int64      `json:"skipped"`
+}
+
+// recurringKind names how a schedule was made: "runtime" (SetRecurring,
+// stored with its message) or "declared" (AddRecurring, in a service's
+// code).
+func recurringKind(runtime bool) string {
+	if runtime {
+		return "runtime"
+	}
+	return "declared"
 }
 
 func recurringState(paused bool) string {
@@ -109,7 +128,12 @@ func recurringState(paused bool) string {
 }
 
 func (a *app) recurringLs(ctx context.Context, args []string) error {
-	c := a.newCommand("recurring ls", "recurring ls", "  postbus recurring ls\n  postbus recurring ls --json\n")
+	c := a.newCommand("recurring ls", "recurring ls [--prefix P] [--after NAME] [--limit N]",
+		"  postbus recurring ls\n  postbus recurring ls --prefix invoices- --limit 50\n"+
+			"  postbus recurring ls --prefix invoices- --after invoices-acme --json   # the next page\n")
+	prefix := c.fs.String("prefix", "", "only the schedules whose names start with P")
+	after := c.fs.String("after", "", "only the names after NAME: the last name of the previous page")
+	limit := c.fs.Int("limit", 100, "the page's size, at most 1000")
 	pos, err := a.parse(c, args)
 	if err != nil {
 		return err
@@ -117,33 +141,46 @@ func (a *app) recurringLs(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return usagef("recurring ls takes no arguments")
 	}
+	if *limit < 1 || *limit > 1000 {
+		return usagef("recurring ls: --limit must be 1 to 1000")
+	}
 	o, err := a.openRecurring(ctx, c)
 	if err != nil {
 		return err
 	}
 	defer o.Close()
-	infos, err := o.bus.Recurrings(ctx)
+	// One more than the page tells whether there is a next page.
+	infos, err := o.bus.ListRecurrings(ctx, bus.RecurringFilter{Prefix: *prefix, After: *after, Limit: min(*limit+1, 1000)})
 	if err != nil {
 		return err
 	}
+	nextAfter := ""
+	if len(infos) > *limit || len(infos) == 1000 {
+		infos = infos[:*limit]
+		nextAfter = infos[len(infos)-1].Name
+	}
 	if c.json {
 		out := struct {
-			Count int             `json:"count"`
-			Rows  []recurringJSON `json:"rows"`
-		}{Count: len(infos), Rows: []recurringJSON{}}
+			Count     int             `json:"count"`
+			Rows      []recurringJSON `json:"rows"`
+			NextAfter string          `json:"next_after,omitempty"`
+		}{Count: len(infos), Rows: []recurringJSON{}, NextAfter: nextAfter}
 		for _, i := range infos {
-			out.Rows = append(out.Rows, recurringJSON{Name: i.Name, Schedule: i.Schedule, Next: jsonTime(i.Next),
-				Last: jsonTime(i.Last), Paused: i.Paused, Generation: i.Generation})
+			out.Rows = append(out.Rows, recurringJSON{Name: i.Name, Kind: recurringKind(i.Runtime), Schedule: i.Schedule,
+				Next: jsonTime(i.Next), Last: jsonTime(i.Last), Paused: i.Paused, Generation: i.Generation, Skipped: int64(i.Skipped)})
 		}
 		return writeJSON(a.stdout, out)
 	}
 	var cells [][]string
 	for _, i := range infos {
-		cells = append(cells, []string{i.Name, truncate(i.Schedule, 40), fmtTime(i.Next), fmtTime(i.Last),
-			recurringState(i.Paused), strconv.FormatInt(i.Generation, 10)})
+		cells = append(cells, []string{i.Name, recurringKind(i.Runtime), truncate(i.Schedule, 40), fmtTime(i.Next), fmtTime(i.Last),
+			recurringState(i.Paused), strconv.FormatInt(i.Generation, 10), strconv.Itoa(i.Skipped)})
 	}
-	table(a.stdout, "NAME\tSCHEDULE\tNEXT\tLAST\tSTATE\tGENERATION", cells)
+	table(a.stdout, "NAME\tKIND\tSCHEDULE\tNEXT\tLAST\tSTATE\tGENERATION\tSKIPPED", cells)
 	fmt.Fprintf(a.stdout, "%d schedule(s)\n", len(infos))
+	if nextAfter != "" {
+		fmt.Fprintf(a.stdout, "more: the next page with --after %s\n", nextAfter)
+	}
 	return nil
 }
 
@@ -203,11 +240,12 @@ func (a *app) recurringShow(ctx context.Context, args []string) error {
 			recurringJSON
 			Fingerprint string     `json:"fingerprint"`
 			Ticks       []tickJSON `json:"ticks"`
-		}{recurringJSON{Name: rec.Name, Schedule: rec.Schedule, Last: jsonTime(rec.Last), Paused: rec.Paused,
-			Generation: rec.Generation}, rec.Fingerprint, ticks})
+		}{recurringJSON{Name: rec.Name, Kind: recurringKind(rec.Spec != nil), Schedule: rec.Schedule, Last: jsonTime(rec.Last),
+			Paused: rec.Paused, Generation: rec.Generation, Skipped: rec.Skipped}, rec.Fingerprint, ticks})
 	}
-	fmt.Fprintf(a.stdout, "Name:        %s\nSchedule:    %s\nState:       %s\nGeneration:  %d\nFingerprint: %s\nDealt with:  %s\n",
-		rec.Name, rec.Schedule, recurringState(rec.Paused), rec.Generation, rec.Fingerprint, fmtTime(rec.Last))
+	fmt.Fprintf(a.stdout, "Name:        %s\nKind:        %s\nSchedule:    %s\nState:       %s\nGeneration:  %d\nSkipped:     %d\nFingerprint: %s\nDealt with:  %s\n",
+		rec.Name, recurringKind(rec.Spec != nil), rec.Schedule, recurringState(rec.Paused), rec.Generation, rec.Skipped,
+		rec.Fingerprint, fmtTime(rec.Last))
 	var cells [][]string
 	for _, t := range ticks {
 		cells = append(cells, []string{fmtTime(t.Tick), t.Occurrence, t.State})

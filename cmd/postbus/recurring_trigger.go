@@ -10,10 +10,13 @@ import (
 	"github.com/postbus/bus"
 )
 
-// recurringTrigger stores one extra occurrence of a schedule, due now. The
-// CLI has none of the application's code, so it cannot build the message:
-// it copies the envelope of the earliest occurrence stored for the record's
-// ticks, with the trigger's ID, due time and tick header. Each call
+// recurringTrigger stores one extra occurrence of a schedule, due now. A
+// schedule made at runtime has its message stored, and the bus builds the
+// occurrence from it (Bus.TriggerRecurring), paused or not. For one
+// declared in code the CLI has none of the application's code, so it
+// cannot build the message: it copies the envelope of the earliest
+// occurrence stored for the record's ticks, with the trigger's ID, due
+// time and tick header. Each call
 // stores an occurrence of its own; with --key, every call with that key
 // stores the same one (bus.RecurringTriggerKeyID), so a script can retry
 // it. A schedule with no stored occurrence (paused, or every tick sent)
@@ -42,6 +45,13 @@ func (a *app) recurringTrigger(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	k := *key
+	if k == "" {
+		k = newTriggerKey()
+	}
+	if rec.Spec != nil {
+		return a.triggerRuntime(ctx, o, c.json, *dry, name, k)
+	}
 	var from bus.OutgoingMessage
 	found := false
 	for _, t := range rec.Ticks {
@@ -60,10 +70,6 @@ func (a *app) recurringTrigger(ctx context.Context, args []string) error {
 		return fmt.Errorf("recurring trigger %s: occurrence %s: %w", name, from.ID, err)
 	}
 	now := a.now().UTC()
-	k := *key
-	if k == "" {
-		k = newTriggerKey()
-	}
 	env.ID = bus.RecurringTriggerKeyID(name, k)
 	env.SentAt, env.DueAt = now, now
 	env.SetHeader(bus.HeaderRecurringTick, now.Format(time.RFC3339Nano))
@@ -88,6 +94,31 @@ func (a *app) recurringTrigger(ctx context.Context, args []string) error {
 		verb = "dry run: would have stored"
 	}
 	fmt.Fprintf(a.stdout, "%s occurrence %s of %s, due %s (a copy of %s)\n", verb, msg.ID, name, fmtTime(now), from.ID)
+	return nil
+}
+
+// triggerRuntime triggers the schedule name made at runtime through the
+// bus, which builds the occurrence from the stored definition.
+func (a *app) triggerRuntime(ctx context.Context, o *recurringOps, asJSON, dry bool, name, key string) error {
+	id, now := bus.RecurringTriggerKeyID(name, key), a.now().UTC()
+	if !dry {
+		if err := o.bus.TriggerRecurring(ctx, name, bus.TriggerKey(key)); err != nil {
+			return fmt.Errorf("recurring trigger %s: %w", name, err)
+		}
+	}
+	if asJSON {
+		return writeJSON(a.stdout, struct {
+			DryRun     bool      `json:"dry_run"`
+			Name       string    `json:"name"`
+			Occurrence string    `json:"occurrence_id"`
+			DueAt      time.Time `json:"due_at"`
+		}{dry, name, id, now})
+	}
+	verb := "stored"
+	if dry {
+		verb = "dry run: would have stored"
+	}
+	fmt.Fprintf(a.stdout, "%s occurrence %s of %s, due %s (from its stored definition)\n", verb, id, name, fmtTime(now))
 	return nil
 }
 

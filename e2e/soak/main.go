@@ -124,6 +124,7 @@ type config struct {
 	cutProducer  bool
 	workload     string
 	schedules    int
+	runtime      int
 	every        time.Duration
 	killEvery    time.Duration
 	lease        time.Duration
@@ -157,6 +158,7 @@ func main() {
 	flag.StringVar(&c.workload, "workload", workloadMessages,
 		"messages: sends and delayed sends under every fault; recurring: schedules declared by every worker, one worker killed every -kill-every")
 	flag.IntVar(&c.schedules, "schedules", 1000, "recurring: schedules each worker declares")
+	flag.IntVar(&c.runtime, "runtime", 30, "recurring: schedules the soak makes at runtime (SetRecurring), replaces and deletes while the workers run")
 	flag.DurationVar(&c.every, "every", time.Second, "recurring: the schedules' interval (bus.Every)")
 	flag.DurationVar(&c.killEvery, "kill-every", 10*time.Second, "recurring: SIGKILL one worker (in turn) this often, then start it again")
 	flag.DurationVar(&c.lease, "lease", 0, "the workers' Dispatcher.Lease, and the Redis and PostgreSQL transports' Lease (0: the defaults, 30 s); -grace must outlast it")

@@ -65,8 +65,8 @@ func runRecurring(ctx context.Context, c config) (failed bool, err error) {
 		workload: workloadRecurring, schedules: c.schedules, every: c.every, lease: c.lease}
 	fl := &fleet{exe: exe, args: wf.args, dir: dir, log: log}
 	defer fl.shutdown(30 * time.Second) // no-op after the shutdown below
-	fmt.Printf("soak recurring %s: %d workers, %d schedules of every %s, %s, one worker killed every %s, run %s\n",
-		c.transport, c.workers, c.schedules, c.every, c.duration, c.killEvery, n.run)
+	fmt.Printf("soak recurring %s: %d workers, %d schedules of every %s and %d made at runtime, %s, one worker killed every %s, run %s\n",
+		c.transport, c.workers, c.schedules, c.every, c.runtime, c.duration, c.killEvery, n.run)
 	out := &printer{start: time.Now(), load: loadAverage()}
 	before, _ := tableWrites(ctx, pool, n)
 	var from time.Time
@@ -79,9 +79,22 @@ func runRecurring(ctx context.Context, c config) (failed bool, err error) {
 		}
 	}
 	to := from.Add(c.duration)
+	type changes struct {
+		defs []runtimeDef
+		err  error
+	}
+	changed := make(chan changes, 1)
+	go func() {
+		defs, err := runRuntimeChanges(ctx, pool, n, c.runtime, c.every, from, to, log)
+		changed <- changes{defs, err}
+	}()
 	kills, dead, err := killInTurn(ctx, fl, c.workers, c.killEvery, to)
 	if err != nil {
 		return false, err
+	}
+	ch := <-changed
+	if ch.err != nil {
+		return false, fmt.Errorf("runtime schedules: %w", ch.err)
 	}
 	log.Info("waiting for the last ticks", slog.Duration("grace", c.grace))
 	sleepCtx(ctx, time.Until(to.Add(c.grace)))
@@ -102,8 +115,29 @@ func runRecurring(ctx context.Context, c config) (failed bool, err error) {
 		scheds[i] = scheduleName(i)
 	}
 	r := analyzeRecurring(scheds, c.every, from, to, dead, events, kills)
+	rt := analyzeRuntime(ch.defs, to, events)
 	printRecurring(os.Stdout, out, r, kills, dead, torn, before, after, fl.unexpectedExits())
-	return r.failed() || len(fl.unexpectedExits()) > 0, nil
+	printRuntime(os.Stdout, out, rt, len(ch.defs))
+	return r.failed() || rt.failed() || len(fl.unexpectedExits()) > 0, nil
+}
+
+// failed reports whether the runtime schedules lost a tick or sent one of
+// a definition after it ended.
+func (r runtimeReport) failed() bool { return len(r.lost) > 0 || len(r.stale) > 0 }
+
+// printRuntime writes the runtime schedules' part of the report.
+func printRuntime(w io.Writer, p *printer, r runtimeReport, defs int) {
+	fmt.Fprintf(w, "runtime schedules: %d definitions; ticks expected %d, delivered %d, lost %d; after a replace or delete %d\n",
+		defs, r.expected, r.delivered, len(r.lost), len(r.stale))
+	for _, k := range r.lost[:min(len(r.lost), maxExamples)] {
+		fmt.Fprintf(w, "  lost %s tick %s\n", k.name, p.rel(time.Unix(0, k.tick)))
+	}
+	for _, k := range r.stale[:min(len(r.stale), maxExamples)] {
+		fmt.Fprintf(w, "  after its end: %s tick %s\n", k.name, p.rel(time.Unix(0, k.tick)))
+	}
+	if r.failed() {
+		fmt.Fprintln(w, "FAIL (runtime schedules)")
+	}
 }
 
 // killInTurn SIGKILLs one worker every interval until to, in turn, and

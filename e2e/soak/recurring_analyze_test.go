@@ -80,3 +80,29 @@ func TestAnalyzeRecurringExplainsAKilledDispatcher(t *testing.T) {
 		t.Errorf("with no kill: %d explained, failed %v; want 0, failed", r.explained, r.failed())
 	}
 }
+
+func TestAnalyzeRuntimeCountsLostAndOccurrencesAfterAChange(t *testing.T) {
+	tick := func(s int) time.Time { return time.Date(2030, 1, 1, 12, 0, s, 0, time.UTC) }
+	at := func(s int, ms int) time.Time { return tick(s).Add(time.Duration(ms) * time.Millisecond) }
+	defs := []runtimeDef{
+		// rt-000#1 live from 0.1 s, replaced at 4.0 s (returned at 4.1 s); #2 live from 4.1 s.
+		{key: "rt-000#1", every: time.Second, from: at(0, 100), to: tick(4), ended: at(4, 100)},
+		{key: "rt-000#2", every: 2 * time.Second, from: at(4, 100)},
+	}
+	events := []event{
+		handledTick("rt-000#1", tick(1), 1, at(1, 5)),
+		handledTick("rt-000#1", tick(2), 1, at(2, 5)),
+		// tick 3 of #1 is lost
+		handledTick("rt-000#1", tick(4), 1, at(4, 5)), // at the change: expected
+		handledTick("rt-000#1", tick(5), 1, at(5, 5)), // after the change took effect: stale
+		handledTick("rt-000#2", tick(6), 2, at(6, 5)),
+		handledTick("rt-000#2", tick(8), 2, at(8, 5)),
+	}
+	r := analyzeRuntime(defs, tick(8), events)
+	if r.expected != 6 || r.delivered != 5 || len(r.lost) != 1 || r.lost[0] != (tickKey{"rt-000#1", tick(3).UnixNano()}) {
+		t.Errorf("expected %d, delivered %d, lost %v; want 6, 5, #1 at 12:00:03", r.expected, r.delivered, r.lost)
+	}
+	if len(r.stale) != 1 || r.stale[0] != (tickKey{"rt-000#1", tick(5).UnixNano()}) || !r.failed() {
+		t.Errorf("stale %v; want #1's tick of 12:00:05, and a failed run", r.stale)
+	}
+}

@@ -12,6 +12,7 @@ import (
 // Tick is the message of the recurring workload's schedules.
 type Tick struct {
 	Schedule int `json:"schedule"`
+	Def      int `json:"def,omitempty"` // a runtime schedule's definition (see recurring_runtime.go)
 }
 
 // scheduleName is the name of the recurring workload's schedule i.
@@ -49,7 +50,7 @@ func runRecurringWorker(w workerFlags) error {
 			if err != nil {
 				return bus.Unrecoverable(fmt.Errorf("soak: tick header: %w", err))
 			}
-			return j.write(eventHandled, tickID(env.Header(bus.HeaderRecurringName), tick, env.ID))
+			return j.write(eventHandled, tickID(journalName(env.Header(bus.HeaderRecurringName), m.Def), tick, env.ID))
 		})
 		if err == nil {
 			err = bus.Route[Tick](b, w.names.endpoint())

@@ -13,13 +13,19 @@
 //
 // ListenOn listens on an address of the caller's choosing, so a test can
 // make a service appear late at an address its client already dials.
+//
+// A Trap takes one request away instead: the first the client sends that
+// a match function recognises is lost (never relayed), or its reply is
+// (the server does the work, the client never hears of it), and that
+// connection is closed. A reply lost after a COMMIT is the in-doubt
+// commit, made deterministic.
 package faultproxy
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,7 +39,54 @@ type Proxy struct {
 	down   bool
 	closed bool
 	conns  map[net.Conn]struct{}
+	trap   *trap // armed, not sprung yet; nil when none
 	wg     sync.WaitGroup
+}
+
+// Fault is what a Trap does to the request it catches.
+type Fault int
+
+// The faults of a Trap.
+const (
+	// LoseRequest closes the connection instead of relaying the request:
+	// the server never sees it.
+	LoseRequest Fault = iota + 1
+	// LoseReply relays the request, then closes the connection when the
+	// server's reply starts to arrive, without relaying it: the server did
+	// the work, and the client sees its connection end.
+	LoseReply
+)
+
+type trap struct {
+	match  func([]byte) bool
+	fault  Fault
+	sprung chan struct{}
+}
+
+// Trap arms the proxy once: the first read from any relayed client for
+// which match reports true gets fault, and the returned channel is closed.
+// match sees each read from the client as it comes (up to 32 KiB, possibly
+// several protocol messages, or part of a large one), so it should look
+// for something a small request carries, such as a unique ID or a
+// COMMIT. A new Trap replaces one not sprung yet.
+func (p *Proxy) Trap(match func(chunk []byte) bool, fault Fault) <-chan struct{} {
+	t := &trap{match: match, fault: fault, sprung: make(chan struct{})}
+	p.mu.Lock()
+	p.trap = t
+	p.mu.Unlock()
+	return t.sprung
+}
+
+// spring returns the armed trap if it matches chunk, disarming it.
+func (p *Proxy) spring(chunk []byte) *trap {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.trap
+	if t == nil || !t.match(chunk) {
+		return nil
+	}
+	p.trap = nil
+	return t
 }
 
 // Listen starts a proxy on a free loopback port that relays to target
@@ -128,14 +181,57 @@ func (p *Proxy) relay(client net.Conn) {
 		return
 	}
 	var wg sync.WaitGroup
-	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+	closeBoth := func() {
 		// One direction ended: end both, so the peer sees the loss.
-		_ = dst.Close()
-		_ = src.Close()
+		_ = server.Close()
+		_ = client.Close()
 	}
-	wg.Go(func() { pipe(server, client) })
-	wg.Go(func() { pipe(client, server) })
+	var loseReply atomic.Bool
+	wg.Go(func() {
+		defer closeBoth()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := client.Read(buf)
+			if n > 0 {
+				t := p.spring(buf[:n])
+				if t != nil && t.fault == LoseRequest {
+					close(t.sprung)
+					return
+				}
+				if t != nil {
+					loseReply.Store(true) // before the server can answer
+				}
+				_, werr := server.Write(buf[:n])
+				if t != nil {
+					close(t.sprung)
+				}
+				if werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	wg.Go(func() {
+		defer closeBoth()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := server.Read(buf)
+			if n > 0 {
+				if loseReply.Load() {
+					return
+				}
+				if _, werr := client.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
 	wg.Wait()
 	p.mu.Lock()
 	delete(p.conns, client)

@@ -168,3 +168,77 @@ func TestListenOnGivenAddress(t *testing.T) {
 		t.Errorf("round trip = %q, %v", got, err)
 	}
 }
+
+// recordingServer answers each line with "ok" and sends what it read on
+// the returned channel.
+func recordingServer(t testing.TB) (string, <-chan string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					got <- line
+					if _, err := c.Write([]byte("ok\n")); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); <-done })
+	return ln.Addr().String(), got
+}
+
+// TestTrapLosesTheRequestOrItsReplyOnce: LoseRequest keeps the request
+// from the server, LoseReply lets the server handle it but keeps its reply
+// from the client; either way the client's connection ends, and the trap
+// springs once.
+func TestTrapLosesTheRequestOrItsReplyOnce(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		fault      faultproxy.Fault
+		serverSees bool
+	}{{faultproxy.LoseRequest, false}, {faultproxy.LoseReply, true}} {
+		addr, got := recordingServer(t)
+		p, err := faultproxy.Listen(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sprung := p.Trap(func(b []byte) bool { return string(b) == "ping\n" }, c.fault)
+		if reply, err := roundTrip(p.Addr()); err == nil {
+			t.Errorf("fault %d: the client got %q, want its connection cut", c.fault, reply)
+		}
+		<-sprung
+		select {
+		case line := <-got:
+			if !c.serverSees {
+				t.Errorf("fault %d: the server read %q, want nothing", c.fault, line)
+			}
+		case <-time.After(time.Second):
+			if c.serverSees {
+				t.Errorf("fault %d: the server never read the request", c.fault)
+			}
+		}
+		if reply, err := roundTrip(p.Addr()); err != nil || reply != "ok\n" {
+			t.Errorf("fault %d: after the trap sprang: %q, %v; want ok", c.fault, reply, err)
+		}
+		_ = p.Close()
+	}
+}

@@ -1,0 +1,9 @@
+package mysql
+
+import "time"
+
+// ClaimRecurringQuery returns the SELECT of p.ClaimDueRecurring(ctx, now,
+// limit, …) and its arguments, for a test to EXPLAIN.
+func ClaimRecurringQuery(p *Persistence, now time.Time, limit int) (string, []any) {
+	return p.claimRecurringSelect(), []any{micros(now), limit}
+}
