@@ -70,13 +70,16 @@ type Result struct {
 	ScansPerTick        *float64 `json:"store_scans_per_tick,omitempty"`
 	SessionCPUPerTickUS *float64 `json:"server_session_cpu_us_per_tick,omitempty"`
 	IdleSchedules       int      `json:"idle_schedules,omitempty"`
-	// Runtime-recurring workload: the schedules' interval; how long
+	// Runtime-recurring workload: the schedules' interval and the ticks
+	// due a second in the measured window (MsgsPerSec: those whose
+	// handling started in it, the divisor of the CPU per tick); how long
 	// making the -n ticking schedules took and their rate; the baseline's
 	// delayed messages and their sessions' CPU each (their lateness is
 	// BaselineLateness); the ratio of the CPU per tick (SessionCPUPerTickUS)
 	// to it; the idle cost by number of schedules stored; and the latency
 	// of a ListRecurrings page.
 	TickEvery                  string        `json:"tick_every,omitempty"`
+	TicksDuePerSec             float64       `json:"ticks_due_per_s,omitempty"`
 	CreateMS                   float64       `json:"create_ms,omitempty"`
 	CreatePerSec               float64       `json:"create_per_s,omitempty"`
 	BaselineMessages           int           `json:"baseline_messages,omitempty"`
@@ -228,6 +231,9 @@ func (r *Result) notes() string {
 	}
 	if r.Schedules > 0 {
 		n = append(n, fmt.Sprintf("%d schedules of %s", r.Schedules, cmp.Or(r.TickEvery, "1s")))
+	}
+	if r.TicksDuePerSec > 0 {
+		n = append(n, fmt.Sprintf("%.0f ticks due/s", r.TicksDuePerSec))
 	}
 	if r.CreatePerSec > 0 {
 		n = append(n, fmt.Sprintf("made in %s (%.0f/s)", time.Duration(r.CreateMS*1e6).Round(time.Millisecond), r.CreatePerSec))

@@ -25,9 +25,11 @@ import (
 //     the -n idle schedules;
 //   - ticks: -n schedules of "@every <-tick-every>" with a Jitter of the
 //     whole interval, made from a send-only bus, then measured ticking
-//     for -tick-for (whole intervals): every tick once, none early,
-//     lateness, the sessions' CPU per tick and its ratio to the
-//     baseline's per message.
+//     for -tick-for (whole intervals): every tick of the window once
+//     (received by the window's end plus -timeout), none early, their
+//     lateness; the ticks whose handling started in the window per
+//     second, and the sessions' CPU in the window per such tick and its
+//     ratio to the baseline's per message.
 //
 // The idle schedules start two days after the run (Policy.Start), so
 // none of their ticks falls in any phase, whatever the time of day; they
@@ -302,28 +304,33 @@ func (s *stage) runtimeTicks(ctx context.Context, b *bus.Bus, r *Result) error {
 	}
 	r.applyPhaseTally("ticks", t)
 	r.DurationMS = ms(w1.Sub(w0))
-	r.MsgsPerSec = round(float64(win.received)/w1.Sub(w0).Seconds(), 0)
+	r.MsgsPerSec = round(float64(win.handled)/w1.Sub(w0).Seconds(), 0)
+	r.TicksDuePerSec = round(float64(want)/w1.Sub(w0).Seconds(), 0)
 	r.Lateness = percentiles(win.lateness)
-	if sess0 != nil && win.received > 0 {
+	if sess0 != nil && win.handled > 0 {
 		cpu := sess1.since(sess0)
 		r.SessionCPUMS = ptr(round(float64(cpu)/float64(time.Millisecond), 0))
-		r.SessionCPUPerTickUS = ptr(round(float64(cpu)/float64(time.Microsecond)/float64(win.received), 1))
+		r.SessionCPUPerTickUS = ptr(round(float64(cpu)/float64(time.Microsecond)/float64(win.handled), 1))
 		if base := r.BaselineSessionCPUPerMsgUS; base != nil && *base > 0 {
 			r.TickCPURatio = ptr(round(*r.SessionCPUPerTickUS / *base, 2))
 		}
 	}
-	if st0 != nil && st1 != nil && win.received > 0 {
-		r.WritesPerTick = ptr(round(float64(st1.writes-st0.writes)/float64(win.received), 2))
-		r.ScansPerTick = ptr(round(float64(st1.scans-st0.scans)/float64(win.received), 2))
+	if st0 != nil && st1 != nil && win.handled > 0 {
+		r.WritesPerTick = ptr(round(float64(st1.writes-st0.writes)/float64(win.handled), 2))
+		r.ScansPerTick = ptr(round(float64(st1.scans-st0.scans)/float64(win.handled), 2))
 	}
 	return nil
 }
 
 // tickWindow is what a keyed tracker received of the ticks in a window.
 type tickWindow struct {
-	received int // distinct (schedule, tick) pairs
+	received int // distinct (schedule, tick) pairs of the window's ticks
 	extra    int // more ticks of one schedule than the window holds
 	lateness []time.Duration
+	// handled counts the ticks, of the window or not, whose handling
+	// started in the window: the work the window's CPU paid for, which is
+	// not the window's ticks when the store falls behind.
+	handled int
 }
 
 // windowOf counts the ticks of schedules 0..n-1 in [w0, w1) that tr
@@ -334,7 +341,13 @@ func windowOf(tr *tracker, w0, w1 time.Time, n, periods int) tickWindow {
 	var w tickWindow
 	tr.each(func(seq int64, late time.Duration) {
 		i, msec := seq>>runtimeTickBits, seq&(1<<runtimeTickBits-1)
-		if i >= int64(n) || msec < lo || msec >= hi {
+		if i >= int64(n) {
+			return
+		}
+		if at := msec + late.Milliseconds(); at >= lo && at < hi {
+			w.handled++
+		}
+		if msec < lo || msec >= hi {
 			return
 		}
 		perSchedule[i]++

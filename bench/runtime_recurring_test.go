@@ -65,8 +65,9 @@ func TestWindowOf(t *testing.T) {
 	tr.record(at(1, w0.Add(5*time.Second)), "d", now, time.Millisecond)    // its second tick is missing
 	tr.record(at(1, w1), "after", now, 0)                                  // after the window
 	tr.record(at(2, w0), "other", now, 0)                                  // not one of the n schedules
+	tr.record(at(1, w0.Add(-2*time.Second)), "e", now, 5*time.Second)      // before the window, handled in it
 	got := windowOf(tr, w0, w1, 2, 2)
-	if got.received != 3 || got.extra != 1 || len(got.lateness) != 3 {
-		t.Fatalf("windowOf = %+v, want 3 received (one missing) and 1 extra", got)
+	if got.received != 3 || got.extra != 1 || len(got.lateness) != 3 || got.handled != 5 {
+		t.Fatalf("windowOf = %+v, want 3 received (one missing), 1 extra and 5 handled in the window", got)
 	}
 }

@@ -75,8 +75,8 @@ func TestWorkloadsMemory(t *testing.T) {
 			// 200 schedules of 2s over a window of two intervals: 400
 			// ticks, each once (Failed checks none missing, doubled or
 			// early; the count checks the window held them all).
-			if ticks := r.MsgsPerSec * r.DurationMS / 1000; r.DurationMS != 4000 || ticks != 400 {
-				t.Errorf("measured %.0f ticks over %.0f ms, want 400 over 4000 ms: %+v", ticks, r.DurationMS, r)
+			if ticks := r.TicksDuePerSec * r.DurationMS / 1000; r.DurationMS != 4000 || ticks != 400 {
+				t.Errorf("measured %.0f ticks due over %.0f ms, want 400 over 4000 ms: %+v", ticks, r.DurationMS, r)
 			}
 			if r.Lateness == nil || r.BaselineMessages != 400 || r.BaselineLateness == nil || r.CreatePerSec <= 0 ||
 				len(r.RuntimeIdle) != 2 || r.RuntimeIdle[0].Schedules != 2 || r.RuntimeIdle[1].Schedules != 200 || r.ListLatency == nil {
