@@ -234,6 +234,9 @@ func (b *Bus) recurringInfos(recs []RecurringRecord) []RecurringInfo {
 		e := b.localRecurring(rec.Name)
 		info.Declared = e != nil
 		info.Superseded = e != nil && e.fingerprint != rec.Fingerprint
+		if e == nil && rec.Spec != nil && info.Next.IsZero() && !rec.Paused {
+			e, _ = b.runtimeEntryCached(rec) // not stepped yet: its schedule says when
+		}
 		if e != nil && !info.Superseded && info.Next.IsZero() && !rec.Paused {
 			info.Next = e.r.Schedule.Next(maxTime(now, rec.Last))
 		}

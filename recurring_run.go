@@ -305,8 +305,13 @@ func (b *Bus) declareRecurring(ctx context.Context, st RecurringStore, e *recurr
 	return b.cancelAhead(ctx, st, e.r.Name, rec.Generation, true)
 }
 
-// cancelAhead cancels the occurrences of name stored for ticks after now,
-// and with restart moves Last to now so the ticks are planned again.
+// cancelAhead cancels the occurrences of name stored for ticks after now.
+// With restart (a new definition) it cancels those after now plus the
+// dispatchers' look-ahead instead, and moves Last there, so the new
+// definition's ticks are planned from then on: an occurrence due within
+// the look-ahead may already be held by a dispatcher (it is being
+// delivered, as with CancelScheduled), and a tick of the new definition
+// at its time would get its message ID and go out twice.
 func (b *Bus) cancelAhead(ctx context.Context, st RecurringStore, name string, gen int64, restart bool) error {
 	for range recurringSteps {
 		rec, ok, err := st.LoadRecurring(ctx, name)
@@ -314,10 +319,14 @@ func (b *Bus) cancelAhead(ctx context.Context, st RecurringStore, name string, g
 			return err
 		}
 		now := b.clock.Now()
+		cut := now
+		if restart {
+			cut = now.Add(max(b.cfg.Dispatcher.LookAhead, 0))
+		}
 		adv := RecurringAdvance{Name: name, Generation: rec.Generation, Fingerprint: rec.Fingerprint,
 			Paused: rec.Paused, From: rec.Last, Last: rec.Last, Due: rec.Due, Runs: rec.Runs, Skipped: rec.Skipped}
 		for _, t := range rec.Ticks {
-			if t.After(now) {
+			if t.After(cut) {
 				adv.Cancel = append(adv.Cancel, recurringID(name, t, ""))
 				adv.Runs--
 			} else {
@@ -326,7 +335,7 @@ func (b *Bus) cancelAhead(ctx context.Context, st RecurringStore, name string, g
 		}
 		adv.Runs = max(adv.Runs, 0)
 		if restart || rec.Last.After(now) {
-			adv.Last = now // the ticks after now are planned again
+			adv.Last = cut // the ticks after it are planned again
 		}
 		if len(adv.Cancel) == 0 && adv.Last.Equal(rec.Last) {
 			return nil

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 )
@@ -64,7 +63,8 @@ type storedSpec struct {
 // SetRecurring creates the stored schedule spec.Name, or replaces its
 // definition, at any time, from any process, send-only buses included:
 // every dispatcher on the persistence runs it from then on, from its next
-// tick, with the same guarantees as a schedule declared in code (each
+// tick (the first dispatcher to poll stores its occurrences: within
+// Dispatcher.PollInterval), with the same guarantees as a schedule declared in code (each
 // tick once, never early, the missed-tick policy, pause, resume and
 // trigger). Setting the same definition again changes nothing; another
 // definition replaces the occurrences stored for ticks not yet due. The
@@ -99,12 +99,21 @@ func (b *Bus) SetRecurring(ctx context.Context, spec RecurringSpec) error {
 			return fmt.Errorf("bus: set recurring %q: replace the stored occurrences: %w", spec.Name, err)
 		}
 	}
-	e.gen = rec.Generation
-	if _, err := b.stepRuntime(ctx, st, e, nil, b.runtime.pass(now)); err != nil {
-		// The record is stored: any dispatcher steps it when it is due.
-		b.log.Warn("recurring schedule stored; its first occurrences will be stored by a dispatcher",
-			slog.String("recurring", spec.Name), slog.Any(logKeyError, err))
+	if rec.Last.IsZero() {
+		// Its ticks start now, not at the first step: a tick that falls
+		// before a dispatcher polls is late, not missed (the mark vouches
+		// for a poll interval).
+		_, err := st.AdvanceRecurring(ctx, RecurringAdvance{Name: rec.Name, Generation: rec.Generation, Fingerprint: rec.Fingerprint,
+			Paused: rec.Paused, Last: now, Due: rec.Due, Runs: rec.Runs, Skipped: rec.Skipped,
+			Alive: now.Add(b.cfg.Dispatcher.PollInterval)})
+		if err != nil { // a dispatcher that stepped it first started it itself
+			return fmt.Errorf("bus: set recurring %q: %w", spec.Name, err)
+		}
 	}
+	// The record is due now: a dispatcher stores its occurrences, through
+	// the transport it dispatches with, which this bus (a send-only one,
+	// a command-line tool's) may not share.
+	b.wakeRuntime()
 	return nil
 }
 

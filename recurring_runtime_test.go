@@ -396,3 +396,26 @@ func TestSetRecurringSchedulesAlikeButForTheirNamesEachTick(t *testing.T) {
 		t.Errorf("ticks of %d schedules, want 3", len(got))
 	}
 }
+
+// A runtime schedule's ticks start when it is set, not when a dispatcher
+// first steps it: ticks that fall before a dispatcher polls are late, and
+// each is sent.
+func TestSetRecurringTicksBeforeTheFirstStepAreLateNotMissed(t *testing.T) {
+	t.Parallel()
+	clock := bustest.NewFakeClock(recT0)
+	tr, store := bus.NewMemoryTransport(), bus.NewMemoryPersistence()
+	log := &tickLog{clock: clock}
+	if err := opsBus(t, clock, tr, store).SetRecurring(ctxT(t), tickSpec("r", "200ms")); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(700 * time.Millisecond) // no dispatcher runs yet
+	recBus(t, clock, tr, store, log)
+	want := ticksIn(200*time.Millisecond, recT0, recT0.Add(700*time.Millisecond))
+	log.waitLen(t, len(want))
+	time.Sleep(50 * time.Millisecond)
+	ticks, _ := log.snapshot()
+	slices.SortFunc(ticks, time.Time.Compare)
+	if !slices.EqualFunc(ticks, want, time.Time.Equal) {
+		t.Fatalf("occurrences %v, want every tick since the schedule was set: %v", ticks, want)
+	}
+}

@@ -34,6 +34,117 @@ func runtimeCases() []storeCase[bus.RecurringStore] {
 		{"RuntimePauseAndDeleteSetDue", only(testRecRuntimePause)},
 		{"RuntimeListPagesByPrefix", only(testRecRuntimePage)},
 		{"RunGuardTellsARunningOccurrence", testRecRunGuard},
+		{"RacingDeclarationsLeaveOneDefinition", testRecDeclareRace},
+		{"BusesSettingOneNameAtOnceLeaveOneDefinition", only(testRecSetRace)},
+		{"TwoTriggersAreTwoOccurrences", only(testRecTriggerTwice)},
+	}
+}
+
+// testRecDeclareRace: declarations of one name with other definitions at
+// once leave one of them, at a generation that counts the changes, and
+// only that definition can step.
+func testRecDeclareRace(t *testing.T, s bus.RecurringStore) {
+	name := recName(t)
+	const n = 6
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if _, _, err := s.DeclareRecurring(ctxT(t), bus.RecurringRecord{Name: name, Fingerprint: fmt.Sprintf("fp%d", i), Schedule: "x"}); err != nil {
+				t.Errorf("DeclareRecurring: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	rec := mustLoadRec(t, s, name)
+	if rec.Generation < 1 || rec.Generation > n || !slices.Contains([]string{"fp0", "fp1", "fp2", "fp3", "fp4", "fp5"}, rec.Fingerprint) {
+		t.Fatalf("record after racing declarations = %+v; want one of them at a generation in 1..%d", rec, n)
+	}
+	t1 := msec(time.Now()).Add(time.Minute)
+	for i := range n {
+		fp := fmt.Sprintf("fp%d", i)
+		mustAdvance(t, s, bus.RecurringAdvance{Name: name, Generation: rec.Generation, Fingerprint: fp, Last: t1}, fp == rec.Fingerprint)
+	}
+	mustDeleteRec(t, s, name)
+}
+
+// busOn starts a send-only bus on the store, which must be a persistence.
+func busOn(t *testing.T, s bus.RecurringStore) *bus.Bus {
+	t.Helper()
+	p, ok := s.(bus.Persistence)
+	if !ok {
+		t.Fatalf("%T is not a bus.Persistence", s)
+	}
+	return StartBus(t, bus.Config{Endpoint: "rec-" + Namespace(), Persistence: p, SendOnly: true,
+		Transport: suiteIdentity{bus.NewMemoryTransport()}}, nil)
+}
+
+// suiteIdentity is a transport whose rows the cases claim (suiteTransport).
+type suiteIdentity struct{ bus.Transport }
+
+// Identity returns the suite's transport identity.
+func (suiteIdentity) Identity() string { return suiteTransport }
+
+// runtimeRow is the message of the bus-level runtime cases.
+type runtimeRow struct{ N int }
+
+// testRecSetRace: two buses set one name with two definitions at once;
+// the schedule ends with one of them.
+func testRecSetRace(t *testing.T, s bus.RecurringRuntimeStore) {
+	name := recName(t)
+	a, b := busOn(t, s), busOn(t, s)
+	var wg sync.WaitGroup
+	for i, x := range []*bus.Bus{a, b} {
+		wg.Go(func() {
+			err := x.SetRecurring(ctxT(t), bus.RecurringSpec{Name: name, Schedule: fmt.Sprintf("@every %dm", i+1),
+				Message: runtimeRow{N: i}, Options: []bus.Option{bus.To("nowhere")}})
+			if err != nil {
+				t.Errorf("SetRecurring: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	infos, err := a.ListRecurrings(ctxT(t), bus.RecurringFilter{Prefix: name})
+	if err != nil || len(infos) != 1 || !infos[0].Runtime || (infos[0].Schedule != "@every 1m" && infos[0].Schedule != "@every 2m") {
+		t.Fatalf("ListRecurrings after racing sets = %+v, %v; want one of the two definitions", infos, err)
+	}
+	rec := mustLoadRec(t, s, name)
+	if err := a.DeleteRecurring(ctxT(t), name); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, s)
+	if rec.Generation < 1 || rec.Generation > 2 {
+		t.Fatalf("generation after two racing sets = %d, want 1 or 2", rec.Generation)
+	}
+}
+
+// testRecTriggerTwice: two triggers of a schedule at once store two
+// occurrences; a keyed one retried stores one.
+func testRecTriggerTwice(t *testing.T, s bus.RecurringRuntimeStore) {
+	name := recName(t)
+	b := busOn(t, s)
+	if err := b.SetRecurring(ctxT(t), bus.RecurringSpec{Name: name, Schedule: "@every 24h", Message: runtimeRow{},
+		Options: []bus.Option{bus.To("nowhere")}}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if err := b.TriggerRecurring(ctxT(t), name); err != nil {
+				t.Errorf("TriggerRecurring: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	for range 2 {
+		if err := b.TriggerRecurring(ctxT(t), name, bus.TriggerKey("k")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.DeleteRecurring(ctxT(t), name); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(t, s); len(got) != 3 {
+		t.Fatalf("rows after two triggers and a keyed one retried = %v, want 3", ids(got))
 	}
 }
 

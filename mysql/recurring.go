@@ -83,41 +83,59 @@ func lastTick(t time.Time) any {
 
 // DeclareRecurring inserts the schedule's record, or replaces its
 // definition when the fingerprint differs, raising the generation, in one
-// transaction (see bus.RecurringStore). Of two racing declarations of a
-// new name, one inserts; the other's insert waits for it on the key and
-// then finds the row.
+// transaction (see bus.RecurringStore). It locks the row first (SELECT
+// ... FOR UPDATE), so racing declarations of a name queue on it instead of
+// upgrading a shared lock, which InnoDB answers with deadlocks; of two
+// that insert a new name at once, one does and the other, refused with a
+// duplicate key, starts again and finds the row.
 func (p *Persistence) DeclareRecurring(ctx context.Context, rec bus.RecurringRecord) (bus.RecurringRecord, bool, error) {
 	var got bus.RecurringRecord
 	var changed bool
-	err := p.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, "INSERT INTO "+p.n.recurring+
-			" (name, fingerprint, schedule, generation, ticks, spec, due_at, updated_at)"+
-			" VALUES (?, ?, ?, 1, '[]', ?, "+atSQL+", UTC_TIMESTAMP(6))",
-			[]byte(rec.Name), []byte(rec.Fingerprint), cleanText(rec.Schedule, 1<<16), specParam(rec.Spec), lastTick(rec.Due))
-		switch {
-		case err == nil:
-			changed = true
-		case isDuplicate(err):
-			n, err := execCount(ctx, tx, "UPDATE "+p.n.recurring+
-				" SET fingerprint = ?, schedule = ?, spec = ?, due_at = "+atSQL+", generation = generation + 1,"+
-				" revision = revision + 1, updated_at = UTC_TIMESTAMP(6) WHERE name = ? AND fingerprint <> ?",
-				[]byte(rec.Fingerprint), cleanText(rec.Schedule, 1<<16), specParam(rec.Spec), lastTick(rec.Due),
-				[]byte(rec.Name), []byte(rec.Fingerprint))
-			if err != nil {
+	var err error
+	for range declareAttempts {
+		err = p.inTx(ctx, func(tx *sql.Tx) error {
+			var fp []byte
+			err := tx.QueryRowContext(ctx, "SELECT fingerprint FROM "+p.n.recurring+" WHERE name = ? FOR UPDATE", []byte(rec.Name)).Scan(&fp)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				_, err = tx.ExecContext(ctx, "INSERT INTO "+p.n.recurring+
+					" (name, fingerprint, schedule, generation, ticks, spec, due_at, updated_at)"+
+					" VALUES (?, ?, ?, 1, '[]', ?, "+atSQL+", UTC_TIMESTAMP(6))",
+					[]byte(rec.Name), []byte(rec.Fingerprint), cleanText(rec.Schedule, 1<<16), specParam(rec.Spec), lastTick(rec.Due))
+				if err != nil {
+					return err
+				}
+				changed = true
+			case err != nil:
 				return err
+			case string(fp) != rec.Fingerprint:
+				_, err = tx.ExecContext(ctx, "UPDATE "+p.n.recurring+
+					" SET fingerprint = ?, schedule = ?, spec = ?, due_at = "+atSQL+", generation = generation + 1,"+
+					" revision = revision + 1, updated_at = UTC_TIMESTAMP(6) WHERE name = ?",
+					[]byte(rec.Fingerprint), cleanText(rec.Schedule, 1<<16), specParam(rec.Spec), lastTick(rec.Due), []byte(rec.Name))
+				if err != nil {
+					return err
+				}
+				changed = true
+			default:
+				changed = false
 			}
-			changed = n > 0
-		default:
+			got, err = scanRecurring(tx.QueryRowContext(ctx, p.recurringSelect()+" WHERE name = ?", []byte(rec.Name)))
 			return err
+		})
+		if !isDuplicate(err) || ctx.Err() != nil {
+			break
 		}
-		got, err = scanRecurring(tx.QueryRowContext(ctx, p.recurringSelect()+" WHERE name = ?", []byte(rec.Name)))
-		return err
-	})
+	}
 	if err != nil {
 		return bus.RecurringRecord{}, false, fmt.Errorf("mysql: declare recurring %q: %w", rec.Name, err)
 	}
 	return got, changed, nil
 }
+
+// declareAttempts bounds the attempts of a declaration whose insert of a
+// new name lost to another's.
+const declareAttempts = 5
 
 // LoadRecurring returns the record name.
 func (p *Persistence) LoadRecurring(ctx context.Context, name string) (bus.RecurringRecord, bool, error) {
