@@ -76,12 +76,14 @@ type Result struct {
 	// making the -n ticking schedules took and their rate; the baseline's
 	// delayed messages and their sessions' CPU each (their lateness is
 	// BaselineLateness); the ratio of the CPU per tick (SessionCPUPerTickUS)
-	// to it; the idle cost by number of schedules stored; and the latency
+	// to it; the time from their making until a dispatcher had first
+	// stepped them all; the idle cost by number of schedules stored; and the latency
 	// of a ListRecurrings page.
 	TickEvery                  string        `json:"tick_every,omitempty"`
 	TicksDuePerSec             float64       `json:"ticks_due_per_s,omitempty"`
 	CreateMS                   float64       `json:"create_ms,omitempty"`
 	CreatePerSec               float64       `json:"create_per_s,omitempty"`
+	FirstStepsMS               float64       `json:"first_steps_ms,omitempty"`
 	BaselineMessages           int           `json:"baseline_messages,omitempty"`
 	BaselineSessionCPUPerMsgUS *float64      `json:"baseline_session_cpu_us_per_msg,omitempty"`
 	TickCPURatio               *float64      `json:"tick_cpu_ratio,omitempty"`
@@ -236,7 +238,8 @@ func (r *Result) notes() string {
 		n = append(n, fmt.Sprintf("%.0f ticks due/s", r.TicksDuePerSec))
 	}
 	if r.CreatePerSec > 0 {
-		n = append(n, fmt.Sprintf("made in %s (%.0f/s)", time.Duration(r.CreateMS*1e6).Round(time.Millisecond), r.CreatePerSec))
+		n = append(n, fmt.Sprintf("made in %s (%.0f/s), all stepped %s later", time.Duration(r.CreateMS*1e6).Round(time.Millisecond),
+			r.CreatePerSec, time.Duration(r.FirstStepsMS*1e6).Round(time.Millisecond)))
 	}
 	if b := r.BaselineLateness; b != nil && r.BaselineMessages > 0 {
 		n = append(n, fmt.Sprintf("baseline %d delayed msgs p99 %.2f ms", r.BaselineMessages, b.P99))

@@ -20,7 +20,7 @@ import (
 //     shorter: the run's database sessions' CPU per message, lateness;
 //   - idle: hourly schedules made, then left, first about 1% of -n (at
 //     most 1,000), then -n: the statements and CPU per second over -idle
-//     with each count;
+//     with each count, from when a dispatcher has stepped them all;
 //   - list: 50 ListRecurrings calls for a page of 100 in the middle of
 //     the -n idle schedules;
 //   - ticks: -n schedules of "@every <-tick-every>" with a Jitter of the
@@ -203,6 +203,9 @@ func (s *stage) runtimeIdle(ctx context.Context, b *bus.Bus, r *Result) error {
 			return err
 		}
 		made = count
+		if _, err := s.awaitStepped(ctx, runtimeIdlePrefix, count); err != nil {
+			return err
+		}
 		sess0, err := s.sessionSnapshot(ctx)
 		if err != nil {
 			return err
@@ -251,8 +254,9 @@ func (s *stage) runtimeList(ctx context.Context, b *bus.Bus, r *Result) error {
 
 // runtimeTicks makes -n jittered schedules and measures them ticking over
 // whole intervals: the window starts at the first multiple of -tick-every
-// (since the Unix epoch) a second after they are all made, so each
-// schedule has exactly one tick in each interval of the window.
+// (since the Unix epoch) a second after a dispatcher first stepped them
+// all, so each schedule has exactly one tick in each interval of the
+// window.
 func (s *stage) runtimeTicks(ctx context.Context, b *bus.Bus, r *Result) error {
 	every, n := s.o.tickEvery, s.o.n
 	tr := newKeyedTracker()
@@ -267,6 +271,11 @@ func (s *stage) runtimeTicks(ctx context.Context, b *bus.Bus, r *Result) error {
 	}
 	r.CreateMS = ms(took)
 	r.CreatePerSec = round(float64(n)/max(took.Seconds(), 1e-9), 0)
+	stepped, err := s.awaitStepped(ctx, runtimeTickPrefix, n)
+	if err != nil {
+		return err
+	}
+	r.FirstStepsMS = ms(stepped)
 	periods := max(int(math.Round(float64(s.o.tickFor)/float64(every))), 1)
 	w0 := time.Unix(0, (time.Now().Add(time.Second).UnixNano()/int64(every)+1)*int64(every))
 	w1 := w0.Add(time.Duration(periods) * every)
@@ -320,6 +329,49 @@ func (s *stage) runtimeTicks(ctx context.Context, b *bus.Bus, r *Result) error {
 		r.ScansPerTick = ptr(round(float64(st1.scans-st0.scans)/float64(win.handled), 2))
 	}
 	return nil
+}
+
+// awaitStepped waits until a dispatcher has stepped each of the count
+// schedules named prefix…: SetRecurring only stores a schedule, and a
+// dispatcher stores its first occurrences (the record's Ticks) when it
+// claims it, which for many schedules made at once takes a while
+// that must not fall in a measured window. It returns how long it
+// waited; on a store that cannot page its records, nothing.
+func (s *stage) awaitStepped(ctx context.Context, prefix string, count int) (time.Duration, error) {
+	st, ok := s.persistence.(bus.RecurringRuntimeStore)
+	if !ok {
+		return 0, nil
+	}
+	start := time.Now()
+	deadline := start.Add(s.o.timeout + time.Duration(count)*5*time.Millisecond)
+	for {
+		stepped, after := 0, ""
+		for {
+			page, err := st.ListRecurringPage(ctx, prefix, after, 1000)
+			if err != nil {
+				return 0, fmt.Errorf("list the schedules: %w", err)
+			}
+			for _, rec := range page {
+				if len(rec.Ticks) > 0 {
+					stepped++
+				}
+			}
+			if len(page) < 1000 {
+				break
+			}
+			after = page[len(page)-1].Name
+		}
+		switch {
+		case stepped >= count:
+			return time.Since(start), nil
+		case time.Now().After(deadline):
+			return 0, fmt.Errorf("%d of %d schedules %s… stepped after %v", stepped, count, prefix, time.Since(start).Round(time.Second))
+		}
+		sleepCtx(ctx, 500*time.Millisecond)
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+	}
 }
 
 // tickWindow is what a keyed tracker received of the ticks in a window.
