@@ -43,6 +43,23 @@
 //     one business row per message. -outbox runs that handling in the
 //     transactional outbox (Config.Outbox, postgres.Tx); without it the
 //     INSERT autocommits on the pool and the event is published at once.
+//   - runtime-recurring: schedules made at runtime (Bus.SetRecurring), in
+//     four phases. A baseline of delayed messages at the rate the
+//     schedules will tick (n per -tick-every, default 1m), each
+//     DeliverAfter(3s), for a minute or -tick-for when shorter: the run's
+//     database sessions' CPU per message and lateness. The idle cost with
+//     about 1% of n (at most 1,000) and then n schedules of "@every 1h"
+//     that start two days later, so no tick falls in the run: this
+//     process's, the run's sessions' and the server's CPU and the scans of
+//     the run's tables per second over -idle. 50 ListRecurrings calls for
+//     a page of 100 in the middle of those n. Then n schedules of
+//     "@every <-tick-every>" with a Jitter of the whole interval, made with
+//     SetRecurring from -senders goroutines (default 8) on a send-only bus
+//     (how long that took), measured over -tick-for rounded to whole
+//     intervals from a multiple of -tick-every: every tick of the window
+//     received once (keyed by the HeaderRecurringName and
+//     HeaderRecurringTick of each occurrence), none early, lateness, the
+//     sessions' CPU per tick and its ratio to the baseline's per message.
 //
 // # Measurements
 //

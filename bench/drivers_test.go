@@ -75,6 +75,17 @@ func TestPostgres(t *testing.T) {
 			t.Fatalf("run failed or no idle query count: %+v", r)
 		}
 	})
+	t.Run("runtime-recurring", func(t *testing.T) {
+		t.Parallel()
+		r := runBench(t, "-workload", "runtime-recurring", "-persistence", "postgres", "-postgres-url", pg,
+			"-n", "200", "-tick-every", "2s", "-tick-for", "4s", "-idle", "300ms")
+		if ticks := r.TicksDuePerSec * r.DurationMS / 1000; r.Failed() || ticks != 400 {
+			t.Fatalf("run failed or measured %.0f ticks, want 400: %+v", ticks, r)
+		}
+		if r.SessionCPUPerTickUS == nil || r.BaselineSessionCPUPerMsgUS == nil || len(r.RuntimeIdle) != 2 || r.RuntimeIdle[1].QueriesPS == nil {
+			t.Errorf("no session CPU or idle scan count: %+v", r)
+		}
+	})
 }
 
 func TestBrokers(t *testing.T) {

@@ -171,10 +171,14 @@ func (s *stage) newBus(sendOnly bool, handlers int, report func(seq int64, id st
 			ref = in.SentAt // immediate messages: send→handler latency
 		}
 		late := now.Sub(ref)
-		if report != nil {
-			report(m.Seq, in.ID, now, late)
+		seq := m.Seq
+		if s.o.workload == "runtime-recurring" {
+			seq = runtimeSeq(m, in)
 		}
-		s.tracker().record(m.Seq, in.ID, now, late)
+		if report != nil {
+			report(seq, in.ID, now, late)
+		}
+		s.tracker().record(seq, in.ID, now, late)
 		return nil
 	})
 	return b, err

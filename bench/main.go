@@ -92,7 +92,7 @@ func measure(ctx context.Context, o *options, stderr io.Writer) (*Result, error)
 	workloads := map[string]func(context.Context, *stage, *Result) error{
 		"schedule": runSchedule, "schedule-batch": runScheduleBatch, "burst": runBurst, "spread": runSpread,
 		"backlog": runBacklog, "throughput": runThroughput, "saga": runSagaWorkload,
-		"recurring": runRecurring,
+		"recurring": runRecurring, "runtime-recurring": runRuntimeRecurring,
 	}
 	if err := workloads[o.workload](ctx, s, r); err != nil {
 		return nil, fmt.Errorf("%s: %w", o.workload, err)

@@ -31,8 +31,10 @@ type options struct {
 	// tickFor and idleSchedules shape the recurring workload.
 	tickFor       time.Duration
 	idleSchedules int
-	idle          time.Duration
-	concurrency   int
+	// tickEvery is the runtime-recurring schedules' interval.
+	tickEvery   time.Duration
+	idle        time.Duration
+	concurrency int
 	// rate paces the throughput workload's senders to this many messages
 	// a second in all; 0 sends as fast as they can.
 	rate      float64
@@ -97,6 +99,8 @@ func defaultN(workload string) (int, bool) {
 		return 1_000, true
 	case "recurring":
 		return 1_000, true
+	case "runtime-recurring":
+		return 10_000, true
 	}
 	return 0, false
 }
@@ -105,7 +109,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.workload, "workload", "burst", "schedule, schedule-batch, burst, spread, backlog, throughput, saga or recurring")
+	fs.StringVar(&o.workload, "workload", "burst", "schedule, schedule-batch, burst, spread, backlog, throughput, saga, recurring or runtime-recurring")
 	fs.StringVar(&o.persistence, "persistence", "memory", "scheduled-message store: "+fmt.Sprint(names(persistences())))
 	fs.StringVar(&o.transport, "transport", "memory", "transport: "+fmt.Sprint(names(transports())))
 	fs.IntVar(&o.n, "n", 0, "messages per run (0: 200000 schedule, 100000 schedule-batch and burst, 5000 spread and backlog, 50000 throughput)")
@@ -114,8 +118,9 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.lead, "lead", 0, "burst/spread: time from the start of scheduling to the first due time (0: sized from n and the store); schedule-batch: the messages' DeliverAfter (0: 2s + 10µs a message)")
 	fs.IntVar(&o.backlog, "backlog", 1_000_000, "backlog: rows scheduled an hour ahead")
 	fs.IntVar(&o.backlogBatch, "backlog-batch", 0, "backlog: store the backlog with SendBatch calls of this many messages (0: one Send each, from -senders goroutines)")
-	fs.DurationVar(&o.idle, "idle", 5*time.Second, "backlog, recurring: how long idle CPU is measured")
-	fs.DurationVar(&o.tickFor, "tick-for", 10*time.Second, "recurring: how long the -n schedules of Every(1s) are measured ticking")
+	fs.DurationVar(&o.idle, "idle", 5*time.Second, "backlog, recurring, runtime-recurring: how long idle CPU is measured")
+	fs.DurationVar(&o.tickFor, "tick-for", 10*time.Second, "recurring: how long the -n schedules of Every(1s) are measured ticking; runtime-recurring: of -tick-every, and the baseline's span when under a minute")
+	fs.DurationVar(&o.tickEvery, "tick-every", time.Minute, "runtime-recurring: the interval of the -n schedules (each jittered over the whole interval); -tick-for is rounded to whole intervals")
 	fs.IntVar(&o.idleSchedules, "idle-schedules", 10_000, "recurring: hourly schedules declared while the idle cost is measured")
 	fs.IntVar(&o.concurrency, "concurrency", 8, "throughput: handler concurrency, and concurrent senders unless -senders is given")
 	fs.Float64Var(&o.rate, "rate", 0, "throughput: send this many messages a second in all, paced (0: as fast as the senders can)")
@@ -159,7 +164,7 @@ func (o *options) check() error {
 	}
 	dn, ok := defaultN(o.workload)
 	if !ok && !o.worker {
-		return fmt.Errorf("-workload %q: want schedule, schedule-batch, burst, spread, backlog, throughput, saga or recurring", o.workload)
+		return fmt.Errorf("-workload %q: want schedule, schedule-batch, burst, spread, backlog, throughput, saga, recurring or runtime-recurring", o.workload)
 	}
 	pd, ok := persistences()[o.persistence]
 	if !ok {
@@ -193,6 +198,8 @@ func (o *options) check() error {
 		return fmt.Errorf("-outbox needs -persistence postgres (the store the business INSERT and the outbox share); got %s", o.persistence)
 	case o.outbox && o.workload != "throughput" && o.workload != "saga":
 		return fmt.Errorf("-outbox works with the throughput and saga workloads only")
+	case o.workload == "runtime-recurring" && (o.n < 1 || o.n >= runtimeMaxSchedules || o.tickEvery < time.Millisecond || o.tickFor <= 0):
+		return fmt.Errorf("runtime-recurring: -n must be in [1, %d), -tick-every at least 1ms and -tick-for positive", runtimeMaxSchedules)
 	case o.sagaMessages < 1:
 		return fmt.Errorf("-saga-messages must be positive")
 	case o.instances > 0 && !pd.shared:

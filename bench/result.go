@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -69,6 +70,25 @@ type Result struct {
 	ScansPerTick        *float64 `json:"store_scans_per_tick,omitempty"`
 	SessionCPUPerTickUS *float64 `json:"server_session_cpu_us_per_tick,omitempty"`
 	IdleSchedules       int      `json:"idle_schedules,omitempty"`
+	// Runtime-recurring workload: the schedules' interval and the ticks
+	// due a second in the measured window (MsgsPerSec: those whose
+	// handling started in it, the divisor of the CPU per tick); how long
+	// making the -n ticking schedules took and their rate; the baseline's
+	// delayed messages and their sessions' CPU each (their lateness is
+	// BaselineLateness); the ratio of the CPU per tick (SessionCPUPerTickUS)
+	// to it; the time from their making until a dispatcher had first
+	// stepped them all; the idle cost by number of schedules stored; and the latency
+	// of a ListRecurrings page.
+	TickEvery                  string        `json:"tick_every,omitempty"`
+	TicksDuePerSec             float64       `json:"ticks_due_per_s,omitempty"`
+	CreateMS                   float64       `json:"create_ms,omitempty"`
+	CreatePerSec               float64       `json:"create_per_s,omitempty"`
+	FirstStepsMS               float64       `json:"first_steps_ms,omitempty"`
+	BaselineMessages           int           `json:"baseline_messages,omitempty"`
+	BaselineSessionCPUPerMsgUS *float64      `json:"baseline_session_cpu_us_per_msg,omitempty"`
+	TickCPURatio               *float64      `json:"tick_cpu_ratio,omitempty"`
+	RuntimeIdle                []RuntimeIdle `json:"idle_by_schedules,omitempty"`
+	ListLatency                *Percentiles  `json:"list_latency_ms,omitempty"`
 	// StoreScansPer1k is the index and table scans of the run's own tables
 	// (PostgreSQL) while the messages fell due, per 1,000 received: the
 	// store's work, untouched by other databases' traffic on the server.
@@ -212,7 +232,29 @@ func (r *Result) notes() string {
 		}
 	}
 	if r.Schedules > 0 {
-		n = append(n, fmt.Sprintf("%d schedules of 1s", r.Schedules))
+		n = append(n, fmt.Sprintf("%d schedules of %s", r.Schedules, cmp.Or(r.TickEvery, "1s")))
+	}
+	if r.TicksDuePerSec > 0 {
+		n = append(n, fmt.Sprintf("%.0f ticks due/s", r.TicksDuePerSec))
+	}
+	if r.CreatePerSec > 0 {
+		n = append(n, fmt.Sprintf("made in %s (%.0f/s), all stepped %s later", time.Duration(r.CreateMS*1e6).Round(time.Millisecond),
+			r.CreatePerSec, time.Duration(r.FirstStepsMS*1e6).Round(time.Millisecond)))
+	}
+	if b := r.BaselineLateness; b != nil && r.BaselineMessages > 0 {
+		n = append(n, fmt.Sprintf("baseline %d delayed msgs p99 %.2f ms", r.BaselineMessages, b.P99))
+		if r.BaselineSessionCPUPerMsgUS != nil {
+			n = append(n, fmt.Sprintf("baseline sessions %.0f µs CPU/msg", *r.BaselineSessionCPUPerMsgUS))
+		}
+	}
+	if r.TickCPURatio != nil {
+		n = append(n, fmt.Sprintf("CPU/tick ÷ CPU/msg %.2f", *r.TickCPURatio))
+	}
+	for _, idle := range r.RuntimeIdle {
+		n = append(n, idle.note())
+	}
+	if p := r.ListLatency; p != nil {
+		n = append(n, fmt.Sprintf("list page p50 %.2f p99 %.2f ms", p.P50, p.P99))
 	}
 	if r.WritesPerTick != nil {
 		n = append(n, fmt.Sprintf("%.2f row writes and %.2f scans per tick", *r.WritesPerTick, *r.ScansPerTick))
@@ -252,4 +294,19 @@ func (r *Result) notes() string {
 		n = append(n, r.Note)
 	}
 	return strings.Join(n, "; ")
+}
+
+// note is the idle figure in a Markdown row's notes.
+func (i RuntimeIdle) note() string {
+	parts := []string{fmt.Sprintf("idle with %d: self %.2f%%", i.Schedules, i.SelfCPUPct)}
+	if i.SessionCPUPct != nil {
+		parts = append(parts, fmt.Sprintf("sessions %.2f%%", *i.SessionCPUPct))
+	}
+	if i.ServerCPUPct != nil {
+		parts = append(parts, fmt.Sprintf("server %.2f%%", *i.ServerCPUPct))
+	}
+	if i.QueriesPS != nil {
+		parts = append(parts, fmt.Sprintf("%.1f scans/s", *i.QueriesPS))
+	}
+	return strings.Join(parts, ", ")
 }

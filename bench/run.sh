@@ -23,10 +23,10 @@ go build -o "$bin" .
 
 if [[ ${BENCH_QUICK:-} == 1 ]]; then
 	sizes=(-n 20000 -n 20000 -n 1000 -n 1000 -n 5000)
-	backlog=50000 over=2s idle=1s
+	backlog=50000 over=2s idle=1s schedules=1000
 else
 	sizes=(-n 200000 -n 100000 -n 5000 -n 5000 -n 50000)
-	backlog=1000000 over=10s idle=5s
+	backlog=1000000 over=10s idle=5s schedules=10000
 fi
 
 runs=(
@@ -35,6 +35,7 @@ runs=(
 	"-workload spread ${sizes[4]} ${sizes[5]} -over $over"
 	"-workload backlog ${sizes[6]} ${sizes[7]} -over $over -backlog $backlog -idle $idle"
 	"-workload throughput ${sizes[8]} ${sizes[9]} -concurrency 8"
+	"-workload runtime-recurring -n $schedules -tick-for 1m -idle $idle"
 )
 
 echo "go: $(go version | cut -d' ' -f3-), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"

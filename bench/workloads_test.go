@@ -71,6 +71,18 @@ func TestWorkloadsMemory(t *testing.T) {
 				t.Errorf("throughput with -senders 32 reported %d senders: %+v", r.Senders, r)
 			}
 		}},
+		{"runtime-recurring", []string{"-workload", "runtime-recurring", "-n", "200", "-tick-every", "2s", "-tick-for", "4s", "-idle", "200ms"}, func(t *testing.T, r Result) {
+			// 200 schedules of 2s over a window of two intervals: 400
+			// ticks, each once (Failed checks none missing, doubled or
+			// early; the count checks the window held them all).
+			if ticks := r.TicksDuePerSec * r.DurationMS / 1000; r.DurationMS != 4000 || ticks != 400 {
+				t.Errorf("measured %.0f ticks due over %.0f ms, want 400 over 4000 ms: %+v", ticks, r.DurationMS, r)
+			}
+			if r.Lateness == nil || r.BaselineMessages != 400 || r.BaselineLateness == nil || r.CreatePerSec <= 0 ||
+				len(r.RuntimeIdle) != 2 || r.RuntimeIdle[0].Schedules != 2 || r.RuntimeIdle[1].Schedules != 200 || r.ListLatency == nil {
+				t.Errorf("runtime-recurring report incomplete: %+v", r)
+			}
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
