@@ -57,6 +57,11 @@ type options struct {
 	kafkaSeeds       string
 	sqlitePath       string
 	mongodbURI       string
+	// redisMasters is the number of masters of -persistence redis-cluster.
+	redisMasters int
+	// redisClusterAddrs are the nodes of the run's Redis Cluster, set by
+	// the redis-cluster driver when it started them.
+	redisClusterAddrs []string
 
 	// logger is the stage's logger, for drivers that take one.
 	logger *slog.Logger
@@ -136,6 +141,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS URL")
 	fs.StringVar(&o.kafkaSeeds, "kafka-seeds", "", "Kafka seed brokers, comma-separated (default: an in-process kfake cluster started for the run)")
 	fs.StringVar(&o.mongodbURI, "mongodb-uri", "mongodb://127.0.0.1:27017/", "MongoDB (or FerretDB) URI")
+	fs.IntVar(&o.redisMasters, "redis-masters", 3, "redis-cluster: masters of the throwaway cluster started for the run (no replicas)")
 	fs.StringVar(&o.sqlitePath, "sqlite-path", "", "SQLite file (default: a new file in a temporary folder)")
 	fs.BoolVar(&o.verbose, "v", false, "log the bus's warnings and errors to stderr")
 	fs.IntVar(&o.dispatch.batch, "dispatch-batch", 0, "override Dispatcher.BatchSize (0: default)")
@@ -193,6 +199,8 @@ func (o *options) check() error {
 		return fmt.Errorf("-outbox needs -persistence postgres (the store the business INSERT and the outbox share); got %s", o.persistence)
 	case o.outbox && o.workload != "throughput" && o.workload != "saga":
 		return fmt.Errorf("-outbox works with the throughput and saga workloads only")
+	case o.redisMasters < 1:
+		return fmt.Errorf("-redis-masters must be positive")
 	case o.sagaMessages < 1:
 		return fmt.Errorf("-saga-messages must be positive")
 	case o.instances > 0 && !pd.shared:
