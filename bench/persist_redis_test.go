@@ -61,4 +61,17 @@ func TestRedisClusterPersistence(t *testing.T) {
 			}
 		})
 	}
+	t.Run("backlog", func(t *testing.T) {
+		t.Parallel()
+		// The idle cost counts the cluster's own node, not every
+		// redis-server of the machine.
+		r := runBench(t, "-workload", "backlog", "-n", "300", "-over", "300ms", "-lead", "5s", "-backlog", "5000",
+			"-backlog-batch", "1000", "-idle", "200ms", "-persistence", "redis-cluster", "-redis-masters", "1")
+		if r.Failed() || r.N == 0 {
+			t.Fatalf("messages lost, duplicated or early: %+v", r)
+		}
+		if r.ServerIdleCPUPct == nil || len(r.NodeCPUMSPer1k) != 1 {
+			t.Errorf("backlog on redis-cluster measured no server idle CPU or per-node CPU: %+v", r)
+		}
+	})
 }
