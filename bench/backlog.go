@@ -92,9 +92,11 @@ func (s *stage) idle(ctx context.Context) (idleCost, error) {
 	debug.FreeOSMemory()
 	procs := append(append([]string(nil), s.pd.serverProcs...), s.td.serverProcs...)
 	self0 := selfCPU() + s.workerCPU()
-	srv0 := serverSnapshot(procs)
+	srv0, err := s.idleServerSnapshot(ctx, procs)
+	if err != nil {
+		return idleCost{}, err
+	}
 	var q0 int64
-	var err error
 	if s.pd.idleQueries != nil {
 		if q0, err = s.pd.idleQueries(ctx, s.o); err != nil {
 			return idleCost{}, err
@@ -108,7 +110,10 @@ func (s *stage) idle(ctx context.Context) (idleCost, error) {
 	}
 	wall := time.Since(start)
 	self1 := selfCPU() + s.workerCPU()
-	srv1 := serverSnapshot(procs)
+	srv1, err := s.idleServerSnapshot(ctx, procs)
+	if err != nil {
+		return idleCost{}, err
+	}
 	c := idleCost{selfPct: round(100*float64(self1-self0)/float64(wall), 3)}
 	if srv0 != nil {
 		c.serverPct = ptr(round(100*float64(srv1.since(srv0))/float64(wall), 3))
@@ -137,4 +142,14 @@ func (s *stage) scheduleBatches(ctx context.Context, b *bus.Bus, base int64, n, 
 		}
 	}
 	return time.Since(start), nil
+}
+
+// idleServerSnapshot samples the servers' CPU for the idle cost: the
+// store's own nodes where it names them (Redis), else every process named
+// procs.
+func (s *stage) idleServerSnapshot(ctx context.Context, procs []string) (cpuSnapshot, error) {
+	if s.pd.nodes {
+		return s.sessionSnapshot(ctx)
+	}
+	return serverSnapshot(procs), nil
 }

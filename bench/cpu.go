@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -94,6 +95,17 @@ func pidSnapshot(pids []int) cpuSnapshot {
 		}
 	}
 	return snap
+}
+
+// perProcess returns the CPU time, in milliseconds, each process of s used
+// since before, in the order of their process IDs.
+func (s cpuSnapshot) perProcess(before cpuSnapshot) []float64 {
+	pids := slices.Sorted(maps.Keys(s))
+	out := make([]float64, 0, len(pids))
+	for _, pid := range pids {
+		out = append(out, float64(cpuSnapshot{pid: s[pid]}.since(before))/1e6)
+	}
+	return out
 }
 
 // since returns the CPU time the processes used between before and s: the

@@ -128,6 +128,7 @@ type phaseResult struct {
 	cpu       time.Duration // this process and its workers, while the batch fell due
 	scans     *int64        // index and table scans of the run's tables, where known
 	sessions  *float64      // milliseconds of the run's own database sessions, where known
+	nodes     []float64     // milliseconds of each server node, where the store names them
 }
 
 // fill puts a phase's figures into r: duration from t0 (the first due time)
@@ -147,6 +148,11 @@ func (p *phaseResult) fill(r *Result) {
 	}
 	if p.sessions != nil {
 		r.SessionCPUMS = ptr(round(*p.sessions, 0))
+	}
+	if len(p.nodes) > 0 && t.Received > 0 {
+		for _, ms := range p.nodes {
+			r.NodeCPUMSPer1k = append(r.NodeCPUMSPer1k, round(ms*1000/float64(t.Received), 1))
+		}
 	}
 	if p.serverCPU != nil {
 		r.ServerCPUMS = ptr(round(*p.serverCPU, 0))
@@ -212,6 +218,9 @@ func (s *stage) phase(ctx context.Context, b *bus.Bus, base int64, n int, due fu
 	}
 	if sessions0 != nil {
 		p.sessions = ptr(float64(sessions1.since(sessions0)) / 1e6)
+		if s.pd.nodes {
+			p.nodes = sessions1.perProcess(sessions0)
+		}
 	}
 	// Keep listening a little longer (worker processes flush their receipts
 	// every few milliseconds), so a duplicate right after the last message

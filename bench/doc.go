@@ -74,14 +74,18 @@
 // Server CPU (server_cpu_ms) is the user+system time of the local server
 // processes of the chosen backends (postgres, beam.smp, nats-server) read
 // from /proc before and after the measured phase: this is only meaningful
-// because the servers run on the same machine.
+// because the servers run on the same machine. On Redis
+// (server_node_cpu_ms_per_1k) it is each redis-server process's, found by
+// INFO server's process_id: -persistence redis-cluster starts a throwaway
+// cluster of -redis-masters masters for the run and stops it at the end.
 //
 // # Backends
 //
 // -persistence and -transport pick entries of a small registry (see
 // registry.go): memory for both, and the drivers' packages where they exist.
 // Each run that uses a server isolates itself: a fresh PostgreSQL schema, a
-// fresh SQLite file, or an endpoint name with a random suffix.
+// fresh SQLite file, a Redis key prefix, or an endpoint name with a random
+// suffix.
 //
 // # Several processes
 //

@@ -59,6 +59,11 @@ type options struct {
 	kafkaSeeds       string
 	sqlitePath       string
 	mongodbURI       string
+	// redisMasters is the number of masters of -persistence redis-cluster.
+	redisMasters int
+	// redisClusterAddrs are the nodes of the run's Redis Cluster, set by
+	// the redis-cluster driver when it started them.
+	redisClusterAddrs []string
 
 	// logger is the stage's logger, for drivers that take one.
 	logger *slog.Logger
@@ -141,6 +146,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS URL")
 	fs.StringVar(&o.kafkaSeeds, "kafka-seeds", "", "Kafka seed brokers, comma-separated (default: an in-process kfake cluster started for the run)")
 	fs.StringVar(&o.mongodbURI, "mongodb-uri", "mongodb://127.0.0.1:27017/", "MongoDB (or FerretDB) URI")
+	fs.IntVar(&o.redisMasters, "redis-masters", 3, "redis-cluster: masters of the throwaway cluster started for the run (no replicas)")
 	fs.StringVar(&o.sqlitePath, "sqlite-path", "", "SQLite file (default: a new file in a temporary folder)")
 	fs.BoolVar(&o.verbose, "v", false, "log the bus's warnings and errors to stderr")
 	fs.IntVar(&o.dispatch.batch, "dispatch-batch", 0, "override Dispatcher.BatchSize (0: default)")
@@ -200,6 +206,8 @@ func (o *options) check() error {
 		return fmt.Errorf("-outbox works with the throughput and saga workloads only")
 	case o.workload == "runtime-recurring" && (o.n < 1 || o.n >= runtimeMaxSchedules || o.tickEvery < time.Millisecond || o.tickFor <= 0):
 		return fmt.Errorf("runtime-recurring: -n must be in [1, %d), -tick-every at least 1ms and -tick-for positive", runtimeMaxSchedules)
+	case o.redisMasters < 1:
+		return fmt.Errorf("-redis-masters must be positive")
 	case o.sagaMessages < 1:
 		return fmt.Errorf("-saga-messages must be positive")
 	case o.instances > 0 && !pd.shared:

@@ -27,6 +27,9 @@ type persistenceDriver struct {
 	// sessionPIDs, when set, lists the local server processes that serve
 	// this run's connections (all of its processes), for the CPU they use.
 	sessionPIDs func(ctx context.Context, o *options) ([]int, error)
+	// nodes: sessionPIDs lists one server process per node (Redis), whose
+	// CPU is also reported node by node.
+	nodes bool
 }
 
 // transportDriver opens one kind of transport for a run.

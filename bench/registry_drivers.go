@@ -3,10 +3,12 @@ package main
 // extraPersistences returns the persistences of the driver modules.
 func extraPersistences() map[string]persistenceDriver {
 	return map[string]persistenceDriver{
-		"postgres": postgresDriver(),
-		"sqlite":   sqliteDriver(),
-		"mongodb":  mongodbDriver(),
-		"mysql":    mysqlDriver(),
+		"postgres":      postgresDriver(),
+		"sqlite":        sqliteDriver(),
+		"mongodb":       mongodbDriver(),
+		"mysql":         mysqlDriver(),
+		"redis":         redisPersistenceDriver(),
+		"redis-cluster": redisClusterDriver(),
 	}
 }
 

@@ -99,6 +99,10 @@ type Result struct {
 	// this run alone, without other clients or the server's background
 	// processes.
 	SessionCPUMS *float64 `json:"server_session_cpu_ms,omitempty"`
+	// NodeCPUMSPer1k is the CPU time of each server node (Redis: each
+	// redis-server process), in milliseconds per 1,000 messages received,
+	// while the batch fell due.
+	NodeCPUMSPer1k []float64 `json:"server_node_cpu_ms_per_1k,omitempty"`
 	// Throughput on PostgreSQL: whether the handler ran in the outbox, the
 	// Ticked events received, the time from the handler's end (its commit)
 	// to each event's receipt, and the business rows written.
@@ -270,6 +274,9 @@ func (r *Result) notes() string {
 	}
 	if r.SessionCPUMS != nil {
 		n = append(n, fmt.Sprintf("run's sessions %.0f ms CPU", *r.SessionCPUMS))
+	}
+	if len(r.NodeCPUMSPer1k) > 0 {
+		n = append(n, fmt.Sprintf("server CPU per node %v ms/1k msgs", r.NodeCPUMSPer1k))
 	}
 	if r.StoreScansPer1k != nil {
 		n = append(n, fmt.Sprintf("%.0f store scans/1k msgs", *r.StoreScansPer1k))
