@@ -52,15 +52,9 @@ func (p *Persistence) ListScheduled(ctx context.Context, q bus.ScheduledQuery) (
 	if err != nil {
 		return nil, fmt.Errorf("redis: list scheduled: %w", err)
 	}
-	var out []bus.OutgoingMessage
-	for _, c := range cmds {
-		vals, err := texts(c)
-		if err != nil {
-			return nil, fmt.Errorf("redis: list scheduled: %w", err)
-		}
-		for i := 0; i+10 < len(vals); i += 11 {
-			out = append(out, browsedRow(vals[i:i+11]))
-		}
+	out, err := records(cmds, 11, browsedRow)
+	if err != nil {
+		return nil, fmt.Errorf("redis: list scheduled: %w", err)
 	}
 	slices.SortFunc(out, func(a, b bus.OutgoingMessage) int {
 		return cmp.Or(a.DueAt.Compare(b.DueAt), cmp.Compare(a.ID, b.ID))

@@ -65,15 +65,9 @@ func (p *Persistence) ListFailed(ctx context.Context, q bus.FailedQuery) ([]bus.
 	if err != nil {
 		return nil, fmt.Errorf("redis: list failed: %w", err)
 	}
-	var out []bus.FailedMessage
-	for _, c := range cmds {
-		vals, err := texts(c)
-		if err != nil {
-			return nil, fmt.Errorf("redis: list failed: %w", err)
-		}
-		for i := 0; i+11 < len(vals); i += 12 {
-			out = append(out, failedOf(vals[i:i+12]))
-		}
+	out, err := records(cmds, 12, failedOf)
+	if err != nil {
+		return nil, fmt.Errorf("redis: list failed: %w", err)
 	}
 	slices.SortFunc(out, func(a, b bus.FailedMessage) int {
 		return cmp.Or(b.LastFailed.Compare(a.LastFailed), cmp.Compare(b.ID, a.ID))

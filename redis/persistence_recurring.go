@@ -460,6 +460,22 @@ func pairs(kv []string) map[string]string {
 	return m
 }
 
+// records decodes the records of width fields that each partition's
+// reply in cmds holds, one after the other.
+func records[T any](cmds []*goredis.Cmd, width int, decode func([]string) T) ([]T, error) {
+	var out []T
+	for _, c := range cmds {
+		vals, err := texts(c)
+		if err != nil {
+			return nil, err
+		}
+		for i := 0; i+width <= len(vals); i += width {
+			out = append(out, decode(vals[i:i+width]))
+		}
+	}
+	return out, nil
+}
+
 // texts returns a script's array reply as strings.
 func texts(c *goredis.Cmd) ([]string, error) {
 	vals, err := c.Slice()
