@@ -43,7 +43,13 @@ func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	d.b.emit(ctx, ObserverEvent{Kind: EventClaim, Count: len(rows), Start: claimedAt})
-	results := d.held.handOver(ctx, d, rows, claimedAt.Add(d.cfg.Lease*2/3))
+	hctx := ctx
+	if j := d.join; j != nil {
+		// One claim, one token: the transport writes in the claim's
+		// transaction, which the settling below commits.
+		hctx = j.HandOverContext(ctx, rows[0].Token)
+	}
+	results := d.held.handOver(hctx, d, rows, claimedAt.Add(d.cfg.Lease*2/3))
 	// Settling must be over before the lease lapses; keep a margin for the
 	// store's clock and the call itself.
 	d.settle(ctx, rows, results, claimedAt.Add(d.cfg.Lease*9/10))

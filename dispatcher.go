@@ -40,6 +40,9 @@ type dispatcher struct {
 	// lastClaim is when the last claim returned without an error, rows or
 	// none (Unix nanoseconds, bus clock; 0 before the first): Bus.Health.
 	lastClaim atomic.Int64
+	// join is the store when it joins the transport to its claims'
+	// transactions (HandOverJoiner); set once run starts.
+	join HandOverJoiner
 }
 
 const (
@@ -80,6 +83,7 @@ func (d *dispatcher) poke(due time.Time) {
 }
 
 func (d *dispatcher) run(ctx context.Context) {
+	d.join = d.joiner()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if n, ok := d.store.(DueNotifier); ok {
@@ -96,7 +100,7 @@ func (d *dispatcher) run(ctx context.Context) {
 			}
 		})
 	}
-	if st, ok := d.store.(AheadClaimer); ok && d.cfg.LookAhead > 0 {
+	if st, ok := d.store.(AheadClaimer); ok && d.cfg.LookAhead > 0 && d.join == nil {
 		d.runAhead(ctx, st)
 		return
 	}
@@ -201,6 +205,15 @@ func (d *dispatcher) watch(ctx context.Context, n DueNotifier) {
 		}
 		sleepCtx(ctx, d.clock, d.cfg.PollInterval)
 	}
+}
+
+// joiner returns the store as a HandOverJoiner when it joins this bus's
+// transport to its claims' transactions; nil otherwise.
+func (d *dispatcher) joiner() HandOverJoiner {
+	if j, ok := d.store.(HandOverJoiner); ok && j.JoinsHandOver(d.b.transport) {
+		return j
+	}
+	return nil
 }
 
 // claimed notes a claim that returned without an error, at the bus's now.

@@ -182,3 +182,20 @@ type ClockedStore interface {
 	// StoreNow returns the store's current time.
 	StoreNow(ctx context.Context) (time.Time, error)
 }
+
+// HandOverJoiner is implemented by scheduled stores whose claims hold a
+// database transaction that a transport on the same database can write in
+// (the PostgreSQL store and transport): a handed-over message is then
+// queued by the same commit that deletes its row, so a hand-over is never
+// both done and tried again, even when the commit's outcome is lost.
+type HandOverJoiner interface {
+	// JoinsHandOver reports whether t writes to this store's database and
+	// joins claims' transactions. The dispatcher then claims rows as they
+	// fall due, without a look-ahead window: a joined message is visible to
+	// consumers only once its claim commits, which a window would delay.
+	JoinsHandOver(t Transport) bool
+	// HandOverContext returns ctx carrying the transaction of the claim
+	// that gave its rows the lease token token, for the transport to write
+	// in; ctx itself when the claim is no longer open.
+	HandOverContext(ctx context.Context, token string) context.Context
+}
