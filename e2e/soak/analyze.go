@@ -73,6 +73,9 @@ type report struct {
 	// margin is how long before a cut or termination a message counts as
 	// in flight (cutMargin).
 	margin time.Duration
+	// late is how late the first handling of each delayed message came
+	// after its due time, in increasing order.
+	late []time.Duration
 }
 
 // evidence is what the analysis explains duplicates with besides the
@@ -152,6 +155,8 @@ func analyze(msgs []*message, events []event, ev evidence) *report {
 		}
 		if first := handled[0]; first.at.Before(m.due) {
 			r.early = append(r.early, early{id: m.id, by: m.due.Sub(first.at), pid: first.pid})
+		} else if m.delay > 0 {
+			r.late = append(r.late, first.at.Sub(m.due))
 		}
 		rolledBack := 0 // handlings without a business row
 		if ev.committed != nil {
@@ -188,7 +193,24 @@ func analyze(msgs []*message, events []event, ev evidence) *report {
 		}
 	}
 	slices.SortFunc(r.early, func(a, b early) int { return cmp.Compare(b.by, a.by) })
+	slices.Sort(r.late)
 	return r
+}
+
+// lateAtLeast counts the delayed messages handled limit or more after
+// their due time.
+func (r *report) lateAtLeast(limit time.Duration) int {
+	i, _ := slices.BinarySearch(r.late, limit)
+	return len(r.late) - i
+}
+
+// lateQuantile is the q-th quantile (0 < q <= 1) of the delayed messages'
+// lateness; 0 when there is none.
+func (r *report) lateQuantile(q float64) time.Duration {
+	if len(r.late) == 0 {
+		return 0
+	}
+	return r.late[max(0, int(q*float64(len(r.late))+0.999999)-1)]
 }
 
 // split sorts a message's events by time and splits them into handlings

@@ -231,3 +231,32 @@ func TestPrintSendFailuresGroupsErrorsByKind(t *testing.T) {
 		t.Errorf("got %q, want %q", b.String(), want)
 	}
 }
+
+// The report measures how late each delayed message's first handling came,
+// and counts those held up 15 s or more (a lease waited out).
+func TestAnalyzeMeasuresTheLatenessOfDelayedMessages(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var msgs []*message
+	var events []event
+	for i, late := range []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 31 * time.Second} {
+		m := &message{id: fmt.Sprint("d", i), delay: time.Second, due: t0, sent: true}
+		msgs = append(msgs, m)
+		events = append(events, event{id: m.id, kind: eventHandled, at: t0.Add(late)})
+	}
+	now := &message{id: "now", due: t0, sent: true}
+	msgs = append(msgs, now)
+	events = append(events, event{id: now.id, kind: eventHandled, at: t0.Add(40 * time.Second)})
+	r := analyze(msgs, events, evidence{})
+	if got := len(r.late); got != 3 {
+		t.Fatalf("%d delayed messages measured, want 3 (a message sent at once is not delayed)", got)
+	}
+	if got := r.lateAtLeast(lateReported); got != 1 {
+		t.Errorf("%d late by 15 s or more, want 1", got)
+	}
+	if got := r.lateQuantile(0.5); got != 20*time.Millisecond {
+		t.Errorf("p50 %v, want 20ms", got)
+	}
+	if got := r.lateQuantile(1); got != 31*time.Second {
+		t.Errorf("max %v, want 31s", got)
+	}
+}

@@ -12,6 +12,11 @@ import (
 	"time"
 )
 
+// lateReported is the lateness from which the report counts a delayed
+// message as held up: a failover within seconds stays well below it; a
+// dead process's rows waiting out a 30 s lease do not.
+const lateReported = 15 * time.Second
+
 // maxExamples bounds the unexplained duplicates and early messages listed.
 const maxExamples = 10
 
@@ -66,6 +71,9 @@ func (p *printer) print(w io.Writer, r *report, msgs []*message, faults []fault,
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "early %d\n", len(r.early))
+	fmt.Fprintf(w, "delayed messages' lateness (first handling minus due time): p50 %s, p99 %s, max %s; %d of %d late by %s or more\n",
+		r.lateQuantile(0.5).Round(time.Millisecond), r.lateQuantile(0.99).Round(time.Millisecond),
+		r.lateQuantile(1).Round(time.Millisecond), r.lateAtLeast(lateReported), len(r.late), lateReported)
 	for _, e := range r.early[:min(len(r.early), maxExamples)] {
 		fmt.Fprintf(w, "  %s handled %s before its due time by pid %d\n", e.id, e.by.Round(time.Millisecond), e.pid)
 	}
