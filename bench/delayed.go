@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"time"
 
@@ -129,6 +130,7 @@ type phaseResult struct {
 	scans     *int64        // index and table scans of the run's tables, where known
 	sessions  *float64      // milliseconds of the run's own database sessions, where known
 	nodes     []float64     // milliseconds of each server node, where the store names them
+	logBytes  *int64        // the server's WAL or redo log written, where known
 }
 
 // fill puts a phase's figures into r: duration from t0 (the first due time)
@@ -154,6 +156,9 @@ func (p *phaseResult) fill(r *Result) {
 			r.NodeCPUMSPer1k = append(r.NodeCPUMSPer1k, round(ms*1000/float64(t.Received), 1))
 		}
 	}
+	if p.logBytes != nil && t.Received > 0 {
+		r.LogBytesPerMsg = ptr(round(float64(*p.logBytes)/float64(t.Received), 0))
+	}
 	if p.serverCPU != nil {
 		r.ServerCPUMS = ptr(round(*p.serverCPU, 0))
 		if t.Received > 0 {
@@ -173,6 +178,19 @@ func (s *stage) sessionSnapshot(ctx context.Context) (cpuSnapshot, error) {
 		return nil, err
 	}
 	return pidSnapshot(pids), nil
+}
+
+// logPosition reads the server's log position in bytes; nil when the
+// store cannot.
+func (s *stage) logPosition(ctx context.Context) (*int64, error) {
+	if s.pd.logPosition == nil {
+		return nil, nil
+	}
+	pos, err := s.pd.logPosition(ctx, s.o)
+	if err != nil {
+		return nil, fmt.Errorf("read the server's log position: %w", err)
+	}
+	return &pos, nil
 }
 
 // phase schedules n Ticks numbered base.. due at due(t0, i), where t0 is the
@@ -204,6 +222,10 @@ func (s *stage) phase(ctx context.Context, b *bus.Bus, base int64, n int, due fu
 	if err != nil {
 		return nil, err
 	}
+	log0, err := s.logPosition(ctx)
+	if err != nil {
+		return nil, err
+	}
 	cpu0 := serverSnapshot(procs)
 	self0 := selfCPU() + s.workerCPU()
 	last := due(p.t0, max(n-1, 0))
@@ -227,6 +249,15 @@ func (s *stage) phase(ctx context.Context, b *bus.Bus, base int64, n int, due fu
 	// still counts.
 	time.Sleep(duplicateGrace)
 	p.tally = tr.tally()
+	// Read after the grace: the dispatcher deletes delivered rows every
+	// 100 ms, so the last deletes are written by now.
+	log1, err := s.logPosition(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if log0 != nil && log1 != nil {
+		p.logBytes = ptr(*log1 - *log0)
+	}
 	if cpu0 != nil {
 		p.serverCPU = ptr(float64(cpu1.since(cpu0)) / 1e6)
 	}

@@ -55,6 +55,13 @@ func TestPostgres(t *testing.T) {
 		if r.Failed() || r.Lateness == nil {
 			t.Fatalf("run failed: %+v", r)
 		}
+		// Claiming and deleting 1,000 rows writes WAL: well over 0 a message.
+		if r.LogBytesPerMsg == nil || *r.LogBytesPerMsg < 50 {
+			t.Errorf("WAL bytes per message = %v, want the WAL the drain wrote", r.LogBytesPerMsg)
+		}
+		if r.SessionCPUMS == nil {
+			t.Errorf("no session CPU: %+v", r)
+		}
 	})
 	t.Run("spread across processes", func(t *testing.T) {
 		t.Parallel()

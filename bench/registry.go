@@ -30,6 +30,10 @@ type persistenceDriver struct {
 	// nodes: sessionPIDs lists one server process per node (Redis), whose
 	// CPU is also reported node by node.
 	nodes bool
+	// logPosition, when set, returns the server's write-ahead log position
+	// in bytes (PostgreSQL's WAL, InnoDB's redo log): its growth over a
+	// phase is the log the server wrote in it, for every client.
+	logPosition func(ctx context.Context, o *options) (int64, error)
 }
 
 // transportDriver opens one kind of transport for a run.

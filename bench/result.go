@@ -99,6 +99,13 @@ type Result struct {
 	// this run alone, without other clients or the server's background
 	// processes.
 	SessionCPUMS *float64 `json:"server_session_cpu_ms,omitempty"`
+	// LogBytesPerMsg is the growth of the server's write-ahead log
+	// (PostgreSQL: pg_current_wal_insert_lsn; MySQL/MariaDB: the InnoDB
+	// redo log's LSN) from the end of scheduling until just after the last
+	// receipt, per message received: what claiming, handing over and
+	// deleting the rows wrote. The log is the whole server's, so other
+	// clients' writes in the window count too.
+	LogBytesPerMsg *float64 `json:"log_bytes_per_msg,omitempty"`
 	// NodeCPUMSPer1k is the CPU time of each server node (Redis: each
 	// redis-server process), in milliseconds per 1,000 messages received,
 	// while the batch fell due.
@@ -274,6 +281,9 @@ func (r *Result) notes() string {
 	}
 	if r.SessionCPUMS != nil {
 		n = append(n, fmt.Sprintf("run's sessions %.0f ms CPU", *r.SessionCPUMS))
+	}
+	if r.LogBytesPerMsg != nil {
+		n = append(n, fmt.Sprintf("server log %.0f B/msg", *r.LogBytesPerMsg))
 	}
 	if len(r.NodeCPUMSPer1k) > 0 {
 		n = append(n, fmt.Sprintf("server CPU per node %v ms/1k msgs", r.NodeCPUMSPer1k))
