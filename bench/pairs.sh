@@ -19,8 +19,9 @@
 # line per run (default pairs-<UTC time>.jsonl in the current folder);
 # PAIRS_REST (5) seconds of pause before each run, so that one run's
 # aftermath (autovacuum, checkpoints) falls less into the next.
-# Needs jq. Exits non-zero if any run failed (exit code, or a message lost,
-# duplicated or early); the table shows which.
+# Needs jq. Exits non-zero if any run failed (it could not run, or a
+# message was lost, duplicated or early); the table shows which, and the
+# medians leave them out.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,7 +47,7 @@ table() {
 		if .result == null then "| \(.pair)\(.side) | \(.load) | failed (exit \(.exit)): \(.error // "" | gsub("[|\n]"; " ")) |||||||"
 		else row("\(.pair)\(.side)"; .load; .result | figs;
 			"\(.result.early), \(.result.duplicates), \(.result.missing)" + (if .exit != 0 then " (exit \(.exit))" else "" end)) end),
-	(map(select(.pair > 0 and .result != null)) | group_by(.side) |
+	(map(select(.pair > 0 and .result != null and .exit == 0)) | group_by(.side) |
 		map(. as $runs | {side: .[0].side, n: length, m: (["rate", "p99", "bus", "db", "sess", "log"] |
 			map(. as $k | {key: $k, value: ($runs | map(.result | figs | .[$k]) | med)}) | from_entries)}) |
 		(.[] | row("median \(.side) (\(.n) runs)"; ""; .m; "")),
