@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/postbus/bus"
@@ -131,6 +132,8 @@ type phaseResult struct {
 	sessions  *float64      // milliseconds of the run's own database sessions, where known
 	nodes     []float64     // milliseconds of each server node, where the store names them
 	logBytes  *int64        // the server's WAL or redo log written, where known
+	runLog    *int64        // of which the run's own, where known
+	note      string        // what could not be measured, and why
 }
 
 // fill puts a phase's figures into r: duration from t0 (the first due time)
@@ -158,6 +161,12 @@ func (p *phaseResult) fill(r *Result) {
 	}
 	if p.logBytes != nil && t.Received > 0 {
 		r.LogBytesPerMsg = ptr(round(float64(*p.logBytes)/float64(t.Received), 0))
+	}
+	if p.runLog != nil && t.Received > 0 {
+		r.RunLogBytesPerMsg = ptr(round(float64(*p.runLog)/float64(t.Received), 0))
+	}
+	if p.note != "" {
+		r.Note = strings.TrimPrefix(r.Note+"; "+p.note, "; ")
 	}
 	if p.serverCPU != nil {
 		r.ServerCPUMS = ptr(round(*p.serverCPU, 0))
@@ -257,6 +266,15 @@ func (s *stage) phase(ctx context.Context, b *bus.Bus, base int64, n int, due fu
 	}
 	if log0 != nil && log1 != nil {
 		p.logBytes = ptr(*log1 - *log0)
+		if s.pd.runLogBytes != nil {
+			// Not every server lets the run read its log: the figure is
+			// then missing, and the run goes on.
+			if own, err := s.pd.runLogBytes(ctx, s.o, *log0, *log1); err != nil {
+				p.note = fmt.Sprintf("run's own log not read: %v", err)
+			} else {
+				p.runLog = &own
+			}
+		}
 	}
 	if cpu0 != nil {
 		p.serverCPU = ptr(float64(cpu1.since(cpu0)) / 1e6)

@@ -59,6 +59,10 @@ func TestPostgres(t *testing.T) {
 		if r.LogBytesPerMsg == nil || *r.LogBytesPerMsg < 50 {
 			t.Errorf("WAL bytes per message = %v, want the WAL the drain wrote", r.LogBytesPerMsg)
 		}
+		// The run's own records (pg_walinspect) are part of the server's.
+		if r.RunLogBytesPerMsg == nil || *r.RunLogBytesPerMsg < 50 || *r.RunLogBytesPerMsg > *r.LogBytesPerMsg {
+			t.Errorf("the run's own WAL bytes per message = %v (the server's %v), want the WAL the drain wrote", r.RunLogBytesPerMsg, r.LogBytesPerMsg)
+		}
 		if r.SessionCPUMS == nil {
 			t.Errorf("no session CPU: %+v", r)
 		}

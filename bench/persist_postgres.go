@@ -52,6 +52,7 @@ func postgresDriver() persistenceDriver {
 		},
 		sessionPIDs: postgresSessionPIDs,
 		logPosition: postgresWALPosition,
+		runLogBytes: postgresRunWAL,
 		idleQueries: func(ctx context.Context, o *options) (int64, error) {
 			// Scans of the run's own table: every claim and next-due query
 			// reads it, and other databases' traffic does not count.
@@ -102,21 +103,6 @@ func flushPoolStats(ctx context.Context, pool *pgxpool.Pool) error {
 		}
 	}
 	return nil
-}
-
-// postgresWALPosition returns the server's WAL insert position in bytes.
-// Unlike pg_stat_wal, which each backend publishes at most once a second
-// (and an idle one up to ten seconds late), the position is exact when
-// read.
-func postgresWALPosition(ctx context.Context, o *options) (int64, error) {
-	conn, err := pgx.Connect(ctx, o.postgresURL)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close(ctx)
-	var pos int64
-	err = conn.QueryRow(ctx, `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&pos)
-	return pos, err
 }
 
 // postgresSessionPIDs returns the server processes of the run's sessions,

@@ -34,6 +34,9 @@ type persistenceDriver struct {
 	// in bytes (PostgreSQL's WAL, InnoDB's redo log): its growth over a
 	// phase is the log the server wrote in it, for every client.
 	logPosition func(ctx context.Context, o *options) (int64, error)
+	// runLogBytes, when set, returns the bytes of the log between two
+	// positions that the run's own tables and transactions wrote.
+	runLogBytes func(ctx context.Context, o *options, from, to int64) (int64, error)
 }
 
 // transportDriver opens one kind of transport for a run.

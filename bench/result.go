@@ -106,6 +106,12 @@ type Result struct {
 	// deleting the rows wrote. The log is the whole server's, so other
 	// clients' writes in the window count too.
 	LogBytesPerMsg *float64 `json:"log_bytes_per_msg,omitempty"`
+	// RunLogBytesPerMsg is the part of that log written by the run's own
+	// tables and transactions (PostgreSQL, read with pg_walinspect): the
+	// records that name a relation of the run's schema, and every record
+	// of the transactions that wrote them (their commits), per message
+	// received. Other clients' writes do not count.
+	RunLogBytesPerMsg *float64 `json:"run_log_bytes_per_msg,omitempty"`
 	// NodeCPUMSPer1k is the CPU time of each server node (Redis: each
 	// redis-server process), in milliseconds per 1,000 messages received,
 	// while the batch fell due.
@@ -284,6 +290,9 @@ func (r *Result) notes() string {
 	}
 	if r.LogBytesPerMsg != nil {
 		n = append(n, fmt.Sprintf("server log %.0f B/msg", *r.LogBytesPerMsg))
+	}
+	if r.RunLogBytesPerMsg != nil {
+		n = append(n, fmt.Sprintf("run's own log %.0f B/msg", *r.RunLogBytesPerMsg))
 	}
 	if len(r.NodeCPUMSPer1k) > 0 {
 		n = append(n, fmt.Sprintf("server CPU per node %v ms/1k msgs", r.NodeCPUMSPer1k))
