@@ -132,7 +132,7 @@ type phaseResult struct {
 	sessions  *float64      // milliseconds of the run's own database sessions, where known
 	nodes     []float64     // milliseconds of each server node, where the store names them
 	logBytes  *int64        // the server's WAL or redo log written, where known
-	runLog    *int64        // of which the run's own, where known
+	runLog    *runLog       // of which the run's own, where known
 	note      string        // what could not be measured, and why
 }
 
@@ -163,7 +163,8 @@ func (p *phaseResult) fill(r *Result) {
 		r.LogBytesPerMsg = ptr(round(float64(*p.logBytes)/float64(t.Received), 0))
 	}
 	if p.runLog != nil && t.Received > 0 {
-		r.RunLogBytesPerMsg = ptr(round(float64(*p.runLog)/float64(t.Received), 0))
+		r.RunLogBytesPerMsg = ptr(round(float64(p.runLog.bytes)/float64(t.Received), 0))
+		r.RunLogFPIBytesPerMsg = ptr(round(float64(p.runLog.fpiBytes)/float64(t.Received), 0))
 	}
 	if p.note != "" {
 		r.Note = strings.TrimPrefix(r.Note+"; "+p.note, "; ")

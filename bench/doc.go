@@ -87,6 +87,12 @@
 // lags by up to ten seconds), InnoDB's redo log sequence number
 // (Innodb_lsn_current; Innodb_os_log_written where the server has no LSN
 // status). Both are the whole server's: other clients' writes count too.
+// On PostgreSQL run_log_bytes_per_msg is the run's own part, read with
+// pg_walinspect (created in a schema of its own, postbus_bench_walinspect,
+// when the database has none): the records that name a relation of the
+// run's schema and every record of the transactions that wrote one, and
+// run_log_fpi_bytes_per_msg the full-page images among them, which depend
+// on when the server's checkpoints fell.
 //
 // # Comparing two builds
 //

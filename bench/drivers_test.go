@@ -62,6 +62,8 @@ func TestPostgres(t *testing.T) {
 		// The run's own records (pg_walinspect) are part of the server's.
 		if r.RunLogBytesPerMsg == nil || *r.RunLogBytesPerMsg < 50 || *r.RunLogBytesPerMsg > *r.LogBytesPerMsg {
 			t.Errorf("the run's own WAL bytes per message = %v (the server's %v), want the WAL the drain wrote", r.RunLogBytesPerMsg, r.LogBytesPerMsg)
+		} else if r.RunLogFPIBytesPerMsg == nil || *r.RunLogFPIBytesPerMsg > *r.RunLogBytesPerMsg {
+			t.Errorf("full-page images %v of the run's own WAL %v", r.RunLogFPIBytesPerMsg, *r.RunLogBytesPerMsg)
 		}
 		if r.SessionCPUMS == nil {
 			t.Errorf("no session CPU: %+v", r)

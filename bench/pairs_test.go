@@ -26,15 +26,15 @@ func TestPairsTable(t *testing.T) {
 	for _, want := range []string{
 		"bench flags: `-workload burst -n 100`",
 		"- A: tree /src/before",
-		"| 1A | 1.00 1.00 1.00 | 1000 | 10 | 20 | 40 | 30 | 1600 | 1500 | 0, 0, 0 |",
-		"| 2B | 1.30 1.00 1.00 | failed (exit 2): bench: connect: refused ||||||||",
-		"| 3B | 1.50 1.00 1.00 | 4000 | 7 | 10 | 30 | 20 | 600 | – | 0, 1, 0 (exit 1) |",
+		"| 1A | 1.00 1.00 1.00 | 1000 | 10 | 20 | 40 | 30 | 1600 | 1500 | 300 | 0, 0, 0 |",
+		"| 2B | 1.30 1.00 1.00 | failed (exit 2): bench: connect: refused |||||||||",
+		"| 3B | 1.50 1.00 1.00 | 4000 | 7 | 10 | 30 | 20 | 600 | – | – | 0, 1, 0 (exit 1) |",
 		// A: rates 1000, 3000, 2000; session CPU 30, 50 and none (an
 		// even count averages the middle two).
-		"| median A (3 runs) |  | 2000 | 20 | 25 | 50 | 40 | 1700 | 1600 |  |",
+		"| median A (3 runs) |  | 2000 | 20 | 25 | 50 | 40 | 1700 | 1600 | 400 |  |",
 		// B: the run that failed and the one with a duplicate left out.
-		"| median B (1 runs) |  | 2000 | 5 | 20 | 20 | 10 | 400 | 300 |  |",
-		"| B ÷ A |  | 1 | 0.25 | 0.8 | 0.4 | 0.25 | 0.235 | 0.188 |  |",
+		"| median B (1 runs) |  | 2000 | 5 | 20 | 20 | 10 | 400 | 300 | 0 |  |",
+		"| B ÷ A |  | 1 | 0.25 | 0.8 | 0.4 | 0.25 | 0.235 | 0.188 | 0 |  |",
 	} {
 		if !strings.Contains(string(out), want+"\n") {
 			t.Errorf("table lacks %q:\n%s", want, out)

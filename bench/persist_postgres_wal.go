@@ -41,22 +41,23 @@ WITH rels AS (
 		JOIN pg_class t ON t.oid = c.reltoastrelid
 	WHERE n.nspname = $1
 ), recs AS (
-	SELECT xid, record_length, substring(block_ref FROM 'rel [0-9]+/[0-9]+/([0-9]+)') AS node
+	SELECT xid, record_length, fpi_length, substring(block_ref FROM 'rel [0-9]+/[0-9]+/([0-9]+)') AS node
 	FROM %s.pg_get_wal_records_info('0/0'::pg_lsn + $2::numeric, LEAST('0/0'::pg_lsn + $3::numeric, pg_current_wal_flush_lsn()))
 ), txs AS (
 	SELECT DISTINCT xid FROM recs WHERE node IN (SELECT node FROM rels) AND NOT xid = '0'::xid
 )
-SELECT coalesce(sum(record_length), 0)::bigint FROM recs
+SELECT coalesce(sum(record_length), 0)::bigint, coalesce(sum(fpi_length), 0)::bigint FROM recs
 WHERE node IN (SELECT node FROM rels) OR xid IN (SELECT xid FROM txs)`
 
 // postgresRunWAL returns the bytes of WAL between from and to that the
-// run's own tables and transactions wrote, creating pg_walinspect (in
-// walInspectSchema) when the database has none. It needs a superuser or
-// pg_read_server_files, and the WAL still on the server's disk.
-func postgresRunWAL(ctx context.Context, o *options, from, to int64) (int64, error) {
+// run's own tables and transactions wrote, and how many of them were
+// full-page images, creating pg_walinspect (in walInspectSchema) when the
+// database has none. It needs a superuser or pg_read_server_files, and
+// the WAL still on the server's disk.
+func postgresRunWAL(ctx context.Context, o *options, from, to int64) (runLog, error) {
 	conn, err := pgx.Connect(ctx, o.postgresURL)
 	if err != nil {
-		return 0, err
+		return runLog{}, err
 	}
 	defer conn.Close(ctx)
 	var schema string
@@ -67,12 +68,12 @@ func postgresRunWAL(ctx context.Context, o *options, from, to int64) (int64, err
 		_, err = conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+schema+`; CREATE EXTENSION IF NOT EXISTS pg_walinspect SCHEMA `+schema)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("pg_walinspect: %w", err)
+		return runLog{}, fmt.Errorf("pg_walinspect: %w", err)
 	}
-	var n int64
-	err = conn.QueryRow(ctx, fmt.Sprintf(runWALQuery, pgx.Identifier{schema}.Sanitize()), postgresSchema(o.run), from, to).Scan(&n)
+	var l runLog
+	err = conn.QueryRow(ctx, fmt.Sprintf(runWALQuery, pgx.Identifier{schema}.Sanitize()), postgresSchema(o.run), from, to).Scan(&l.bytes, &l.fpiBytes)
 	if err != nil {
-		return 0, fmt.Errorf("pg_walinspect: %w", err)
+		return runLog{}, fmt.Errorf("pg_walinspect: %w", err)
 	}
-	return n, nil
+	return l, nil
 }

@@ -34,9 +34,18 @@ type persistenceDriver struct {
 	// in bytes (PostgreSQL's WAL, InnoDB's redo log): its growth over a
 	// phase is the log the server wrote in it, for every client.
 	logPosition func(ctx context.Context, o *options) (int64, error)
-	// runLogBytes, when set, returns the bytes of the log between two
-	// positions that the run's own tables and transactions wrote.
-	runLogBytes func(ctx context.Context, o *options, from, to int64) (int64, error)
+	// runLogBytes, when set, returns the log between two positions that
+	// the run's own tables and transactions wrote.
+	runLogBytes func(ctx context.Context, o *options, from, to int64) (runLog, error)
+}
+
+// runLog is the log a run's own tables and transactions wrote.
+type runLog struct {
+	bytes int64
+	// fpiBytes is the part of bytes that is full-page images: the first
+	// change to a page after a checkpoint logs the whole page, so this
+	// part depends on when the server's checkpoints fell.
+	fpiBytes int64
 }
 
 // transportDriver opens one kind of transport for a run.

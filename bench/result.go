@@ -112,6 +112,13 @@ type Result struct {
 	// of the transactions that wrote them (their commits), per message
 	// received. Other clients' writes do not count.
 	RunLogBytesPerMsg *float64 `json:"run_log_bytes_per_msg,omitempty"`
+	// RunLogFPIBytesPerMsg is the part of RunLogBytesPerMsg that is
+	// full-page images. The first change to a page after a checkpoint logs
+	// the whole page, so this part moves with when the server's
+	// checkpoints fell (every 5 minutes, or sooner when other clients
+	// write much); the rest, the records themselves, is what a build's
+	// statements write.
+	RunLogFPIBytesPerMsg *float64 `json:"run_log_fpi_bytes_per_msg,omitempty"`
 	// NodeCPUMSPer1k is the CPU time of each server node (Redis: each
 	// redis-server process), in milliseconds per 1,000 messages received,
 	// while the batch fell due.
@@ -292,7 +299,7 @@ func (r *Result) notes() string {
 		n = append(n, fmt.Sprintf("server log %.0f B/msg", *r.LogBytesPerMsg))
 	}
 	if r.RunLogBytesPerMsg != nil {
-		n = append(n, fmt.Sprintf("run's own log %.0f B/msg", *r.RunLogBytesPerMsg))
+		n = append(n, fmt.Sprintf("run's own log %.0f B/msg (%.0f of full pages)", *r.RunLogBytesPerMsg, *r.RunLogFPIBytesPerMsg))
 	}
 	if len(r.NodeCPUMSPer1k) > 0 {
 		n = append(n, fmt.Sprintf("server CPU per node %v ms/1k msgs", r.NodeCPUMSPer1k))
