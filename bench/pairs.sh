@@ -2,7 +2,10 @@
 # Measures two builds against each other in one sitting: runs one bench
 # workload alternately with build A and build B (A, B, A, B, ...), records
 # every run's figures and the machine's load, and prints a Markdown table
-# with a row per run and the medians of each build. Usage:
+# with a row per run and the medians of each build. On PostgreSQL the
+# run's own WAL without full-page images is the steadiest figure: full
+# pages come with the server's checkpoints, CPU and rates with the load.
+# Usage:
 #
 #   bench/pairs.sh A B [bench flags...]
 #   bench/pairs.sh -table RESULTS      # print the table of a results file again
@@ -36,23 +39,24 @@ table() {
 		rate: .msgs_per_s, p99: .lateness_ms.p99, bus: .cpu_us_per_msg,
 		db: .server_cpu_ms_per_1k,
 		sess: (if .server_session_cpu_ms != null and .n > 0 then .server_session_cpu_ms * 1000 / .n else null end),
-		log: .log_bytes_per_msg, runlog: .run_log_bytes_per_msg, fpi: .run_log_fpi_bytes_per_msg};
+		log: .log_bytes_per_msg, runlog: .run_log_bytes_per_msg,
+		records: (if .run_log_fpi_bytes_per_msg != null then .run_log_bytes_per_msg - .run_log_fpi_bytes_per_msg else null end)};
 	def row($name; $load; $f; $checks):
-		"| \($name) | \($load) | \($f.rate | cell(0)) | \($f.p99 | cell(2)) | \($f.bus | cell(1)) | \($f.db | cell(1)) | \($f.sess | cell(1)) | \($f.log | cell(0)) | \($f.runlog | cell(0)) | \($f.fpi | cell(0)) | \($checks) |";
+		"| \($name) | \($load) | \($f.rate | cell(0)) | \($f.p99 | cell(2)) | \($f.bus | cell(1)) | \($f.db | cell(1)) | \($f.sess | cell(1)) | \($f.log | cell(0)) | \($f.runlog | cell(0)) | \($f.records | cell(0)) | \($checks) |";
 	(map(select(.pair == 0)) | (.[0] | "bench flags: `\(.args)`"), "", (.[] | "- \(.side): \(.build)")),
 	"",
-	"| run | load 1, 5, 15 min | drain msgs/s | p99 ms | bus CPU µs/msg | DB CPU µs/msg (server) | DB CPU µs/msg (run’s sessions) | log B/msg (server) | log B/msg (run’s own) | of it full pages | early, dup., missing |",
+	"| run | load 1, 5, 15 min | drain msgs/s | p99 ms | bus CPU µs/msg | DB CPU µs/msg (server) | DB CPU µs/msg (run’s sessions) | log B/msg (server) | log B/msg (run’s own) | of it records (no full pages) | early, dup., missing |",
 	"|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|",
 	(map(select(.pair > 0)) | .[] |
 		if .result == null then "| \(.pair)\(.side) | \(.load) | failed (exit \(.exit)): \(.error // "" | gsub("[|\n]"; " ")) |||||||||"
 		else row("\(.pair)\(.side)"; .load; .result | figs;
 			"\(.result.early), \(.result.duplicates), \(.result.missing)" + (if .exit != 0 then " (exit \(.exit))" else "" end)) end),
 	(map(select(.pair > 0 and .result != null and .exit == 0)) | group_by(.side) |
-		map(. as $runs | {side: .[0].side, n: length, m: (["rate", "p99", "bus", "db", "sess", "log", "runlog", "fpi"] |
+		map(. as $runs | {side: .[0].side, n: length, m: (["rate", "p99", "bus", "db", "sess", "log", "runlog", "records"] |
 			map(. as $k | {key: $k, value: ($runs | map(.result | figs | .[$k]) | med)}) | from_entries)}) |
 		(.[] | row("median \(.side) (\(.n) runs)"; ""; .m; "")),
 		(if length == 2 then (.[0].m as $a | .[1].m as $b | row("B ÷ A"; "";
-			(["rate", "p99", "bus", "db", "sess", "log", "runlog", "fpi"] |
+			(["rate", "p99", "bus", "db", "sess", "log", "runlog", "records"] |
 				map(. as $k | {key: $k, value: (if $a[$k] and $b[$k] and $a[$k] != 0 then $b[$k] / $a[$k] * 1000 | round / 1000 | tostring else null end)}) |
 				from_entries); "")) else empty end))
 	' "$1"
