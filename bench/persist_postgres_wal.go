@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -60,13 +61,7 @@ func postgresRunWAL(ctx context.Context, o *options, from, to int64) (runLog, er
 		return runLog{}, err
 	}
 	defer conn.Close(ctx)
-	var schema string
-	err = conn.QueryRow(ctx, `SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
-		WHERE e.extname = 'pg_walinspect'`).Scan(&schema)
-	if err == pgx.ErrNoRows {
-		schema = walInspectSchema
-		_, err = conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+schema+`; CREATE EXTENSION IF NOT EXISTS pg_walinspect SCHEMA `+schema)
-	}
+	schema, err := walInspect(ctx, conn)
 	if err != nil {
 		return runLog{}, fmt.Errorf("pg_walinspect: %w", err)
 	}
@@ -76,4 +71,29 @@ func postgresRunWAL(ctx context.Context, o *options, from, to int64) (runLog, er
 		return runLog{}, fmt.Errorf("pg_walinspect: %w", err)
 	}
 	return l, nil
+}
+
+// walInspect returns the schema of pg_walinspect, creating the extension
+// in walInspectSchema when the database has none. Two runs that create it
+// at once race (IF NOT EXISTS does not lock): the loser finds the
+// winner's.
+func walInspect(ctx context.Context, conn *pgx.Conn) (string, error) {
+	find := func() (string, error) {
+		var schema string
+		err := conn.QueryRow(ctx, `SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+			WHERE e.extname = 'pg_walinspect'`).Scan(&schema)
+		return schema, err
+	}
+	schema, err := find()
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return schema, err
+	}
+	_, err = conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+walInspectSchema+`; CREATE EXTENSION IF NOT EXISTS pg_walinspect SCHEMA `+walInspectSchema)
+	if err == nil {
+		return walInspectSchema, nil
+	}
+	if schema, ferr := find(); ferr == nil {
+		return schema, nil
+	}
+	return "", err
 }
