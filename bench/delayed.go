@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/postbus/bus"
@@ -129,6 +131,9 @@ type phaseResult struct {
 	scans     *int64        // index and table scans of the run's tables, where known
 	sessions  *float64      // milliseconds of the run's own database sessions, where known
 	nodes     []float64     // milliseconds of each server node, where the store names them
+	logBytes  *int64        // the server's WAL or redo log written, where known
+	runLog    *runLog       // of which the run's own, where known
+	note      string        // what could not be measured, and why
 }
 
 // fill puts a phase's figures into r: duration from t0 (the first due time)
@@ -154,6 +159,16 @@ func (p *phaseResult) fill(r *Result) {
 			r.NodeCPUMSPer1k = append(r.NodeCPUMSPer1k, round(ms*1000/float64(t.Received), 1))
 		}
 	}
+	if p.logBytes != nil && t.Received > 0 {
+		r.LogBytesPerMsg = ptr(round(float64(*p.logBytes)/float64(t.Received), 0))
+	}
+	if p.runLog != nil && t.Received > 0 {
+		r.RunLogBytesPerMsg = ptr(round(float64(p.runLog.bytes)/float64(t.Received), 0))
+		r.RunLogFPIBytesPerMsg = ptr(round(float64(p.runLog.fpiBytes)/float64(t.Received), 0))
+	}
+	if p.note != "" {
+		r.Note = strings.TrimPrefix(r.Note+"; "+p.note, "; ")
+	}
 	if p.serverCPU != nil {
 		r.ServerCPUMS = ptr(round(*p.serverCPU, 0))
 		if t.Received > 0 {
@@ -173,6 +188,19 @@ func (s *stage) sessionSnapshot(ctx context.Context) (cpuSnapshot, error) {
 		return nil, err
 	}
 	return pidSnapshot(pids), nil
+}
+
+// logPosition reads the server's log position in bytes; nil when the
+// store cannot.
+func (s *stage) logPosition(ctx context.Context) (*int64, error) {
+	if s.pd.logPosition == nil {
+		return nil, nil
+	}
+	pos, err := s.pd.logPosition(ctx, s.o)
+	if err != nil {
+		return nil, fmt.Errorf("read the server's log position: %w", err)
+	}
+	return &pos, nil
 }
 
 // phase schedules n Ticks numbered base.. due at due(t0, i), where t0 is the
@@ -204,6 +232,10 @@ func (s *stage) phase(ctx context.Context, b *bus.Bus, base int64, n int, due fu
 	if err != nil {
 		return nil, err
 	}
+	log0, err := s.logPosition(ctx)
+	if err != nil {
+		return nil, err
+	}
 	cpu0 := serverSnapshot(procs)
 	self0 := selfCPU() + s.workerCPU()
 	last := due(p.t0, max(n-1, 0))
@@ -227,6 +259,24 @@ func (s *stage) phase(ctx context.Context, b *bus.Bus, base int64, n int, due fu
 	// still counts.
 	time.Sleep(duplicateGrace)
 	p.tally = tr.tally()
+	// Read after the grace: the dispatcher deletes delivered rows every
+	// 100 ms, so the last deletes are written by now.
+	log1, err := s.logPosition(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if log0 != nil && log1 != nil {
+		p.logBytes = ptr(*log1 - *log0)
+		if s.pd.runLogBytes != nil {
+			// Not every server lets the run read its log: the figure is
+			// then missing, and the run goes on.
+			if own, err := s.pd.runLogBytes(ctx, s.o, *log0, *log1); err != nil {
+				p.note = fmt.Sprintf("run's own log not read: %v", err)
+			} else {
+				p.runLog = &own
+			}
+		}
+	}
 	if cpu0 != nil {
 		p.serverCPU = ptr(float64(cpu1.since(cpu0)) / 1e6)
 	}

@@ -79,6 +79,33 @@
 // INFO server's process_id: -persistence redis-cluster starts a throwaway
 // cluster of -redis-masters masters for the run and stops it at the end.
 //
+// Server log (log_bytes_per_msg, burst, spread and backlog on PostgreSQL and
+// MySQL/MariaDB) is the growth of the server's write-ahead log over the
+// measured phase, read once more after the duplicate grace so that the
+// last deletes count, per message received: PostgreSQL's WAL insert
+// position (pg_current_wal_insert_lsn, exact when read, where pg_stat_wal
+// lags by up to ten seconds), InnoDB's redo log sequence number
+// (Innodb_lsn_current; Innodb_os_log_written where the server has no LSN
+// status). Both are the whole server's: other clients' writes count too.
+// On PostgreSQL run_log_bytes_per_msg is the run's own part, read with
+// pg_walinspect (created in a schema of its own, postbus_bench_walinspect,
+// when the database has none): the records that name a relation of the
+// run's schema and every record of the transactions that wrote one, and
+// run_log_fpi_bytes_per_msg the full-page images among them, which depend
+// on when the server's checkpoints fell.
+//
+// # Comparing two builds
+//
+// pairs.sh runs one workload alternately with two builds, A and B, in one
+// sitting and prints a Markdown table of every run and the medians of each
+// build (drain rate, p99 lateness, bus, server and session CPU and log
+// bytes per message, the load at each run's start):
+//
+//	bench/pairs.sh /src/before /src/after -workload burst -persistence postgres -n 100000 -lead 30s
+//
+// A source tree is built with this folder's bench against the tree's own
+// modules, so the two builds differ in the library only.
+//
 // # Backends
 //
 // -persistence and -transport pick entries of a small registry (see

@@ -55,6 +55,19 @@ func TestPostgres(t *testing.T) {
 		if r.Failed() || r.Lateness == nil {
 			t.Fatalf("run failed: %+v", r)
 		}
+		// Claiming and deleting 1,000 rows writes WAL: well over 0 a message.
+		if r.LogBytesPerMsg == nil || *r.LogBytesPerMsg < 50 {
+			t.Errorf("WAL bytes per message = %v, want the WAL the drain wrote", r.LogBytesPerMsg)
+		}
+		// The run's own records (pg_walinspect) are part of the server's.
+		if r.RunLogBytesPerMsg == nil || *r.RunLogBytesPerMsg < 50 || *r.RunLogBytesPerMsg > *r.LogBytesPerMsg {
+			t.Errorf("the run's own WAL bytes per message = %v (the server's %v), want the WAL the drain wrote", r.RunLogBytesPerMsg, r.LogBytesPerMsg)
+		} else if r.RunLogFPIBytesPerMsg == nil || *r.RunLogFPIBytesPerMsg > *r.RunLogBytesPerMsg {
+			t.Errorf("full-page images %v of the run's own WAL %v", r.RunLogFPIBytesPerMsg, *r.RunLogBytesPerMsg)
+		}
+		if r.SessionCPUMS == nil {
+			t.Errorf("no session CPU: %+v", r)
+		}
 	})
 	t.Run("spread across processes", func(t *testing.T) {
 		t.Parallel()

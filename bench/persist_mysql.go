@@ -37,6 +37,7 @@ func mysqlDriver() persistenceDriver {
 		shared:      true,
 		storeCost:   300 * time.Microsecond,
 		serverProcs: []string{"mariadbd", "mysqld"},
+		logPosition: mysqlRedoPosition,
 		open: func(ctx context.Context, o *options, run string, owner bool) (bus.Persistence, func(), error) {
 			db, err := sql.Open("mysql", mysqlDSN())
 			if err != nil {

@@ -44,6 +44,10 @@ func TestMySQL(t *testing.T) {
 			if r.Instances != 0 && r.Instances != 2 {
 				t.Errorf("instances = %d", r.Instances)
 			}
+			// The delayed workloads claim and delete rows: redo log written.
+			if delayed := args[1] == "burst" || args[1] == "spread"; delayed && (r.LogBytesPerMsg == nil || *r.LogBytesPerMsg < 50) {
+				t.Errorf("redo bytes per message = %v, want the redo the drain wrote", r.LogBytesPerMsg)
+			}
 		})
 	}
 }

@@ -51,6 +51,8 @@ func postgresDriver() persistenceDriver {
 			return p, cleanup, nil
 		},
 		sessionPIDs: postgresSessionPIDs,
+		logPosition: postgresWALPosition,
+		runLogBytes: postgresRunWAL,
 		idleQueries: func(ctx context.Context, o *options) (int64, error) {
 			// Scans of the run's own table: every claim and next-due query
 			// reads it, and other databases' traffic does not count.

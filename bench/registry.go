@@ -30,6 +30,22 @@ type persistenceDriver struct {
 	// nodes: sessionPIDs lists one server process per node (Redis), whose
 	// CPU is also reported node by node.
 	nodes bool
+	// logPosition, when set, returns the server's write-ahead log position
+	// in bytes (PostgreSQL's WAL, InnoDB's redo log): its growth over a
+	// phase is the log the server wrote in it, for every client.
+	logPosition func(ctx context.Context, o *options) (int64, error)
+	// runLogBytes, when set, returns the log between two positions that
+	// the run's own tables and transactions wrote.
+	runLogBytes func(ctx context.Context, o *options, from, to int64) (runLog, error)
+}
+
+// runLog is the log a run's own tables and transactions wrote.
+type runLog struct {
+	bytes int64
+	// fpiBytes is the part of bytes that is full-page images: the first
+	// change to a page after a checkpoint logs the whole page, so this
+	// part depends on when the server's checkpoints fell.
+	fpiBytes int64
 }
 
 // transportDriver opens one kind of transport for a run.

@@ -99,6 +99,26 @@ type Result struct {
 	// this run alone, without other clients or the server's background
 	// processes.
 	SessionCPUMS *float64 `json:"server_session_cpu_ms,omitempty"`
+	// LogBytesPerMsg is the growth of the server's write-ahead log
+	// (PostgreSQL: pg_current_wal_insert_lsn; MySQL/MariaDB: the InnoDB
+	// redo log's LSN) from the end of scheduling until just after the last
+	// receipt, per message received: what claiming, handing over and
+	// deleting the rows wrote. The log is the whole server's, so other
+	// clients' writes in the window count too.
+	LogBytesPerMsg *float64 `json:"log_bytes_per_msg,omitempty"`
+	// RunLogBytesPerMsg is the part of that log written by the run's own
+	// tables and transactions (PostgreSQL, read with pg_walinspect): the
+	// records that name a relation of the run's schema, and every record
+	// of the transactions that wrote them (their commits), per message
+	// received. Other clients' writes do not count.
+	RunLogBytesPerMsg *float64 `json:"run_log_bytes_per_msg,omitempty"`
+	// RunLogFPIBytesPerMsg is the part of RunLogBytesPerMsg that is
+	// full-page images. The first change to a page after a checkpoint logs
+	// the whole page, so this part moves with when the server's
+	// checkpoints fell (every 5 minutes, or sooner when other clients
+	// write much); the rest, the records themselves, is what a build's
+	// statements write.
+	RunLogFPIBytesPerMsg *float64 `json:"run_log_fpi_bytes_per_msg,omitempty"`
 	// NodeCPUMSPer1k is the CPU time of each server node (Redis: each
 	// redis-server process), in milliseconds per 1,000 messages received,
 	// while the batch fell due.
@@ -274,6 +294,12 @@ func (r *Result) notes() string {
 	}
 	if r.SessionCPUMS != nil {
 		n = append(n, fmt.Sprintf("run's sessions %.0f ms CPU", *r.SessionCPUMS))
+	}
+	if r.LogBytesPerMsg != nil {
+		n = append(n, fmt.Sprintf("server log %.0f B/msg", *r.LogBytesPerMsg))
+	}
+	if r.RunLogBytesPerMsg != nil {
+		n = append(n, fmt.Sprintf("run's own log %.0f B/msg (%.0f of full pages)", *r.RunLogBytesPerMsg, *r.RunLogFPIBytesPerMsg))
 	}
 	if len(r.NodeCPUMSPer1k) > 0 {
 		n = append(n, fmt.Sprintf("server CPU per node %v ms/1k msgs", r.NodeCPUMSPer1k))
