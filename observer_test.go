@@ -10,6 +10,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // recordingObserver records the calls it receives and marks each step's
@@ -208,5 +209,77 @@ func TestObserverSeesBreakers(t *testing.T) {
 	}
 	if !slices.Equal(states, []bool{true, false}) {
 		t.Fatalf("store breaker states %v, want open then closed", states)
+	}
+}
+
+// countEvents returns how many events of kind obs has seen.
+func (r *recordingObserver) countEvents(kind bus.EventKind) int {
+	_, events, _ := r.snapshot()
+	n := 0
+	for _, ev := range events {
+		if ev.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// waitLook waits until the dispatcher observed by r has looked at the
+// store and found nothing, at least n times in all (EventClaimEmpty): the
+// sign that a look the test asked for (a poke, an advanced clock) is over.
+func (r *recordingObserver) waitLook(t *testing.T, n int) {
+	t.Helper()
+	drivertest.Eventually(t, 10*time.Second, func() bool { return r.countEvents(bus.EventClaimEmpty) >= n },
+		"the dispatcher to report %d empty claims", n)
+}
+
+// A claim that finds nothing is reported as EventClaimEmpty, by the plain
+// dispatcher and by the look-ahead one, each time the dispatcher looks;
+// a claim that takes a row stays EventClaim.
+func TestObserverSeesClaimsThatFindNothing(t *testing.T) {
+	t.Parallel()
+	for name, lookAhead := range map[string]time.Duration{"plain": -1, "look-ahead": 0} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			obs := &recordingObserver{}
+			t0 := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+			clock := bustest.NewFakeClock(t0)
+			in := bustest.NewRecorder[PlaceOrder]()
+			b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Clock: clock, Observer: obs,
+				Dispatcher: bus.DispatcherConfig{PollInterval: time.Second, LookAhead: lookAhead}},
+				func(b *bus.Bus) { _ = bus.Handle(b, in.Handler) })
+			obs.waitLook(t, 1)
+			// Each poll interval is one more look.
+			drivertest.Eventually(t, 10*time.Second, func() bool {
+				if obs.countEvents(bus.EventClaimEmpty) >= 3 {
+					return true
+				}
+				clock.Advance(time.Second)
+				return false
+			}, "three empty claims")
+			_, events, _ := obs.snapshot()
+			for _, ev := range events {
+				if ev.Kind == bus.EventClaimEmpty && (ev.Count != 0 || ev.Endpoint != "sales" || ev.Start.IsZero() || ev.Time.Before(ev.Start)) {
+					t.Fatalf("empty claim event %+v", ev)
+				}
+			}
+			if n := obs.countEvents(bus.EventClaim); n != 0 {
+				t.Fatalf("%d claim events with no row stored", n)
+			}
+			must(t, b.Send(ctxT(t), PlaceOrder{ID: "1"}, bus.To("sales"), bus.DeliverAfter(time.Second)))
+			drivertest.Eventually(t, 10*time.Second, func() bool {
+				if in.Len() > 0 {
+					return true
+				}
+				clock.Advance(100 * time.Millisecond)
+				return false
+			}, "the row to be delivered")
+			if got := claimEvents(obs); !slices.Equal(got, []int{1}) {
+				t.Fatalf("claims of %v rows, want one of 1", got)
+			}
+			if bus.EventClaimEmpty.String() != "claim_empty" {
+				t.Fatalf("kind named %q", bus.EventClaimEmpty)
+			}
+		})
 	}
 }
