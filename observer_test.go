@@ -224,6 +224,18 @@ func (r *recordingObserver) countEvents(kind bus.EventKind) int {
 	return n
 }
 
+// lookSince returns the first claim (EventClaim or EventClaimEmpty) that
+// started at or after at, if there is one yet.
+func (r *recordingObserver) lookSince(at time.Time) (bus.ObserverEvent, bool) {
+	_, events, _ := r.snapshot()
+	for _, ev := range events {
+		if (ev.Kind == bus.EventClaim || ev.Kind == bus.EventClaimEmpty) && !ev.Start.Before(at) {
+			return ev, true
+		}
+	}
+	return bus.ObserverEvent{}, false
+}
+
 // waitLook waits until the dispatcher observed by r has looked at the
 // store and found nothing, at least n times in all (EventClaimEmpty): the
 // sign that a look the test asked for (a poke, an advanced clock) is over.
