@@ -158,12 +158,19 @@ func TestErrorQueueSendIsBoundedBySendTimeout(t *testing.T) {
 // handler runs, as a transport that lost the message would.
 type cancellingTransport struct {
 	*bus.MemoryTransport
-	env *bus.Envelope
+	env     *bus.Envelope
+	running chan struct{} // the handler signals it runs
 }
 
 func (c *cancellingTransport) Receive(ctx context.Context, queue string, _ bus.ReceiveOptions, h bus.DeliveryHandler) error {
 	dctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	go func() {
+		select {
+		case <-c.running:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
 	_ = h(dctx, c.env)
 	<-ctx.Done()
 	return nil
@@ -171,10 +178,14 @@ func (c *cancellingTransport) Receive(ctx context.Context, queue string, _ bus.R
 
 func TestHandlerCtxDerivesFromDeliveryCtx(t *testing.T) {
 	t.Parallel()
-	tr := &cancellingTransport{MemoryTransport: bus.NewMemoryTransport(), env: envelopeOf(t, PlaceOrder{ID: "1"})}
+	tr := &cancellingTransport{MemoryTransport: bus.NewMemoryTransport(), env: envelopeOf(t, PlaceOrder{ID: "1"}), running: make(chan struct{}, 1)}
 	seen := make(chan error, 1)
 	bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr}, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(ctx context.Context, _ PlaceOrder) error {
+			select {
+			case tr.running <- struct{}{}:
+			default:
+			}
 			select {
 			case <-ctx.Done():
 				seen <- ctx.Err()

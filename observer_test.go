@@ -115,29 +115,23 @@ func TestObserverFollowsAScheduledMessage(t *testing.T) {
 	if s.header != "from-send" || s.step != "attempt" {
 		t.Fatalf("handler saw header %q and step %q", s.header, s.step)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		calls, events, ends := obs.snapshot()
-		if slices.Contains(calls, "EndReceive") && slices.Contains(calls, "Event:settle") {
-			for _, want := range []string{"StartSend", "EndSend", "Event:claim", "StartDispatch", "EndDispatch", "StartReceive", "StartAttempt", "EndAttempt"} {
-				if !slices.Contains(calls, want) {
-					t.Fatalf("no %s among %v", want, calls)
-				}
-			}
-			if ends[0].Outcome != bus.OutcomeHandled || ends[0].Attempts != 1 {
-				t.Fatalf("receive ended %+v", ends[0])
-			}
-			for _, ev := range events {
-				if ev.Kind == bus.EventClaim && ev.Count != 1 {
-					t.Fatalf("claim event %+v", ev)
-				}
-			}
-			return
+	drivertest.Eventually(t, 10*time.Second, func() bool {
+		calls, _, _ := obs.snapshot()
+		return slices.Contains(calls, "EndReceive") && slices.Contains(calls, "Event:settle")
+	}, "the end of the delivery and the settling of the row")
+	calls, events, ends := obs.snapshot()
+	for _, want := range []string{"StartSend", "EndSend", "Event:claim", "StartDispatch", "EndDispatch", "StartReceive", "StartAttempt", "EndAttempt"} {
+		if !slices.Contains(calls, want) {
+			t.Fatalf("no %s among %v", want, calls)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("calls: %v", calls)
+	}
+	if ends[0].Outcome != bus.OutcomeHandled || ends[0].Attempts != 1 {
+		t.Fatalf("receive ended %+v", ends[0])
+	}
+	for _, ev := range events {
+		if ev.Kind == bus.EventClaim && ev.Count != 1 {
+			t.Fatalf("claim event %+v", ev)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -153,34 +147,25 @@ func TestObserverSeesRetriesAndTheErrorQueue(t *testing.T) {
 	if err := b.Send(ctxT(t), PlaceOrder{ID: "1"}, bus.To("sales")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, events, ends := obs.snapshot()
-		if len(ends) == 1 {
-			if ends[0].Outcome != bus.OutcomeErrorQueue || ends[0].Attempts != 3 {
-				t.Fatalf("receive ended %+v", ends[0])
+	drivertest.Eventually(t, 10*time.Second, func() bool { _, _, ends := obs.snapshot(); return len(ends) >= 1 }, "the end of the delivery")
+	_, events, ends := obs.snapshot()
+	if len(ends) != 1 || ends[0].Outcome != bus.OutcomeErrorQueue || ends[0].Attempts != 3 {
+		t.Fatalf("receive ended %+v", ends)
+	}
+	var retries, moved int
+	for _, ev := range events {
+		switch ev.Kind {
+		case bus.EventRetry:
+			retries++
+		case bus.EventErrorQueue:
+			moved++
+			if ev.Reason != "handler" || ev.Attempt != 3 {
+				t.Fatalf("error-queue event %+v", ev)
 			}
-			var retries, moved int
-			for _, ev := range events {
-				switch ev.Kind {
-				case bus.EventRetry:
-					retries++
-				case bus.EventErrorQueue:
-					moved++
-					if ev.Reason != "handler" || ev.Attempt != 3 {
-						t.Fatalf("error-queue event %+v", ev)
-					}
-				}
-			}
-			if retries != 2 || moved != 1 {
-				t.Fatalf("%d retries and %d moves, want 2 and 1", retries, moved)
-			}
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the delivery did not end")
-		}
-		time.Sleep(5 * time.Millisecond)
+	}
+	if retries != 2 || moved != 1 {
+		t.Fatalf("%d retries and %d moves, want 2 and 1", retries, moved)
 	}
 }
 
@@ -189,12 +174,13 @@ func TestObserverSeesBreakers(t *testing.T) {
 	t.Parallel()
 	obs := &recordingObserver{}
 	store := &failingStore{MemoryPersistence: bus.NewMemoryPersistence()}
-	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Persistence: store, Observer: obs, Logger: quiet(),
+	clock := bustest.NewFakeClock(time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC))
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Persistence: store, Observer: obs, Logger: quiet(), Clock: clock,
 		CircuitBreakers: bus.CircuitBreakerConfig{Store: 50 * time.Millisecond}, OnCriticalError: func(error) {}}, nil)
 	store.down.Store(true)
 	for range 3 {
 		_ = b.Send(ctxT(t), PlaceOrder{}, bus.To("sales"), bus.DeliverAfter(time.Minute))
-		time.Sleep(30 * time.Millisecond)
+		clock.Advance(30 * time.Millisecond)
 	}
 	store.down.Store(false)
 	if err := b.Send(ctxT(t), PlaceOrder{}, bus.To("sales"), bus.DeliverAfter(time.Minute)); err != nil {
