@@ -11,6 +11,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // Job is the message of the batch tests: N numbers the jobs of a batch.
@@ -66,11 +67,7 @@ func TestSendBatchDeliversEachOnceNoneEarly(t *testing.T) {
 	}
 	waitDelivered := func(want int) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); delivered() < want; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("delivered %d jobs, want %d", delivered(), want)
-			}
-		}
+		drivertest.Eventually(t, 30*time.Second, func() bool { return delivered() >= want }, "%d jobs to be delivered", want)
 	}
 	waitDelivered(100) // the immediate ones, without the clock moving
 	dueBy := 100
@@ -93,11 +90,15 @@ func TestSendBatchDeliversEachOnceNoneEarly(t *testing.T) {
 	}
 	// The dispatcher deletes delivered rows after handing them over, in
 	// batches: let it settle the last minute's rows before counting them.
-	for deadline := time.Now().Add(30 * time.Second); store.Len() != 0 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	drivertest.Eventually(t, 30*time.Second, func() bool {
+		if store.Len() == 0 {
+			return true
+		}
 		if clock.WaitForTimers(ctxT(t), 1) {
 			clock.Advance(20 * time.Millisecond)
 		}
-	}
+		return false
+	}, "the delivered rows to be deleted")
 	mu.Lock()
 	defer mu.Unlock()
 	if early != 0 {
@@ -264,6 +265,7 @@ func TestSendBatchOutgoingMiddleware(t *testing.T) {
 	t.Parallel()
 	store := bus.NewMemoryPersistence()
 	late := make(chan error, 1)
+	batchDone := make(chan struct{}) // closed once the batch with a late message went ahead
 	mw := func(next bus.PipelineFunc) bus.PipelineFunc {
 		return func(ctx context.Context, env *bus.Envelope) error {
 			switch env.Header("mw") {
@@ -272,7 +274,7 @@ func TestSendBatchOutgoingMiddleware(t *testing.T) {
 			case "drop":
 				return nil
 			case "late":
-				go func() { time.Sleep(50 * time.Millisecond); late <- next(ctx, env) }()
+				go func() { <-batchDone; late <- next(ctx, env) }()
 				return nil
 			}
 			env.SetHeader("seen", "yes")
@@ -294,7 +296,9 @@ func TestSendBatchOutgoingMiddleware(t *testing.T) {
 	batch.Send(Job{N: 1}, bus.To("jobs"), bus.DeliverAfter(time.Hour), bus.WithMessageID("kept"))
 	batch.Send(Job{N: 2}, bus.To("jobs"), bus.DeliverAfter(time.Hour), bus.WithHeader("mw", "drop"))
 	batch.Send(Job{N: 3}, bus.To("jobs"), bus.DeliverAfter(time.Hour), bus.WithHeader("mw", "late"))
-	if err := b.SendBatch(ctxT(t), &batch); err != nil {
+	err := b.SendBatch(ctxT(t), &batch)
+	close(batchDone)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := <-late; !errors.Is(err, bus.ErrBatchReleased) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 func TestConfigValidation(t *testing.T) {
@@ -181,13 +182,7 @@ func TestUnrecoverableSkipsRetries(t *testing.T) {
 
 func waitLen(t *testing.T, tr *bus.MemoryTransport, queue string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for tr.Len(queue) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("queue %s has %d messages, want %d", queue, tr.Len(queue), n)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	drivertest.Eventually(t, 10*time.Second, func() bool { return tr.Len(queue) >= n }, "queue %s to hold %d messages", queue, n)
 }
 
 func TestSendOnlyBusNeverReceives(t *testing.T) {

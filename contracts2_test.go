@@ -10,6 +10,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 func TestReplayStopsWhenReplayedMessagesFailAgain(t *testing.T) {
@@ -157,12 +158,19 @@ func TestErrorQueueSendIsBoundedBySendTimeout(t *testing.T) {
 // handler runs, as a transport that lost the message would.
 type cancellingTransport struct {
 	*bus.MemoryTransport
-	env *bus.Envelope
+	env     *bus.Envelope
+	running chan struct{} // the handler signals it runs
 }
 
 func (c *cancellingTransport) Receive(ctx context.Context, queue string, _ bus.ReceiveOptions, h bus.DeliveryHandler) error {
 	dctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	go func() {
+		select {
+		case <-c.running:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
 	_ = h(dctx, c.env)
 	<-ctx.Done()
 	return nil
@@ -170,10 +178,14 @@ func (c *cancellingTransport) Receive(ctx context.Context, queue string, _ bus.R
 
 func TestHandlerCtxDerivesFromDeliveryCtx(t *testing.T) {
 	t.Parallel()
-	tr := &cancellingTransport{MemoryTransport: bus.NewMemoryTransport(), env: envelopeOf(t, PlaceOrder{ID: "1"})}
+	tr := &cancellingTransport{MemoryTransport: bus.NewMemoryTransport(), env: envelopeOf(t, PlaceOrder{ID: "1"}), running: make(chan struct{}, 1)}
 	seen := make(chan error, 1)
 	bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: tr}, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(ctx context.Context, _ PlaceOrder) error {
+			select {
+			case tr.running <- struct{}{}:
+			default:
+			}
 			select {
 			case <-ctx.Done():
 				seen <- ctx.Err()
@@ -201,27 +213,45 @@ func (f *flakyDelete) DeleteOutgoing(ctx context.Context, c []bus.Claim) (int, e
 	return f.MemoryPersistence.DeleteOutgoing(ctx, c)
 }
 
+// A delete that fails after the hand-over is retried within the lease, so
+// the row is not sent again once the lease is over. Time is a fake clock:
+// it moves in small steps while the dispatcher works, then past the lease.
 func TestDeleteAfterHandOverIsRetriedWithinLease(t *testing.T) {
 	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+	clock := bustest.NewFakeClock(t0)
 	store := &flakyDelete{MemoryPersistence: bus.NewMemoryPersistence()}
 	store.failures.Store(2)
 	in := bustest.NewRecorder[PlaceOrder]()
-	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Persistence: store,
+	obs := &recordingObserver{}
+	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Persistence: store, Clock: clock, Observer: obs, Logger: quiet(),
 		Dispatcher: bus.DispatcherConfig{Lease: 3 * time.Second}}, func(b *bus.Bus) { _ = bus.Handle(b, in.Handler) })
 	if err := b.Send(ctxT(t), PlaceOrder{ID: "1"}, bus.To("sales"), bus.DeliverAfter(10*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	in.WaitFor(t, 1)
-	deadline := time.Now().Add(20 * time.Second)
-	for store.Len() > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	drivertest.Eventually(t, 20*time.Second, func() bool {
+		if in.Len() == 1 && store.Len() == 0 {
+			return true
+		}
+		clock.Advance(5 * time.Millisecond)
+		return false
+	}, "the row to be handed over, then deleted after two failed deletes")
+	if took := clock.Now().Sub(t0); took > 2*time.Second {
+		t.Fatalf("deleted %v after the send, too close to the 3 s lease to tell", took)
 	}
-	if store.Len() != 0 {
-		t.Fatal("the row was never deleted after the database came back")
-	}
-	time.Sleep(3500 * time.Millisecond) // past the lease: a lost delete would send it again
-	if in.Len() != 1 {
-		t.Errorf("delivered %d times, want once", in.Len())
+	pastLease := clock.Now().Add(3500 * time.Millisecond)
+	clock.Advance(3500 * time.Millisecond)
+	var look bus.ObserverEvent
+	drivertest.Eventually(t, 20*time.Second, func() bool {
+		var ok bool
+		if look, ok = obs.lookSince(pastLease); ok {
+			return true
+		}
+		clock.Advance(100 * time.Millisecond)
+		return false
+	}, "a claim of the dispatcher after the lease")
+	if look.Kind != bus.EventClaimEmpty || in.Len() != 1 {
+		t.Errorf("after the lease the dispatcher's claim was %v, and the row was delivered %d times; want an empty claim and once", look.Kind, in.Len())
 	}
 }
 

@@ -95,16 +95,31 @@ func TestHandlerRetryReusesOutgoingIDs(t *testing.T) {
 	}
 }
 
+// receiveEnds is an observer that signals each concluded delivery.
+type receiveEnds struct {
+	*recordingObserver
+	ended chan struct{}
+}
+
+func (r receiveEnds) EndReceive(ctx context.Context, info bus.ReceiveEnd) {
+	r.recordingObserver.EndReceive(ctx, info)
+	r.ended <- struct{}{}
+}
+
 func TestSendAfterHandlerReturnedFailsWithErrHandlerDone(t *testing.T) {
 	t.Parallel()
 	mem := bus.NewMemoryTransport()
 	late := make(chan error, 1)
 	b := bustest.StartBus(t, bus.Config{Endpoint: "sales", Transport: mem}, nil)
 	_ = b // handlers are registered before Start
-	b2 := bustest.StartBus(t, bus.Config{Endpoint: "sales2", Transport: mem}, func(b2 *bus.Bus) {
+	obs := receiveEnds{&recordingObserver{}, make(chan struct{}, 1)}
+	b2 := bustest.StartBus(t, bus.Config{Endpoint: "sales2", Transport: mem, Observer: obs}, func(b2 *bus.Bus) {
 		_ = bus.Handle(b2, func(ctx context.Context, m PlaceOrder) error {
 			go func() {
-				time.Sleep(50 * time.Millisecond) // outlives the handler
+				select { // outlives the handler: sends once the delivery is concluded
+				case <-obs.ended:
+				case <-time.After(10 * time.Second):
+				}
 				late <- b2.Send(ctx, OrderPlaced{ID: "late"}, bus.To("billing"))
 			}()
 			return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 func TestDelayedNotBeforeDueWithFakeClock(t *testing.T) {
@@ -209,10 +210,7 @@ func TestFailingHandlerSchedulesNothing(t *testing.T) {
 	for range 3 {
 		<-handled
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for tr.Len("error") == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	drivertest.Eventually(t, 10*time.Second, func() bool { return tr.Len("error") > 0 }, "the message in the error queue")
 	if store.Len() != 0 || tr.Len("error") != 1 {
 		t.Errorf("stored %d rows, error queue %d; want 0 and 1", store.Len(), tr.Len("error"))
 	}

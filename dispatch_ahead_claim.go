@@ -101,6 +101,8 @@ func (a *ahead) finishClaim(ctx context.Context, r claimResult) {
 		for i := range c.Rows {
 			a.hold(&c.Rows[i], c.Now, sent, recv, r.reading)
 		}
+	} else {
+		d.b.emit(ctx, ObserverEvent{Kind: EventClaimEmpty, Start: sent})
 	}
 	switch {
 	case len(c.Rows) >= r.limit:

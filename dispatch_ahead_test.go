@@ -12,6 +12,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // timedSends records the fake clock's time at each hand-over to the
@@ -57,7 +58,7 @@ func claimEvents(obs *recordingObserver) []int {
 
 func waitForClaims(t *testing.T, obs *recordingObserver, n int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d claims", n), func() bool { return len(claimEvents(obs)) >= n })
+	drivertest.Eventually(t, 15*time.Second, func() bool { return len(claimEvents(obs)) >= n }, "%d claims", n)
 }
 
 func TestLookAheadHandsEachRowOverAtItsDueTime(t *testing.T) {
@@ -197,7 +198,7 @@ func TestLookAheadRowsOfAKilledProcessAreDeliveredByAnotherAfterTheLease(t *test
 		}
 	}
 	if n := shared.Len(); n != 0 {
-		waitFor(t, "the delivered rows to be deleted", func() bool { return shared.Len() == 0 })
+		drivertest.Eventually(t, 15*time.Second, func() bool { return shared.Len() == 0 }, "the delivered rows to be deleted")
 	}
 }
 

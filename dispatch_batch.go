@@ -40,6 +40,7 @@ func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
 	}
 	d.claimed()
 	if len(rows) == 0 {
+		d.b.emit(ctx, ObserverEvent{Kind: EventClaimEmpty, Start: claimedAt})
 		return 0, nil
 	}
 	d.b.emit(ctx, ObserverEvent{Kind: EventClaim, Count: len(rows), Start: claimedAt})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // heldCounting is a memory store that counts the rows claimed and not yet
@@ -167,7 +168,7 @@ func TestLookAheadClaimsWhileTheHandOverIsUnderWay(t *testing.T) {
 	}
 	// The rows fall due together; the first batch goes to the transport.
 	advanceUntil(t, clock, "the first hand-over", func() bool { return tr.calls.Load() > 0 })
-	waitFor(t, "a second claim while the first batch waits for its confirms", func() bool { return store.claims.Load() >= 2 })
+	drivertest.Eventually(t, 15*time.Second, func() bool { return store.claims.Load() >= 2 }, "a second claim while the first batch waits for its confirms")
 	if got, calls := store.held.Load(), tr.calls.Load(); got != 20 || calls != 1 {
 		t.Fatalf("%d rows held in %d hand-overs while the first waits, want 20 (two claims of 10) in one", got, calls)
 	}

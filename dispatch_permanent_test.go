@@ -11,6 +11,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // refusingTransport is the in-memory transport, except that sends to the
@@ -97,10 +98,7 @@ func TestPermanentHandOverFailureUsesTheSendersBudget(t *testing.T) {
 		}
 	}
 	// A row is deleted after its message reached the error queue.
-	deadline := time.Now().Add(30 * time.Second)
-	for store.Len() != 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	drivertest.Eventually(t, 30*time.Second, func() bool { return store.Len() == 0 }, "the rows to be deleted")
 	if rows := scheduledRows(t, store); len(rows) != 0 {
 		t.Errorf("%d rows left in the store, want 0", len(rows))
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 var errRefused = errors.New("refused by the fake broker")
@@ -67,16 +68,15 @@ func (f *batchTransport) callSizes() []int {
 // dispatcher sleeps, until cond holds.
 func advanceUntil(t *testing.T, clock *bustest.FakeClock, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	drivertest.Eventually(t, 30*time.Second, func() bool {
+		if cond() {
+			return true
 		}
 		if clock.WaitForTimers(ctxT(t), 1) {
 			clock.Advance(time.Second)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return false
+	}, "%s", what)
 }
 
 // scheduledRows returns the rows left in the store, by message ID.
@@ -149,10 +149,7 @@ func TestPipelinedHandOverSettlesEachRowByItsOwnResult(t *testing.T) {
 		}
 		return true
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !settled() && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	drivertest.Eventually(t, 30*time.Second, settled, "the refused rows to carry their failure")
 	rows := scheduledRows(t, store)
 	if len(rows) != len(failing) {
 		t.Fatalf("%d rows left, want the %d refused ones", len(rows), len(failing))
@@ -217,7 +214,6 @@ func TestPipelinedHandOverProbesAFailingTransport(t *testing.T) {
 	advanceUntil(t, clock, "the probe", func() bool { return len(tr.callSizes()) == 2 })
 	close(tr.gate) // no call waits from here on
 	// Wait for the batch to be settled: the probe's rows carry a failure.
-	deadline := time.Now().Add(30 * time.Second)
 	failed := func() (n int) {
 		for _, r := range scheduledRows(t, store) {
 			if r.Failures > 0 {
@@ -226,9 +222,7 @@ func TestPipelinedHandOverProbesAFailingTransport(t *testing.T) {
 		}
 		return n
 	}
-	for failed() != 5 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	drivertest.Eventually(t, 30*time.Second, func() bool { return failed() == 5 }, "5 rows to carry a failure")
 	if got := tr.callSizes(); got[1] != 4 {
 		t.Errorf("call sizes %v: the batch after a failure should start with a probe of 4", got)
 	}

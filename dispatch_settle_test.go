@@ -8,6 +8,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // Every failed hand-over is recorded, however many batches fail within a
@@ -32,18 +33,11 @@ func TestDispatchFailuresOverTheRecordingLimitAreNotLeftLeased(t *testing.T) {
 			}
 		}
 		// Let several batches fail, well within the lease.
-		deadline := time.Now().Add(10 * time.Second)
-		for tr.count.Load() < 3*5 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		time.Sleep(500 * time.Millisecond)
+		drivertest.Eventually(t, 10*time.Second, func() bool { return tr.count.Load() >= 3*5 }, "three failed batches")
+		time.Sleep(500 * time.Millisecond) // more batches fail within the second: recordings over the limit
 		down.Store(false)
-		for deadline := time.Now().Add(15 * time.Second); in.Len() < n && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if got := in.Len(); got < n {
-			t.Errorf("%d of %d messages arrived within 15 s of the transport's return (lease 1 min): failed rows were left leased", got, n)
-		}
+		drivertest.Eventually(t, 15*time.Second, func() bool { return in.Len() >= n },
+			"all %d messages within 15 s of the transport's return (lease 1 min): failed rows were left leased", n)
 	})
 }
 
@@ -70,7 +64,7 @@ func TestLookAheadDeletesAStreamOfDeliveredRowsTogether(t *testing.T) {
 		clock.Advance(time.Millisecond)
 	}
 	in.WaitFor(t, n)
-	waitFor(t, "the delivered rows to be deleted", func() bool { return store.Len() == 0 })
+	drivertest.Eventually(t, 15*time.Second, func() bool { return store.Len() == 0 }, "the delivered rows to be deleted")
 	if got := in.Len(); got != n {
 		t.Errorf("%d deliveries of %d rows", got, n)
 	}

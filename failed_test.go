@@ -14,6 +14,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 func TestNormalizeReason(t *testing.T) {
@@ -132,20 +133,13 @@ func runIngest(t *testing.T, tr bus.Transport, store bus.FailedStore) (stop func
 
 func waitFailedCount(t *testing.T, s bus.FailedStore, q bus.FailedQuery, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	drivertest.Eventually(t, 20*time.Second, func() bool {
 		got, err := s.CountFailed(ctxT(t), q)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("store holds %d failed messages, want %d", got, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return got == n
+	}, "the store to hold %d failed messages", n)
 }
 
 // Nothing is lost: a message the store refused stays in the error queue

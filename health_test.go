@@ -9,6 +9,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // healthT0 is where the health tests' fake clocks start: 30 s past a
@@ -82,10 +83,7 @@ func TestHealthFollowsTheBusState(t *testing.T) {
 	if err := b.Start(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for r = b.Health(ctxT(t)); r.LastClaim.IsZero() && time.Now().Before(deadline); r = b.Health(ctxT(t)) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	drivertest.Eventually(t, 20*time.Second, func() bool { r = b.Health(ctxT(t)); return !r.LastClaim.IsZero() }, "the first claim")
 	if !r.Started || r.Stopped || !r.Dispatching || !r.LastClaim.Equal(healthT0) {
 		t.Fatalf("started: %+v; want started, dispatching, last claim at %v", r, healthT0)
 	}
@@ -172,14 +170,13 @@ func TestHealthRecurringLagCountsFromTheFirstUnstoredTick(t *testing.T) {
 		t.Fatalf("12:05:30, nothing stored after 12:02: lag %v (%v), want 2m30s since the 12:03 tick", r.RecurringLag, r.RecurringLagErr)
 	}
 	store.refuse.Store(false)
-	deadline := time.Now().Add(20 * time.Second)
-	for b.Health(ctxT(t)).RecurringLag != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the store accepts steps again, yet the recurring lag stays")
+	drivertest.Eventually(t, 20*time.Second, func() bool {
+		if b.Health(ctxT(t)).RecurringLag == 0 {
+			return true
 		}
 		clock.Advance(time.Second) // the loop retries a failed step after a poll interval
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	}, "the recurring lag to end once the store accepts steps again")
 }
 
 // A ping that fails makes the backend unreachable, with the error kept in

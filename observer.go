@@ -23,7 +23,8 @@ import (
 //	dispatcher hands a due row over     ─ StartDispatch/EndDispatch
 //	a delivery, until it is concluded   ─ StartReceive/EndReceive
 //	one attempt of the handlers         ─ StartAttempt/EndAttempt
-//	claims, settles, retries, the error queue, expiries, circuit breakers ─ Event
+//	claims (empty ones too), settles, retries, the error queue, expiries,
+//	circuit breakers                    ─ Event
 //
 // Headers an observer sets in StartSend travel with the message, through the
 // scheduled-message store for delayed messages, to the receiving endpoint:
@@ -174,7 +175,7 @@ type EventKind uint8
 // The event kinds.
 const (
 	// EventClaim: the dispatcher claimed Count due rows (Start: the claim's
-	// start). Claims that find nothing are not reported.
+	// start). A claim that finds nothing is EventClaimEmpty instead.
 	EventClaim EventKind = iota + 1
 	// EventSettle: the dispatcher settled a batch: Count rows deleted,
 	// Failed recorded as failed, Released released (Start: settle start).
@@ -192,6 +193,12 @@ const (
 	// EventBreaker: the circuit breaker named Reason (store, fetch,
 	// dispatch) opened (Open true) or closed.
 	EventBreaker
+	// EventClaimEmpty: a claim of the dispatcher returned without an error
+	// and with no row (Start: the claim's start). An idle dispatcher reports
+	// one each time it looks at the store, which is at least once per
+	// DispatcherConfig.PollInterval: how often it polls, or, for a test, the
+	// sign that a look is over.
+	EventClaimEmpty
 )
 
 // String returns the kind's name.
@@ -209,6 +216,8 @@ func (k EventKind) String() string {
 		return "expired"
 	case EventBreaker:
 		return "breaker"
+	case EventClaimEmpty:
+		return "claim_empty"
 	}
 	return "unknown"
 }

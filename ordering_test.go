@@ -11,6 +11,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // Step is the message of the ordering tests: N is its position in the
@@ -49,11 +50,7 @@ func (l *sendLog) arrived() []int {
 
 func (l *sendLog) waitFor(t *testing.T, n int) []int {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); len(l.arrived()) < n; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d keyed messages reached the transport: %v", len(l.arrived()), n, l.arrived())
-		}
-	}
+	drivertest.Eventually(t, 30*time.Second, func() bool { return len(l.arrived()) >= n }, "%d keyed messages at the transport", n)
 	return l.arrived()
 }
 

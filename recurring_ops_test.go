@@ -26,10 +26,7 @@ func TestRecurringPauseResumeAndTriggerAreSeenByAnotherBus(t *testing.T) {
 	if infos, err := b.Recurrings(ctxT(t)); err != nil || len(infos) != 1 || !infos[0].Paused || !infos[0].Next.IsZero() {
 		t.Fatalf("b.Recurrings after a paused it = %+v, %v; want it paused, with no next tick", infos, err)
 	}
-	for range 40 {
-		clock.Advance(25 * time.Millisecond)
-		time.Sleep(time.Millisecond)
-	}
+	advance(t, clock, 4, 25*time.Millisecond, clock.Now().Add(time.Second))
 	time.Sleep(50 * time.Millisecond)
 	// A tick a look-ahead dispatcher already holds is being delivered, as
 	// with CancelScheduled: the first tick after the pause may go out.

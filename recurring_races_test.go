@@ -11,6 +11,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // The races around a schedule's step, and the user code it calls: each
@@ -71,10 +72,7 @@ func TestRecurringPauseStopsAStepUnderWay(t *testing.T) {
 	if n := store.Len(); n != 0 {
 		t.Fatalf("the first step stored %d occurrence(s) although the schedule was paused while it ran", n)
 	}
-	for range 20 {
-		clock.Advance(50 * time.Millisecond)
-		time.Sleep(time.Millisecond)
-	}
+	advance(t, clock, 2, 50*time.Millisecond, clock.Now().Add(time.Second))
 	if got := log.len(); got != 0 {
 		ticks, _ := log.snapshot()
 		t.Fatalf("paused schedule delivered %v", ticks)
@@ -334,24 +332,17 @@ func TestRecurringOverlapSkipSkipsATickWhileThePreviousRuns(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = b.Stop(context.Background()) })
 	advance(t, clock, 2, 25*time.Millisecond, base.Add(450*time.Millisecond)) // 200 runs (blocked), 400 arrives
-	deadline := time.Now().Add(20 * time.Second)
-	for b.Metrics().RecurringSkipped < 1 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	drivertest.Eventually(t, 20*time.Second, func() bool { return b.Metrics().RecurringSkipped >= 1 }, "a skipped tick")
 	if n := b.Metrics().RecurringSkipped; n != 1 {
 		t.Fatalf("Metrics().RecurringSkipped = %d, want 1: the tick of 400ms arrived while 200ms ran", n)
 	}
 	close(release)
 	advance(t, clock, 2, 25*time.Millisecond, base.Add(650*time.Millisecond))
-	for time.Now().Before(deadline) {
+	drivertest.Eventually(t, 20*time.Second, func() bool {
 		mu.Lock()
-		n := len(handled)
-		mu.Unlock()
-		if n >= 2 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(handled) >= 2
+	}, "two ticks handled")
 	time.Sleep(50 * time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // opsBus is a send-only bus on store, as an admin process or a request
@@ -79,10 +80,7 @@ func TestSetRecurringAgainKeepsOrReplacesTheDefinition(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := log.len()
-	for range 40 {
-		clock.Advance(50 * time.Millisecond)
-		time.Sleep(time.Millisecond)
-	}
+	advance(t, clock, 1, 50*time.Millisecond, clock.Now().Add(2*time.Second)) // the dispatcher; the recurring loop has no schedule left
 	time.Sleep(50 * time.Millisecond)
 	if got := log.len(); got > n+1 { // one a dispatcher already held may go out
 		t.Fatalf("%d occurrences after the delete, want at most 1", got-n)
@@ -348,16 +346,11 @@ func TestSetRecurringSchedulesAlikeButForTheirNamesEachTick(t *testing.T) {
 	end := recT0.Add(2 * time.Second)
 	advance(t, clock, 2, 25*time.Millisecond, end)
 	want := ticksIn(200*time.Millisecond, recT0, end)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	drivertest.Eventually(t, 20*time.Second, func() bool {
 		mu.Lock()
-		done := len(got["tenant-a"]) >= len(want) && len(got["tenant-b"]) >= len(want) && len(got["tenant-c"]) >= len(want)
-		mu.Unlock()
-		if done || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(got["tenant-a"]) >= len(want) && len(got["tenant-b"]) >= len(want) && len(got["tenant-c"]) >= len(want)
+	}, "%d ticks of each schedule", len(want))
 	time.Sleep(50 * time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // Tick is the message of the recurring tests.
@@ -55,14 +56,7 @@ func (l *tickLog) len() int {
 // waitLen waits (in real time, generously) until n occurrences arrived.
 func (l *tickLog) waitLen(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for l.len() < n {
-		if time.Now().After(deadline) {
-			got, _ := l.snapshot()
-			t.Fatalf("%d occurrences after 20 s, want %d: %v", len(got), n, got)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	drivertest.Eventually(t, 20*time.Second, func() bool { return l.len() >= n }, "%d occurrences", n)
 }
 
 // recBus builds and starts a bus on tr and store that declares r (when

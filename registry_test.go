@@ -9,6 +9,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 var namedHandlerCalls atomic.Int64
@@ -42,10 +43,7 @@ func TestSameHandlerRegisteredTwiceIsRefused(t *testing.T) {
 	if err := b.Publish(ctxT(t), OrderPlaced{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for b.Metrics().Handled < 2 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	drivertest.Eventually(t, 10*time.Second, func() bool { return b.Metrics().Handled >= 2 }, "both messages handled")
 	if n, m := namedHandlerCalls.Load(), closureCalls.Load(); n != 1 || m != 1 {
 		t.Errorf("handlers ran %d and %d times for one message each, want 1 and 1", n, m)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 func TestDelayedRetriesThenErrorQueue(t *testing.T) {
@@ -317,10 +318,7 @@ func TestDispatchHandOverIsBoundedDuringOutage(t *testing.T) {
 		t.Error("no dispatch failure counted during the outage")
 	}
 	tr.down.Store(false)
-	deadline := time.Now().Add(60 * time.Second)
-	for count(&handled) < n && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	drivertest.Eventually(t, 60*time.Second, func() bool { return count(&handled) >= n }, "%d messages handled", n)
 	if got := count(&handled); got != n || dups.Load() != 0 {
 		t.Errorf("handled %d of %d, %d duplicates", got, n, dups.Load())
 	}

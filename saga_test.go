@@ -10,6 +10,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 type (
@@ -86,10 +87,10 @@ func TestSagaTimeoutAfter24HoursWithFakeClock(t *testing.T) {
 	b := bustest.StartBus(t, bus.Config{Endpoint: "orders", Persistence: store, Clock: clock, Logger: quiet()},
 		func(b *bus.Bus) { orderSaga(t, b, timeouts) })
 	must(t, b.Send(ctxT(t), SagaStart{OrderID: "o-1"}, bus.To("orders")))
-	waitFor(t, "the saga to start and store its timeout", func() bool {
+	drivertest.Eventually(t, 15*time.Second, func() bool {
 		inst, ok, _ := store.LoadSaga(ctxT(t), "order", "o-1")
 		return ok && len(inst.Timeouts) == 1 && store.Len() == 1
-	})
+	}, "the saga to start and store its timeout")
 	clock.WaitForTimers(ctxT(t), 1)
 	clock.Advance(24*time.Hour - time.Minute)
 	clock.WaitForTimers(ctxT(t), 1)
@@ -107,10 +108,10 @@ func TestSagaTimeoutAfter24HoursWithFakeClock(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the timeout never ran")
 	}
-	waitFor(t, "the fired timeout to leave the instance's pending list", func() bool {
+	drivertest.Eventually(t, 15*time.Second, func() bool {
 		inst, ok, _ := store.LoadSaga(ctxT(t), "order", "o-1")
 		return ok && len(inst.Timeouts) == 0 && inst.Version == 2
-	})
+	}, "the fired timeout to leave the instance's pending list")
 	advanceDay(t, clock)
 	select {
 	case r := <-timeouts:
@@ -127,12 +128,12 @@ func TestSagaCompletionCancelsTimeouts(t *testing.T) {
 	b := bustest.StartBus(t, bus.Config{Endpoint: "orders", Persistence: store, Clock: clock, Logger: quiet()},
 		func(b *bus.Bus) { orderSaga(t, b, timeouts) })
 	must(t, b.Send(ctxT(t), SagaStart{OrderID: "o-2"}, bus.To("orders")))
-	waitFor(t, "the timeout to be stored", func() bool { return store.Len() == 1 })
+	drivertest.Eventually(t, 15*time.Second, func() bool { return store.Len() == 1 }, "the timeout to be stored")
 	must(t, b.Send(ctxT(t), SagaPay{OrderID: "o-2"}, bus.To("orders")))
-	waitFor(t, "completion to delete the state and cancel the timeout", func() bool {
+	drivertest.Eventually(t, 15*time.Second, func() bool {
 		_, ok, _ := store.LoadSaga(ctxT(t), "order", "o-2")
 		return !ok && store.Len() == 0
-	})
+	}, "completion to delete the state and cancel the timeout")
 	advanceDay(t, clock)
 	advanceDay(t, clock)
 	select {
@@ -154,12 +155,12 @@ func TestSagaTimeoutOfCompletedInstanceIsDropped(t *testing.T) {
 	b := bustest.StartBus(t, bus.Config{Endpoint: "orders", Persistence: store, Logger: quiet()},
 		func(b *bus.Bus) { orderSaga(t, b, timeouts) })
 	must(t, b.Send(ctxT(t), SagaStart{OrderID: "o-3"}, bus.To("orders")))
-	waitFor(t, "the first instance", func() bool { _, ok, _ := store.LoadSaga(ctxT(t), "order", "o-3"); return ok })
+	drivertest.Eventually(t, 15*time.Second, func() bool { _, ok, _ := store.LoadSaga(ctxT(t), "order", "o-3"); return ok }, "the first instance")
 	first, _, _ := store.LoadSaga(ctxT(t), "order", "o-3")
 	must(t, b.Send(ctxT(t), SagaPay{OrderID: "o-3"}, bus.To("orders")))
-	waitFor(t, "completion", func() bool { _, ok, _ := store.LoadSaga(ctxT(t), "order", "o-3"); return !ok })
+	drivertest.Eventually(t, 15*time.Second, func() bool { _, ok, _ := store.LoadSaga(ctxT(t), "order", "o-3"); return !ok }, "completion")
 	must(t, b.Send(ctxT(t), SagaStart{OrderID: "o-3"}, bus.To("orders")))
-	waitFor(t, "the second instance", func() bool { _, ok, _ := store.LoadSaga(ctxT(t), "order", "o-3"); return ok })
+	drivertest.Eventually(t, 15*time.Second, func() bool { _, ok, _ := store.LoadSaga(ctxT(t), "order", "o-3"); return ok }, "the second instance")
 	second, _, _ := store.LoadSaga(ctxT(t), "order", "o-3")
 	if second.ID == first.ID {
 		t.Fatal("the restarted instance has the completed one's ID")
@@ -190,7 +191,7 @@ func TestSagaMessageWithoutInstanceIsCountedAndAcknowledged(t *testing.T) {
 	b := bustest.StartBus(t, bus.Config{Endpoint: "orders", Transport: tr, Persistence: store, Logger: quiet()},
 		func(b *bus.Bus) { orderSaga(t, b, make(chan timeoutRun, 1)) })
 	must(t, b.Send(ctxT(t), SagaPay{OrderID: "never-started"}, bus.To("orders")))
-	waitFor(t, "the payment to be acknowledged", func() bool { return b.Metrics().SagaNotFound == 1 && b.Metrics().Handled == 1 })
+	drivertest.Eventually(t, 15*time.Second, func() bool { return b.Metrics().SagaNotFound == 1 && b.Metrics().Handled == 1 }, "the payment to be acknowledged")
 	if _, ok, _ := store.LoadSaga(ctxT(t), "order", "never-started"); ok {
 		t.Error("a SagaHandle message created an instance")
 	}
@@ -301,16 +302,5 @@ func mustJSON(t *testing.T, data []byte, v any) {
 	t.Helper()
 	if err := json.Unmarshal(data, v); err != nil {
 		t.Fatalf("decode %s: %v", data, err)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

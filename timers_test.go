@@ -87,7 +87,8 @@ func TestTimeToBeReceivedLapsesBehindSlowHandler(t *testing.T) {
 	bustest.StartBus(t, bus.Config{Endpoint: "admin", Transport: tr}, func(b *bus.Bus) { _ = bus.Handle(b, acks.Handler) })
 	var handled atomic.Int64
 	slow := make(chan struct{})
-	b := bustest.StartBus(t, bus.Config{Endpoint: "worker", Transport: tr, Concurrency: 1}, func(b *bus.Bus) {
+	clock := bustest.NewFakeClock(time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC))
+	b := bustest.StartBus(t, bus.Config{Endpoint: "worker", Transport: tr, Concurrency: 1, Clock: clock}, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(ctx context.Context, m PlaceOrder) error {
 			handled.Add(1)
 			if m.ID == "slow" {
@@ -103,7 +104,7 @@ func TestTimeToBeReceivedLapsesBehindSlowHandler(t *testing.T) {
 		bus.TimeToBeReceived(100*time.Millisecond), bus.DeadLetterOnExpiry(), bus.Acknowledge(bus.AckNegative, "admin")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(250 * time.Millisecond)
+	clock.Advance(250 * time.Millisecond) // while the slow message holds the only worker
 	close(slow)
 	waitLen(t, tr, "deadletter", 1)
 	acks.WaitFor(t, 1)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/poll"
 )
 
 // BrowserFactory returns a new, empty, isolated scheduled store that
@@ -297,8 +298,9 @@ func testBrowseSendNow(t *testing.T, s bus.ScheduledBrowser) {
 func waitClaimIDs(t *testing.T, s bus.ScheduledStore, n int) []bus.OutgoingMessage {
 	t.Helper()
 	var out []bus.OutgoingMessage
-	for deadline := time.Now().Add(10 * time.Second); len(out) < n && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	poll.Eventually(t, 10*time.Second, func() bool {
 		out = append(out, claim(t, s, n-len(out), time.Hour)...)
-	}
+		return len(out) >= n
+	}, "%d claimable rows", n)
 	return out
 }

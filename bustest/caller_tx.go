@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/poll"
 )
 
 // CallerTxHarness is what CallerTxTests needs of a persistence whose
@@ -106,10 +107,7 @@ func testCallerTxSend(t *testing.T, h CallerTxHarness) {
 		t.Fatalf("%d message(s) delivered after the caller rolled back, want 0", n)
 	}
 	send(true)
-	deadline := time.Now().Add(20 * time.Second)
-	for got.Load() < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Eventually(t, 20*time.Second, func() bool { return got.Load() >= 2 }, "the 2 messages of the committed transaction")
 	if n := got.Load(); n != 2 {
 		t.Fatalf("%d message(s) delivered after the caller committed, want 2", n)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/poll"
 )
 
 // Features declares what a transport guarantees beyond the contract every
@@ -135,13 +136,7 @@ func testNativeRedelivery(t *testing.T, tr bus.Transport, ns string) {
 			t.Fatalf("Send: %v", err)
 		}
 	}
-	deadline := time.Now().Add(waitTimeout)
-	for acked.Load() < n && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got := acked.Load(); got != n {
-		t.Fatalf("%d of %d failed messages were delivered again", got, n)
-	}
+	poll.Eventually(t, waitTimeout, func() bool { return acked.Load() >= n }, "the %d failed messages to be delivered again", n)
 }
 
 // Large is the message of the size case.

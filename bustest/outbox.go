@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/poll"
 )
 
 // OutboxHarness is what OutboxTests needs from a driver.
@@ -78,7 +79,8 @@ type outboxWorld struct {
 	endpoint  string
 	events    *Recorder[OutboxOrderPlaced]
 	reminders *Recorder[OutboxReminder]
-	calls     sync.Map // key -> handler calls
+	calls     sync.Map        // key -> handler calls
+	looks     dispatcherLooks // observes the outbox endpoint's buses
 }
 
 func newOutboxWorld(t *testing.T, ns string) *outboxWorld {
@@ -117,6 +119,7 @@ func (w *outboxWorld) start(t *testing.T, h OutboxHarness, ns string, poll time.
 	return StartBus(t, bus.Config{Endpoint: w.endpoint, Transport: w.tr, Persistence: h.Store,
 		Outbox:     bus.OutboxConfig{Enabled: true},
 		Retries:    bus.RetryConfig{Immediate: -1, Delayed: -1},
+		Observer:   &w.looks,
 		Dispatcher: bus.DispatcherConfig{PollInterval: poll}}, func(b *bus.Bus) {
 		_ = bus.Handle(b, w.handler(b, h, ns+"-billing"))
 	})
@@ -160,7 +163,7 @@ func testOutboxRollback(t *testing.T, h OutboxHarness, ns string) {
 		t.Fatal(err)
 	}
 	errQ.WaitFor(t, 1)
-	time.Sleep(500 * time.Millisecond) // a committed row would be dispatched by now
+	w.looks.waitEmptyClaim(t, time.Now()) // a committed row would be dispatched by now
 	mustCount(t, h, "fail-1", 0)
 	if w.events.Len() != 0 || w.reminders.Len() != 0 || b.Metrics().Scheduled != 0 {
 		t.Errorf("a failed handling sent %d events and %d reminders", w.events.Len(), w.reminders.Len())
@@ -180,11 +183,8 @@ func testOutboxDuplicate(t *testing.T, h OutboxHarness, ns string) {
 	}
 	w.events.WaitFor(t, 1)
 	w.reminders.WaitFor(t, 1)
-	deadline := time.Now().Add(waitTimeout)
-	for b.Metrics().Duplicates < 1 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond)
+	poll.Eventually(t, waitTimeout, func() bool { return b.Metrics().Duplicates >= 1 }, "the duplicate to be skipped")
+	w.looks.waitEmptyClaim(t, time.Now()) // a second handling's rows would be dispatched by now
 	mustCount(t, h, "dup-1", 1)
 	if w.events.Len() != 1 || w.reminders.Len() != 1 || b.Metrics().Duplicates != 1 {
 		t.Errorf("two deliveries of one ID: %d events, %d reminders, %d duplicates skipped; want 1, 1, 1",
@@ -209,7 +209,7 @@ func testOutboxConcurrent(t *testing.T, h OutboxHarness, ns string) {
 		}
 	}
 	w.events.WaitFor(t, 1)
-	time.Sleep(300 * time.Millisecond)
+	w.looks.waitEmptyClaim(t, time.Now()) // a second handling's rows would be dispatched by now
 	mustCount(t, h, "race-1", 1)
 	if w.events.Len() != 1 {
 		t.Errorf("%d events for one message received twice at once, want 1", w.events.Len())
@@ -240,7 +240,7 @@ func testOutboxCallerTx(t *testing.T, h OutboxHarness, ns string) {
 		}
 	}
 	w.events.WaitFor(t, 1)
-	time.Sleep(500 * time.Millisecond)
+	w.looks.waitEmptyClaim(t, time.Now()) // the rolled-back transaction's rows would be dispatched by now
 	got := w.events.Messages()
 	if len(got) != 1 || got[0].Key != "caller-true" {
 		t.Errorf("events %v, want only the committed one", got)
@@ -260,7 +260,7 @@ func testOutboxCrash(t *testing.T, h OutboxHarness, ns string) {
 	w.start(t, h, ns, 50*time.Millisecond) // dispatches what the killed process committed
 	w.events.WaitFor(t, 1)
 	w.reminders.WaitFor(t, 1)
-	time.Sleep(300 * time.Millisecond)
+	w.looks.waitEmptyClaim(t, time.Now()) // a row sent again would be dispatched by now
 	if w.events.Len() != 1 || w.reminders.Len() != 1 {
 		t.Errorf("after the crash: %d events, %d reminders; want 1 each", w.events.Len(), w.reminders.Len())
 	}

@@ -50,6 +50,7 @@ func newCancelWorld(t *testing.T, h OutboxHarness, ns string) *cancelWorld {
 		Outbox:         bus.OutboxConfig{Enabled: true},
 		Retries:        bus.RetryConfig{Immediate: -1, Delayed: -1},
 		HandlerTimeout: cancelHandlerTimeout,
+		Observer:       &w.looks,
 		Dispatcher:     bus.DispatcherConfig{PollInterval: 50 * time.Millisecond}}, func(b *bus.Bus) {
 		_ = bus.Handle(b, func(ctx context.Context, m CancelOutboxReminder) error {
 			start := time.Now()
@@ -117,7 +118,7 @@ func (w *cancelWorld) lastResult(t *testing.T) cancelResult {
 func (w *cancelWorld) expectReminder(t *testing.T, id string, scheduledAt time.Time) {
 	t.Helper()
 	w.reminders.WaitFor(t, 1)
-	time.Sleep(300 * time.Millisecond)
+	w.looks.waitEmptyClaim(t, time.Now()) // another reminder due by now would be dispatched
 	got, at := w.reminders.Messages(), w.reminders.Times()
 	if len(got) != 1 || got[0].Key != id {
 		t.Fatalf("reminders %v, want only %s", got, id)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/poll"
 )
 
 // StoreFactory returns a new, empty, isolated store for one test case.
@@ -212,13 +213,9 @@ func testLease(t *testing.T, s bus.ScheduledStore) {
 // waitClaim claims until one row comes back, for up to 30 s.
 func waitClaim(t *testing.T, s bus.ScheduledStore, lease time.Duration) bus.OutgoingMessage {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if got := claim(t, s, 1, lease); len(got) == 1 {
-			return got[0]
-		}
-	}
-	t.Fatal("no row became claimable within 30 s")
-	return bus.OutgoingMessage{}
+	var got []bus.OutgoingMessage
+	poll.Eventually(t, 30*time.Second, func() bool { got = claim(t, s, 1, lease); return len(got) == 1 }, "a claimable row")
+	return got[0]
 }
 
 func testConcurrentClaims(t *testing.T, s bus.ScheduledStore) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/poll"
 )
 
 // The look-ahead cases of ScheduledMessageTests, for stores that are
@@ -122,11 +123,11 @@ func testAheadHandOverNotEarly(t *testing.T, s bus.ScheduledStore) {
 	start := time.Now()
 	mustStore(t, s, rows("ahead", n, func(i int) time.Time { return start.Add(200*time.Millisecond + time.Duration(i)*5*time.Millisecond) })...)
 	got := 0
-	for got < n && time.Since(start) < time.Minute {
+	poll.Eventually(t, time.Minute, func() bool {
 		c := claimAhead(t, a, 100*time.Millisecond, 20, time.Hour)
 		recv := time.Now()
 		for _, m := range c.Rows {
-			time.Sleep(time.Until(recv.Add(m.AvailableAt.Sub(c.Now))))
+			time.Sleep(time.Until(recv.Add(m.AvailableAt.Sub(c.Now)))) // a dispatcher hands it over then
 			if early := time.Until(m.DueAt); early > 0 {
 				t.Errorf("row %s handed over %v before it was due", m.ID, early)
 			}
@@ -134,13 +135,9 @@ func testAheadHandOverNotEarly(t *testing.T, s bus.ScheduledStore) {
 		got += len(c.Rows)
 		if len(c.Rows) > 0 {
 			mustDelete(t, s, c.Rows)
-		} else {
-			time.Sleep(2 * time.Millisecond)
 		}
-	}
-	if got != n {
-		t.Errorf("claimed %d rows, want %d", got, n)
-	}
+		return got >= n
+	}, "%d rows claimed", n)
 }
 
 // aheadTick is the message of testAheadDispatcher.
@@ -173,18 +170,13 @@ func testAheadDispatcher(t *testing.T, s bus.ScheduledStore) {
 			t.Errorf("message %s delivered %v before it was due", env.ID, early)
 		}
 	}
-	for deadline := time.Now().Add(waitTimeout); ; time.Sleep(10 * time.Millisecond) {
+	poll.Eventually(t, waitTimeout, func() bool {
 		_, left, err := s.NextDueOutgoing(ctxT(t), tr.Identity())
 		if err != nil {
 			t.Fatalf("NextDueOutgoing: %v", err)
 		}
-		if !left {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("delivered rows still stored %v after the last delivery", waitTimeout)
-		}
-	}
+		return !left
+	}, "the delivered rows to be deleted")
 }
 
 // A release gives a row back the time it was claimable before the claim:

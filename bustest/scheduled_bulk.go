@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/poll"
 )
 
 // The bulk case of the scheduled-message contract: what Bus.SendBatch
@@ -86,21 +87,19 @@ func testBulkStore(t *testing.T, s bus.ScheduledStore) {
 		want[m.ID] = m
 	}
 	seen := make(map[string]bool, len(want))
-	for deadline := time.Now().Add(time.Minute); len(seen) < len(want); {
-		got := claim(t, s, 1_000, time.Hour)
-		claimedBy := storeClock(t, s)
-		for _, m := range got {
-			checkBulkRow(t, s, m, want, seen, claimedBy, before.Add(delay), after.Add(delay))
-		}
-		if len(got) > 0 {
+	poll.Eventually(t, time.Minute, func() bool {
+		for {
+			got := claim(t, s, 1_000, time.Hour)
+			claimedBy := storeClock(t, s)
+			for _, m := range got {
+				checkBulkRow(t, s, m, want, seen, claimedBy, before.Add(delay), after.Add(delay))
+			}
+			if len(got) == 0 {
+				return len(seen) >= len(want)
+			}
 			mustDelete(t, s, got)
-			continue
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("claimed %d rows of %d within a minute", len(seen), len(want))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	}, "all %d rows claimed", len(want))
 }
 
 // checkBulkRow checks one claimed row of testBulkStore: expected, claimed

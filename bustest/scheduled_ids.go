@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/poll"
 )
 
 // testIDsByteForByte: IDs that differ only in bytes a careless store would
@@ -71,9 +72,10 @@ func testMicrosecondApartInDueOrder(t *testing.T, s bus.ScheduledStore) {
 	}
 	mustStore(t, s, msgs...)
 	var all []bus.OutgoingMessage
-	for deadline := time.Now().Add(30 * time.Second); len(all) < n && time.Now().Before(deadline); {
+	poll.Eventually(t, 30*time.Second, func() bool {
 		all = append(all, claim(t, s, 100, time.Minute)...)
-	}
+		return len(all) >= n
+	}, "%d rows claimed", n)
 	if !slices.Equal(ids(all), want) {
 		t.Errorf("claimed %q, want due order %q", ids(all), want)
 	}

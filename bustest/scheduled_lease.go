@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/poll"
 )
 
 // The lease-ownership and clock cases of ScheduledMessageTests.
@@ -21,16 +22,13 @@ func mustCancel(t *testing.T, s bus.ScheduledStore, id string) {
 // 30 s: a running lease makes CancelOutgoing return false.
 func waitLapsedCancel(t *testing.T, s bus.ScheduledStore, id string) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	poll.Eventually(t, 30*time.Second, func() bool {
 		ok, err := s.CancelOutgoing(ctxT(t), id)
 		if err != nil {
 			t.Fatalf("CancelOutgoing: %v", err)
 		}
-		if ok {
-			return
-		}
-	}
-	t.Fatalf("row %s still not cancellable 30 s after its lease lapsed", id)
+		return ok
+	}, "row %s to be cancellable after its lease lapsed", id)
 }
 
 // A row a dispatcher holds is being delivered: cancel says false and

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/poll"
 )
 
 // TransportFactory returns a transport for one test case. The suite builds
@@ -139,11 +140,8 @@ func testCompeting(t *testing.T, tr bus.Transport, ns string) {
 			t.Fatalf("Send: %v", err)
 		}
 	}
-	deadline := time.Now().Add(waitTimeout)
-	for perInstance[0].Load()+perInstance[1].Load() < n && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond)
+	poll.Eventually(t, waitTimeout, func() bool { return perInstance[0].Load()+perInstance[1].Load() >= n }, "%d messages handled", n)
+	time.Sleep(200 * time.Millisecond) // a duplicate would show up now
 	mu.Lock()
 	defer mu.Unlock()
 	if len(counts) != n {
@@ -281,22 +279,21 @@ func testStopInFlight(t *testing.T, tr bus.Transport, ns string) {
 			t.Fatalf("Send: %v", err)
 		}
 	}
-	time.Sleep(60 * time.Millisecond) // some handled, some in flight, most waiting
+	// Some handled, some in flight, most waiting.
+	poll.Eventually(t, waitTimeout, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled) >= 4
+	}, "the first messages handled")
 	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 	_ = first.Stop(stopCtx) // cuts handlers short: their messages must come back
 	cancel()
 	StartBus(t, c, func(b *bus.Bus) { _ = bus.Handle(b, handler) })
-	deadline := time.Now().Add(waitTimeout)
-	for time.Now().Before(deadline) {
+	poll.Eventually(t, waitTimeout, func() bool {
 		mu.Lock()
-		got := len(handled)
-		mu.Unlock()
-		if got == n {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Errorf("handled %d of %d messages after a stop with messages in flight", len(handled), n)
+		defer mu.Unlock()
+		return len(handled) == n
+	}, "all %d messages handled after a stop with messages in flight", n)
 }
 
 func withLogger(c bus.Config) bus.Config {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // TestDelayedTwoInstances: two instances of
@@ -51,10 +52,10 @@ func delayedTwoInstances(t *testing.T, k *kit) {
 	rec.waitAll(t, 90*time.Second)
 	// Each instance deletes a row only after the transport accepted it, so
 	// an empty table and n handled messages settle the count.
-	eventually(t, 30*time.Second, "an empty table and every handler done", func() bool {
+	drivertest.Eventually(t, 30*time.Second, func() bool {
 		rows, _ := storeStats(t, pool1, store1.Table())
 		return rows == 0 && b1.Metrics().Handled+b2.Metrics().Handled >= n
-	})
+	}, "an empty table and every handler done")
 	m1, m2 := b1.Metrics(), b2.Metrics()
 	t.Logf("instance 1 dispatched %d handled %d; instance 2 dispatched %d handled %d; last handled %v after the first due time",
 		m1.Dispatched, m1.Handled, m2.Dispatched, m2.Handled, time.Since(first).Round(time.Millisecond))

@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
 	"github.com/postbus/bus/e2e/internal/pgcluster"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // The TestFault tests break services that they own: a PostgreSQL cluster
@@ -58,12 +58,12 @@ func restartPostgres(t testing.TB, c *pgcluster.Cluster, pool *pgxpool.Pool) tim
 	if err := c.Restart(ctxT(t, 2*time.Minute)); err != nil {
 		t.Fatalf("restart the test's PostgreSQL: %v", err)
 	}
-	eventually(t, 60*time.Second, "PostgreSQL back after the restart", func() bool {
+	drivertest.Eventually(t, 60*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		var one int
 		return pool.QueryRow(ctx, "SELECT 1").Scan(&one) == nil
-	})
+	}, "PostgreSQL back after the restart")
 	return time.Since(start)
 }
 
@@ -94,7 +94,7 @@ func TestFaultPostgresRestart(t *testing.T) {
 	if m := b.Metrics(); m.Scheduled != n {
 		t.Fatalf("%d of %d messages went through the store; the rest were late and sent at once", m.Scheduled, n)
 	}
-	eventually(t, 60*time.Second, "the first messages handled", func() bool { return rec.received() >= n/5 })
+	drivertest.Eventually(t, 60*time.Second, func() bool { return rec.received() >= n/5 }, "the first messages handled")
 	before := rec.received()
 	away := restartPostgres(t, pg, pool)
 	t.Logf("PostgreSQL restarted after %d of %d messages; back in %v", before, n, away.Round(time.Millisecond))
@@ -131,9 +131,9 @@ func TestFaultRabbitMQConnectionsClosed(t *testing.T) {
 	for round := range 2 {
 		// Drop the connections while messages flow: after the first
 		// messages, then once the transport reconnected and made progress.
-		eventually(t, 60*time.Second, fmt.Sprintf("progress and a connection before drop %d", round+1), func() bool {
+		drivertest.Eventually(t, 60*time.Second, func() bool {
 			return rec.received() >= handled+n/20 && proxy.Active() > 0
-		})
+		}, "progress and a connection before drop %d", round+1)
 		dropped := proxy.Active()
 		proxy.Cut()
 		proxy.Restore()
@@ -168,7 +168,7 @@ func TestFaultDispatcherKilled(t *testing.T) {
 	sender := startBus(t, bus.Config{Endpoint: endpoint, Persistence: store, SendOnly: true}, nil)
 	last := time.Now().Add(5 * time.Second) // scheduling takes far less, even on a loaded machine
 	schedule(t, rec, []*bus.Bus{sender}, endpoint, "kill", n, last.Add(-500*time.Millisecond), 500*time.Millisecond)
-	eventually(t, 10*time.Second, "every row due", func() bool { return time.Now().After(last) })
+	drivertest.Eventually(t, 10*time.Second, func() bool { return time.Now().After(last) }, "every row due")
 	cmd := exec.Command(bin, "-schema", schema, "-endpoint", endpoint, "-lease", lease.String())
 	cmd.Env = append(os.Environ(), "POSTBUS_TEST_POSTGRES_URL="+postgresURL())
 	cmd.Stderr = t.Output()
@@ -197,7 +197,7 @@ func TestFaultDispatcherKilled(t *testing.T) {
 	// The worker claims a whole batch before its first hand-over; wait
 	// until the claim is visible, then read each row's lease.
 	leases := map[string]time.Time{}
-	eventually(t, 10*time.Second, "every row leased by the worker", func() bool {
+	drivertest.Eventually(t, 10*time.Second, func() bool {
 		rows, err := pool.Query(t.Context(), `SELECT id, lease_until FROM `+store.Table()+` WHERE lease_until > now()`)
 		if err != nil {
 			t.Fatal(err)
@@ -213,7 +213,7 @@ func TestFaultDispatcherKilled(t *testing.T) {
 			leases[id] = until
 		}
 		return rows.Err() == nil && len(leases) == n
-	})
+	}, "every row leased by the worker")
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/postgres"
 )
 
@@ -207,19 +208,6 @@ func startBus(t testing.TB, cfg bus.Config, register func(*bus.Bus)) *bus.Bus {
 	return b
 }
 
-// eventually polls cond every 20 ms until it holds, failing the test after
-// timeout.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waitFor polls cond every 20 ms until it holds (true) or timeout passes
 // (false).
 func waitFor(timeout time.Duration, cond func() bool) bool {
@@ -244,10 +232,10 @@ func quietLogger(t testing.TB) *slog.Logger {
 // waitStoreEmpty waits until every scheduled row was dispatched and deleted.
 func waitStoreEmpty(t testing.TB, pool *pgxpool.Pool, table string) {
 	t.Helper()
-	eventually(t, 30*time.Second, "an empty table", func() bool {
+	drivertest.Eventually(t, 30*time.Second, func() bool {
 		rows, _ := storeStats(t, pool, table)
 		return rows == 0
-	})
+	}, "an empty table")
 }
 
 func storeStats(t testing.TB, pool *pgxpool.Pool, table string) (rows, failures int) {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/internal/faultproxy"
 )
 
@@ -126,7 +127,7 @@ func brokerOutage(t *testing.T, k *kit, o outage) {
 	o.cut(t)
 	cutAt := time.Now()
 	last := first.Add(spread)
-	eventually(t, 30*time.Second, "every message due", func() bool { return time.Now().After(last.Add(500 * time.Millisecond)) })
+	drivertest.Eventually(t, 30*time.Second, func() bool { return time.Now().After(last.Add(500 * time.Millisecond)) }, "every message due")
 	counted := waitFor(30*time.Second, func() bool {
 		_, failures := storeStats(t, pool, store.Table())
 		return failures > 0 && b.Metrics().DispatchFails > 0

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // Tick is the message every end-to-end test schedules.
@@ -76,7 +77,7 @@ func (r *recorder) waitAll(t testing.TB, timeout time.Duration) {
 	r.mu.Lock()
 	n := len(r.due)
 	r.mu.Unlock()
-	eventually(t, timeout, fmt.Sprintf("all %d messages handled", n), func() bool { return r.received() == n })
+	drivertest.Eventually(t, timeout, func() bool { return r.received() == n }, "all %d messages handled", n)
 }
 
 // check asserts the outcome: every expected message handled, none before

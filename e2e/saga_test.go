@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // The saga worker's messages, with the names it gives them.
@@ -111,22 +112,22 @@ func TestSagaTwoProcessesOneKilled(t *testing.T) {
 	}
 	// Kill one worker once a fifth of the steps committed: it has
 	// handlings in flight, whose transactions die with it.
-	eventually(t, 60*time.Second, "a fifth of the steps handled", func() bool {
+	drivertest.Eventually(t, 60*time.Second, func() bool {
 		var n int
 		_ = pool.QueryRow(t.Context(), `SELECT count(*) FROM `+pgx.Identifier{schema, "outgoing_messages_inbox"}.Sanitize()).Scan(&n)
 		return n >= len(all)/5
-	})
+	}, "a fifth of the steps handled")
 	if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = victim.Wait()
 	t.Log("one worker killed with a fifth of the steps handled")
 
-	eventually(t, 120*time.Second, "every instance to complete", func() bool {
+	drivertest.Eventually(t, 120*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(done) == instances
-	})
+	}, "every instance to complete")
 	time.Sleep(500 * time.Millisecond) // a second completion would arrive by now
 	mu.Lock()
 	defer mu.Unlock()

@@ -235,11 +235,11 @@ func TestRevocationCancelsHandlersAndRedelivers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, "the first consumer holds every message", func() bool {
+	drivertest.Eventually(t, time.Minute, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(firstSeen) == n
-	})
+	}, "the first consumer holds every message")
 	ctx2, stop2 := context.WithCancel(context.Background())
 	done2 := make(chan struct{})
 	go func() {
@@ -251,28 +251,17 @@ func TestRevocationCancelsHandlersAndRedelivers(t *testing.T) {
 			return nil
 		})
 	}()
-	waitUntil(t, "a revoked partition's messages reach the second consumer", func() bool {
+	drivertest.Eventually(t, time.Minute, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return cancelled.Load() > 0 && len(secondSeen) == int(cancelled.Load())
-	})
+	}, "a revoked partition's messages reach the second consumer")
 	close(release)
 	stop1()
 	<-done1
 	stop2()
 	<-done2
 	t.Logf("%d handlers cancelled by the revocation; their messages were handled by the new owner", cancelled.Load())
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // A record another program wrote to a queue topic, without the envelope

@@ -79,7 +79,7 @@ func TestSendBatchSettlesEachMessageByItsOwnAck(t *testing.T) {
 		t.Errorf("the stream holds %d messages, want %d", got, len(wantOK))
 	}
 	r := startReceive(t, tr, queue, 8, nil)
-	eventually(t, 30*time.Second, "every acknowledged send delivered", func() bool { return r.distinct() == len(wantOK) })
+	drivertest.Eventually(t, 30*time.Second, func() bool { return r.distinct() == len(wantOK) }, "every acknowledged send delivered")
 	for id := range wantOK {
 		if r.count(id) == 0 {
 			t.Errorf("acknowledged message %s not delivered", id)

@@ -72,7 +72,7 @@ func TestNATSFailedPublishNeverLandsLater(t *testing.T) {
 
 	s.Shutdown()
 	s.WaitForShutdown()
-	eventually(t, 30*time.Second, "the client to notice the cut", func() bool { return !nc.IsConnected() })
+	drivertest.Eventually(t, 30*time.Second, func() bool { return !nc.IsConnected() }, "the client to notice the cut")
 	env := command(queue, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	err := tr.Send(ctx, queue, env)
@@ -83,7 +83,7 @@ func TestNATSFailedPublishNeverLandsLater(t *testing.T) {
 	t.Logf("Send during the cut: %v", err)
 
 	s = runServer(t, dir, port)
-	eventually(t, 30*time.Second, "the client to reconnect", nc.IsConnected)
+	drivertest.Eventually(t, 30*time.Second, nc.IsConnected, "the client to reconnect")
 	if err := nc.FlushTimeout(10 * time.Second); err != nil { // whatever the client buffered has reached the server
 		t.Fatalf("flush: %v", err)
 	}
@@ -126,9 +126,9 @@ func TestNATSSendWhoseAckWasLostReportsSuccess(t *testing.T) {
 	env := command(queue, 1)
 	sent := make(chan error, 1)
 	go func() { sent <- tr.Send(drivertest.Ctx(t, 0), queue, env) }()
-	eventually(t, 30*time.Second, "the stream to store the message", func() bool {
+	drivertest.Eventually(t, 30*time.Second, func() bool {
 		return consumerInfo(t, direct, opts, queue).NumPending == 1
-	})
+	}, "the stream to store the message")
 	p.muted.Store(false)
 	p.cut()
 	select {
@@ -177,10 +177,10 @@ func TestNATSReplayIsNotSwallowedAsDuplicate(t *testing.T) {
 			t.Fatalf("Send: %v", err)
 		}
 	}
-	eventually(t, 30*time.Second, "both messages in the error queue", func() bool {
+	drivertest.Eventually(t, 30*time.Second, func() bool {
 		info := consumerInfo(t, nc, opts, errorQueue)
 		return info.NumPending == 2 && info.NumAckPending == 0
-	})
+	}, "both messages in the error queue")
 	failing.Store(false)
 	moved, err := b.Replay(drivertest.Ctx(t, 0), bus.ReplayOptions{
 		Filter: func(env *bus.Envelope) bool { return strings.Contains(string(env.Body), `"N":1`) },
@@ -192,10 +192,10 @@ func TestNATSReplayIsNotSwallowedAsDuplicate(t *testing.T) {
 	if m := rec.Messages()[0]; m.N != 1 {
 		t.Errorf("handled %+v, want the replayed N=1", m)
 	}
-	eventually(t, 30*time.Second, "the replayed message to be acknowledged", func() bool {
+	drivertest.Eventually(t, 30*time.Second, func() bool {
 		info := consumerInfo(t, nc, opts, endpoint)
 		return info.NumAckPending == 0 && info.NumPending == 0
-	})
+	}, "the replayed message to be acknowledged")
 	if got := streamMsgs(t, nc, opts); got != 1 {
 		t.Errorf("the stream holds %d messages after the replay, want 1: the one the filter passed over, back in the error queue", got)
 	}
@@ -206,11 +206,11 @@ func TestNATSReplayIsNotSwallowedAsDuplicate(t *testing.T) {
 func expectHandledOnce(t *testing.T, tr *nats.Transport, nc *natsio.Conn, opts nats.Options, queue, id string) {
 	t.Helper()
 	r := startReceive(t, tr, queue, 1, nil)
-	eventually(t, 30*time.Second, "the message", func() bool { return r.count(id) >= 1 })
-	eventually(t, 30*time.Second, "its ack", func() bool {
+	drivertest.Eventually(t, 30*time.Second, func() bool { return r.count(id) >= 1 }, "the message")
+	drivertest.Eventually(t, 30*time.Second, func() bool {
 		info := consumerInfo(t, nc, opts, queue)
 		return info.NumAckPending == 0 && info.NumPending == 0
-	})
+	}, "its ack")
 	r.stop(t)
 	if c := r.count(id); c != 1 {
 		t.Errorf("handled %d times, want exactly once", c)

@@ -32,7 +32,7 @@ func TestNATSDelayedSendRetriedAfterItsDueTimeIsDeliveredOnce(t *testing.T) {
 		t.Fatalf("Send: %v", err)
 	}
 	clock.Advance(2 * time.Minute)
-	eventually(t, 30*time.Second, "the dispatcher to hand the row over", func() bool { return store.Len() == 0 })
+	drivertest.Eventually(t, 30*time.Second, func() bool { return store.Len() == 0 }, "the dispatcher to hand the row over")
 	if got := streamMsgs(t, nc, opts); got != 1 {
 		t.Fatalf("the stream holds %d messages after the dispatch, want 1", got)
 	}

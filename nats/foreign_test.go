@@ -41,7 +41,7 @@ func TestForeignMessagesGoToErrorQueueWithReason(t *testing.T) {
 		}
 	}
 	errs := startReceive(t, tr, "in-error", 1, nil)
-	eventually(t, 30*time.Second, "two messages in the error queue", func() bool { return errs.distinct() == 2 })
+	drivertest.Eventually(t, 30*time.Second, func() bool { return errs.distinct() == 2 }, "two messages in the error queue")
 	errs.mu.Lock()
 	bodies := map[string]string{}
 	for _, env := range errs.envs {
@@ -59,10 +59,10 @@ func TestForeignMessagesGoToErrorQueueWithReason(t *testing.T) {
 	if errs.count("bad-1") != 1 {
 		t.Errorf("bad-1 reached the error queue %d times, want once", errs.count("bad-1"))
 	}
-	eventually(t, 15*time.Second, "the input consumer to settle both", func() bool {
+	drivertest.Eventually(t, 15*time.Second, func() bool {
 		info := consumerInfo(t, nc, opts, "in")
 		return info.NumPending == 0 && info.NumAckPending == 0
-	})
+	}, "the input consumer to settle both")
 	select {
 	case <-handled:
 		t.Error("a handler ran for a foreign message")

@@ -154,18 +154,6 @@ func (r *receiver) distinct() int {
 	return len(r.got)
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // command makes a small envelope with a unique ID.
 func command(queue string, i int) *bus.Envelope {
 	return &bus.Envelope{

@@ -77,13 +77,13 @@ func TestServerRestartLosesNothing(t *testing.T) {
 
 		}
 	}()
-	eventually(t, 30*time.Second, "some messages before the restart", func() bool { return r.distinct() >= n/4 })
+	drivertest.Eventually(t, 30*time.Second, func() bool { return r.distinct() >= n/4 }, "some messages before the restart")
 	s.Shutdown()
 	s.WaitForShutdown()
 	t.Logf("server stopped after %d messages handled", r.distinct())
 	s = runServer(t, dir, port)
 	<-sent
-	eventually(t, 60*time.Second, "every message after the restart", func() bool { return r.distinct() == n })
+	drivertest.Eventually(t, 60*time.Second, func() bool { return r.distinct() == n }, "every message after the restart")
 	r.stop(t)
 	dups := 0
 	for _, id := range ids {

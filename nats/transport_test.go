@@ -93,7 +93,7 @@ func TestRoundTripEveryField(t *testing.T) {
 		t.Fatalf("Publish: %v", err)
 	}
 	r := startReceive(t, tr, queue, 2, nil)
-	eventually(t, 30*time.Second, "both messages", func() bool { return r.distinct() == 2 })
+	drivertest.Eventually(t, 30*time.Second, func() bool { return r.distinct() == 2 }, "both messages")
 	r.stop(t)
 	assertSameEnvelope(t, r.envs[cmd.ID], cmd)
 	assertSameEnvelope(t, r.envs[evt.ID], evt)
@@ -122,7 +122,7 @@ func TestPublishReachesEachSubscriberOnce(t *testing.T) {
 		}
 	}
 	ra, rb := startReceive(t, tr, "a", 4, nil), startReceive(t, tr, "b", 4, nil)
-	eventually(t, 30*time.Second, "every event at both subscribers", func() bool { return ra.distinct() == n && rb.distinct() == n })
+	drivertest.Eventually(t, 30*time.Second, func() bool { return ra.distinct() == n && rb.distinct() == n }, "every event at both subscribers")
 	ra.stop(t)
 	rb.stop(t)
 	for _, id := range ids {
@@ -155,7 +155,7 @@ func TestCompetingConsumersHandleEachMessageOnce(t *testing.T) {
 	slow := func(context.Context, *bus.Envelope) error { time.Sleep(time.Millisecond); return nil }
 	r1, r2 := startReceive(t, tr1, queue, 3, slow), startReceive(t, tr2, queue, 3, slow)
 	ids := sendN(t, tr1, queue, n)
-	eventually(t, 30*time.Second, "all messages", func() bool { return r1.distinct()+r2.distinct() >= n })
+	drivertest.Eventually(t, 30*time.Second, func() bool { return r1.distinct()+r2.distinct() >= n }, "all messages")
 	r1.stop(t)
 	r2.stop(t)
 	for _, id := range ids {
@@ -193,11 +193,11 @@ func TestNakRedelivers(t *testing.T) {
 		return nil
 	})
 	ids := sendN(t, tr, queue, 1)
-	eventually(t, 30*time.Second, "third delivery", func() bool { return r.count(ids[0]) == 3 })
-	eventually(t, 30*time.Second, "ack to settle", func() bool {
+	drivertest.Eventually(t, 30*time.Second, func() bool { return r.count(ids[0]) == 3 }, "third delivery")
+	drivertest.Eventually(t, 30*time.Second, func() bool {
 		info := consumerInfo(t, nc, opts, queue)
 		return info.NumAckPending == 0 && info.NumPending == 0 && info.NumRedelivered == 0
-	})
+	}, "ack to settle")
 	r.stop(t)
 	if c := r.count(ids[0]); c != 3 {
 		t.Errorf("delivered %d times, want 3 (two naks, one ack)", c)
@@ -233,11 +233,11 @@ func TestStopWithMessagesInFlightLosesNone(t *testing.T) {
 	}
 	settled := maps.Clone(acked)
 	second := startReceive(t, tr, queue, 4, h)
-	eventually(t, 30*time.Second, "the rest", func() bool {
+	drivertest.Eventually(t, 30*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(acked) == n
-	})
+	}, "the rest")
 	second.stop(t)
 	dups := 0
 	for _, id := range ids {
@@ -276,8 +276,8 @@ func TestResendIsDeduplicatedPerDestination(t *testing.T) {
 		t.Fatalf("stream holds %d messages, want 2", got)
 	}
 	r := startReceive(t, tr, "q1", 1, nil)
-	eventually(t, 30*time.Second, "the message", func() bool { return r.count(env.ID) == 1 })
-	eventually(t, 30*time.Second, "ack", func() bool { return consumerInfo(t, nc, opts, "q1").NumAckPending == 0 })
+	drivertest.Eventually(t, 30*time.Second, func() bool { return r.count(env.ID) == 1 }, "the message")
+	drivertest.Eventually(t, 30*time.Second, func() bool { return consumerInfo(t, nc, opts, "q1").NumAckPending == 0 }, "ack")
 	r.stop(t)
 	if c := r.count(env.ID); c != 1 {
 		t.Errorf("delivered %d times, want 1", c)
@@ -295,7 +295,7 @@ func TestSendBeforeReceiverExistsIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := startReceive(t, tr2, "later", 2, nil)
-	eventually(t, 30*time.Second, "queued commands", func() bool { return r.distinct() == len(ids) })
+	drivertest.Eventually(t, 30*time.Second, func() bool { return r.distinct() == len(ids) }, "queued commands")
 }
 
 func TestUndecodableMessageReachesHandler(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/rabbitmq"
 )
 
@@ -61,7 +62,7 @@ func TestSendBatchSettlesEachMessageByItsOwnConfirm(t *testing.T) {
 			t.Errorf("message %d (to %q): got %v, want %v", i, batch[i].Queue, err, want[i])
 		}
 	}
-	eventually(t, 10*time.Second, "the confirmed sends in the queue", func() bool { return e.ready(q) == sent })
+	drivertest.Eventually(t, 10*time.Second, func() bool { return e.ready(q) == sent }, "the confirmed sends in the queue")
 }
 
 // A queue that rejects publishes beyond its length nacks the messages over

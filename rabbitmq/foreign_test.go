@@ -10,6 +10,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // TestForeignMessageGoesToErrorQueueWithReason: a message another program
@@ -47,7 +48,7 @@ func TestForeignMessageGoesToErrorQueueWithReason(t *testing.T) {
 	if kind := env.Header(bus.HeaderFailureKind); kind != "poison" {
 		t.Errorf("failure kind %q, want poison", kind)
 	}
-	eventually(t, 15*time.Second, "the input queue to empty", func() bool { return e.ready(in) == 0 })
+	drivertest.Eventually(t, 15*time.Second, func() bool { return e.ready(in) == 0 }, "the input queue to empty")
 	select {
 	case env := <-got:
 		t.Errorf("error queue got a second copy: %s", env.ID)
@@ -99,7 +100,7 @@ func TestForeignTimestampOutOfRangeGoesToErrorQueue(t *testing.T) {
 			t.Errorf("%s: in the error queue %v, reason %q", id, ok, reason)
 		}
 	}
-	eventually(t, 15*time.Second, "the input queue to empty", func() bool { return e.ready(in) == 0 })
+	drivertest.Eventually(t, 15*time.Second, func() bool { return e.ready(in) == 0 }, "the input queue to empty")
 	if m := b.Metrics(); m.MovedToError != 2 {
 		t.Errorf("moved to error %d, want 2", m.MovedToError)
 	}

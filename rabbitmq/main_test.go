@@ -212,18 +212,6 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // receive runs tr.Receive in the background until the returned stop is
 // called; stop waits for Receive to return and fails the test on an error.
 func receive(t testing.TB, tr *rabbitmq.Transport, queue string, conc int, h bus.DeliveryHandler) (stop func()) {

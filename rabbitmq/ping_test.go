@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/rabbitmq"
 )
 
@@ -23,11 +24,11 @@ func TestPingFollowsTheConnection(t *testing.T) {
 		t.Fatalf("ping with the broker up: %v", err)
 	}
 	proxy.cut()
-	eventually(t, 10*time.Second, "a ping fails while the broker is cut off", func() bool {
+	drivertest.Eventually(t, 10*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		return tr.Ping(ctx) != nil
-	})
+	}, "a ping fails while the broker is cut off")
 	proxy.restore()
 	if err := tr.Ping(ctxT(t, 20*time.Second)); err != nil {
 		t.Fatalf("ping after the broker came back: %v", err)

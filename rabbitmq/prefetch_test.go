@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/drivertest"
 )
 
 // A Receive with few handlers still has enough messages on their way for
@@ -31,7 +32,7 @@ func TestPrefetchFromConcurrencyHasAFloor(t *testing.T) {
 	})
 	defer stop()
 	defer close(release)
-	eventually(t, 10*time.Second, "32 messages prefetched", func() bool { return e.ready(q) == n-32 })
+	drivertest.Eventually(t, 10*time.Second, func() bool { return e.ready(q) == n-32 }, "32 messages prefetched")
 	time.Sleep(200 * time.Millisecond) // and no more
 	if got := e.ready(q); got != n-32 {
 		t.Errorf("%d messages ready with one handler held, want %d (a prefetch of 32)", got, n-32)

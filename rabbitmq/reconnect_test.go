@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/rabbitmq"
 )
 
@@ -53,14 +54,14 @@ func TestReconnectAfterConnectionLossLosesNothing(t *testing.T) {
 		})
 	}
 	for _, at := range []int64{100, 250} {
-		eventually(t, 30*time.Second, fmt.Sprintf("%d sends", at), func() bool { return sent.Load() >= at })
+		drivertest.Eventually(t, 30*time.Second, func() bool { return sent.Load() >= at }, "%d sends", at)
 		if c := closeConnections(t, opts.ConnectionName); c != 1 {
 			t.Fatalf("closed %d connections named %s, want 1", c, opts.ConnectionName)
 		}
 	}
 	wg.Wait()
 	close(ids)
-	eventually(t, 60*time.Second, "every message handled", func() bool {
+	drivertest.Eventually(t, 60*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for id := range ids {
@@ -69,7 +70,7 @@ func TestReconnectAfterConnectionLossLosesNothing(t *testing.T) {
 			}
 		}
 		return len(seen) >= n
-	})
+	}, "every message handled")
 	mu.Lock()
 	dups := 0
 	for _, c := range seen {
@@ -114,16 +115,16 @@ func TestReconnectRedeliversUnacknowledged(t *testing.T) {
 		return nil
 	})
 	t.Cleanup(func() { release.Do(func() { close(gate) }) }) // runs before receive's stop
-	eventually(t, 10*time.Second, "handlers in flight", func() bool { return calls.Load() == conc })
+	drivertest.Eventually(t, 10*time.Second, func() bool { return calls.Load() == conc }, "handlers in flight")
 	if c := closeConnections(t, opts.ConnectionName); c != 1 {
 		t.Fatalf("closed %d connections, want 1", c)
 	}
 	release.Do(func() { close(gate) })
-	eventually(t, 60*time.Second, "every message after reconnection", func() bool {
+	drivertest.Eventually(t, 60*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(ok) == n
-	})
+	}, "every message after reconnection")
 	mu.Lock()
 	defer mu.Unlock()
 	for _, id := range ids {
@@ -176,5 +177,5 @@ func TestSendDuringOutageWaitsForTheBroker(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("send still waiting 30s after the broker came back")
 	}
-	eventually(t, 30*time.Second, "the consumer to resume", func() bool { return got.Load() >= 11 })
+	drivertest.Eventually(t, 30*time.Second, func() bool { return got.Load() >= 11 }, "the consumer to resume")
 }

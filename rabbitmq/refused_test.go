@@ -14,6 +14,7 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/rabbitmq"
 )
 
@@ -159,13 +160,13 @@ func TestRefusedTransportRecoversWhenTheVhostAppears(t *testing.T) {
 	t.Cleanup(func() { rabbitmqctl(t, "delete_vhost", vhost) })
 	rabbitmqctl(t, "set_permissions", "-p", vhost, user, ".*", ".*", ".*")
 	var last error
-	eventually(t, 30*time.Second, "Provision to succeed once the vhost exists", func() bool {
+	drivertest.Eventually(t, 30*time.Second, func() bool {
 		last = tr.Provision(ctxT(t, 10*time.Second), top)
 		if last != nil {
 			time.Sleep(20 * time.Millisecond)
 		}
 		return last == nil
-	})
+	}, "Provision to succeed once the vhost exists")
 	if err := tr.Send(ctxT(t, 10*time.Second), top.Queue, newEnvelope("T", nil)); err != nil {
 		t.Fatalf("Send after recovering: %v", err)
 	}

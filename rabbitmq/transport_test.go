@@ -225,7 +225,7 @@ func TestCompetingConsumersGetEachMessageOnce(t *testing.T) {
 		}))
 	}
 	sendN(t, tr, q, n)
-	eventually(t, 30*time.Second, "all messages", func() bool { return total.Load() >= n })
+	drivertest.Eventually(t, 30*time.Second, func() bool { return total.Load() >= n }, "all messages")
 	for _, stop := range stops {
 		stop()
 	}
@@ -301,7 +301,7 @@ func TestConcurrencyIsBounded(t *testing.T) {
 		return nil
 	})
 	sendN(t, tr, q, n)
-	eventually(t, 30*time.Second, "all handled", func() bool { return total.Load() == n })
+	drivertest.Eventually(t, 30*time.Second, func() bool { return total.Load() == n }, "all handled")
 	if p := peak.Load(); p > conc || p < 2 {
 		t.Errorf("peak concurrency %d, want 2..%d", p, conc)
 	}
@@ -327,7 +327,7 @@ func TestStopWithMessagesInFlightLosesNone(t *testing.T) {
 	})
 	var release sync.Once
 	t.Cleanup(func() { release.Do(func() { close(gate) }) }) // runs before receive's stop
-	eventually(t, 10*time.Second, "handlers in flight", func() bool { return started.Load() == conc })
+	drivertest.Eventually(t, 10*time.Second, func() bool { return started.Load() == conc }, "handlers in flight")
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()
 	select {
@@ -353,7 +353,7 @@ func TestStopWithMessagesInFlightLosesNone(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	eventually(t, 30*time.Second, "the rest", func() bool { mu.Lock(); defer mu.Unlock(); return len(ok) == n })
+	drivertest.Eventually(t, 30*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(ok) == n }, "the rest")
 	mu.Lock()
 	defer mu.Unlock()
 	for _, id := range ids {
@@ -506,7 +506,7 @@ func TestCloseEndsReceiveAndLaterCalls(t *testing.T) {
 	if err := tr.Send(ctxT(t, 10*time.Second), q, newEnvelope("T", nil)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the message consumed", func() bool { return e.ready(q) == 0 })
+	drivertest.Eventually(t, 10*time.Second, func() bool { return e.ready(q) == 0 }, "the message consumed")
 	if err := tr.Close(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}

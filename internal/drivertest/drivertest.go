@@ -1,9 +1,9 @@
 // Package drivertest holds what the tests of the driver modules share:
 // the server address, unique names, a test context and logger, the check of
-// a typed error, the background receiver of the
-// benchmarks, golden files of a wire format, and the start-up checks of a
-// store that comes up late, refuses, or never answers (start.go). The
-// driver modules import it from their tests only.
+// a typed error, Eventually (waiting for a condition), the background
+// receiver of the benchmarks, golden files of a wire format, and the
+// start-up checks of a store that comes up late, refuses, or never answers
+// (start.go). The driver modules import it from their tests only.
 package drivertest
 
 import (
