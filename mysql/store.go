@@ -226,7 +226,7 @@ func (p *Persistence) claim(ctx context.Context, transport string, ahead time.Du
 	var out []bus.OutgoingMessage
 	var now int64
 	aheadUS, tr := durMicros(ahead), []byte(transport)
-	skip := map[string]struct{}{} // rows another process's claim holds
+	skip := map[string]struct{}{} // rows looked at by an earlier round
 	for round := 0; round < claimRounds && len(out) < limit; round++ {
 		want := limit - len(out)
 		cands, more, err := p.candidates(ctx, conn, tr, aheadUS, want, skip)
@@ -258,11 +258,11 @@ func (p *Persistence) claim(ctx context.Context, transport string, ahead time.Du
 		if len(got) == len(cands) || !more {
 			break // none was held by another claim, or there is no more
 		}
+		// The next round looks past these rows: those another claim
+		// holds, and those this claim locked (which its own SELECT would
+		// return again).
 		for _, cd := range cands {
 			skip[string(cd.id)] = struct{}{}
-		}
-		for _, m := range got {
-			delete(skip, m.ID)
 		}
 	}
 	if len(out) == 0 {
