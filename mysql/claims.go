@@ -159,14 +159,6 @@ func (p *Persistence) idleMode(ctx context.Context, conn *sql.Conn) (idleMode, e
 	return mode, nil
 }
 
-// setForcedIdleMode makes the store bound claims as mode says, for tests
-// of the MySQL fallback on MariaDB.
-func (p *Persistence) setForcedIdleMode(mode idleMode) {
-	p.claims.mu.Lock()
-	p.claims.mode = mode
-	p.claims.mu.Unlock()
-}
-
 // claimSessionSQL is the SET that prepares a session for a claim whose
 // transaction the server may end after idle seconds: it keeps the
 // session's values in user variables, bounds the idle transaction, sets
