@@ -135,7 +135,9 @@ func (p *Persistence) releaseSlot() { <-p.claims.slots }
 
 // idleMode finds out, once, which variable bounds an idle transaction on
 // the server.
-func (p *Persistence) idleMode(ctx context.Context, conn *sql.Conn) (idleMode, error) {
+func (p *Persistence) idleMode(ctx context.Context, conn interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}) (idleMode, error) {
 	p.claims.mu.Lock()
 	mode := p.claims.mode
 	p.claims.mu.Unlock()

@@ -132,3 +132,40 @@ func TestOpenClaimsTakeHalfThePoolAndCloseEndsThem(t *testing.T) {
 		t.Fatalf("DeleteOutgoing = %d, %v; want 2", n, err)
 	}
 }
+
+// A store of an ID whose row a claim holds (a send retried while the
+// first is being delivered) does not wait for the claim: that row is left
+// as it is, as a stored ID is, and the other rows of the call are stored.
+func TestStoreOfAHeldIDDoesNotWait(t *testing.T) {
+	t.Parallel()
+	db := testDB(t)
+	ctx := t.Context()
+	p := newStore(t, db, mysql.Options{})
+	if err := p.StoreOutgoing(ctx, []bus.OutgoingMessage{claimRow("held", time.Now().Add(-time.Second))}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := p.ClaimDueOutgoing(ctx, workerTransport, time.Now(), 10, time.Hour)
+	if err != nil || len(held) != 1 {
+		t.Fatalf("claim = %v, %v; want [held]", ids(held), err)
+	}
+	start := time.Now()
+	if err := p.StoreOutgoing(ctx, []bus.OutgoingMessage{claimRow("held", time.Now().Add(time.Hour)),
+		claimRow("new", time.Now().Add(time.Hour))}); err != nil {
+		t.Fatalf("StoreOutgoing with a held ID: %v", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("the store took %v: it waited for the held row", el)
+	}
+	if n, err := p.Len(ctx); err != nil || n != 2 {
+		t.Fatalf("Len = %d, %v; want 2 (held, new)", n, err)
+	}
+	if n, err := p.DeleteOutgoing(ctx, claimsOf(held)); err != nil || n != 1 {
+		t.Fatalf("DeleteOutgoing = %d, %v; want 1", n, err)
+	}
+	if ok, err := p.CancelOutgoing(ctx, "new"); err != nil || !ok {
+		t.Fatalf("CancelOutgoing(new) = %v, %v; want true", ok, err)
+	}
+	if n, err := p.Len(ctx); err != nil || n != 0 {
+		t.Fatalf("Len = %d, %v; want 0", n, err)
+	}
+}

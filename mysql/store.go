@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
+
 	"github.com/postbus/bus"
 )
 
@@ -31,7 +33,8 @@ const maxLastError = 4096
 // their INSERTs and commits (group commit, at most 2 at once and 2,000
 // rows each; a failure fails every call of the group, none of whose rows
 // is then stored). An ID that is already stored keeps its row (ON DUPLICATE
-// KEY UPDATE id = id), so a retried send cannot schedule twice. A row
+// KEY UPDATE id = id), so a retried send cannot schedule twice; so does
+// an ID whose row a claim holds, without waiting for the claim. A row
 // with a Delay is due Delay after the server's UTC_TIMESTAMP(6) at the
 // statement; otherwise at its DueAt. A row with an empty ID or no
 // envelope fails the call (bus.ErrInvalidMessage) before anything is
@@ -117,25 +120,122 @@ func (p *Persistence) insertRows(ctx context.Context, db execer, msgs []bus.Outg
 		return err
 	}
 	budget, bounded := p.packetBudget(ctx)
-	args := make([]any, 0, insertParams*min(len(msgs), insertChunk))
 	for start := 0; start < len(msgs); {
-		args = args[:0]
 		end := chunkEnd(msgs, start, budget, bounded)
-		for i := start; i < end; i++ {
-			m := &msgs[i]
+		if err := p.insertChunk(ctx, db, msgs[start:end]); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// insertConflictRetries bounds the retries of an INSERT that met a row
+// locked by another transaction.
+const insertConflictRetries = 5
+
+// insertChunk inserts rows in one statement that never waits for a row
+// lock (MariaDB: innodb_lock_wait_timeout 0 for the statement; MySQL,
+// whose least is 1 s: that). A stored ID whose row a claim holds is being
+// delivered: the row is left out, as a stored ID is, and the others are
+// inserted again. A row another transaction is inserting under the same
+// ID is waited for by retrying, a few times.
+func (p *Persistence) insertChunk(ctx context.Context, db execer, rows []bus.OutgoingMessage) error {
+	mode, err := p.idleMode(ctx, db)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		args := make([]any, 0, insertParams*len(rows))
+		for i := range rows {
+			m := &rows[i]
 			base, rel := micros(m.DueAt), false
 			if m.Delay > 0 {
 				base, rel = durMicros(m.Delay), true
 			}
 			args = append(args, []byte(m.ID), int64(m.Kind), m.Envelope, base, rel, []byte(m.Transport), []byte(m.Type))
 		}
-		q := p.q.insertHead + strings.TrimSuffix(strings.Repeat(insertRow+", ", end-start), ", ") + p.q.insertTail
-		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+		head := p.q.insertHead
+		if mode == idleWait {
+			head = strings.Replace(head, "INSERT ", "INSERT /*+ SET_VAR(innodb_lock_wait_timeout = 1) */ ", 1)
+		} else {
+			head = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR " + head
+		}
+		q := head + strings.TrimSuffix(strings.Repeat(insertRow+", ", len(rows)), ", ") + p.q.insertTail
+		_, err := db.ExecContext(ctx, q, args...)
+		if !isLockWait(err) || attempt == insertConflictRetries {
 			return err
 		}
-		start = end
+		free, err := p.withoutHeld(ctx, db, rows)
+		if err != nil {
+			return err
+		}
+		if len(free) == 0 {
+			return nil
+		}
+		if len(free) == len(rows) { // another transaction inserts one of the IDs: wait for it
+			t := time.NewTimer(time.Duration(5<<attempt) * time.Millisecond)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		}
+		rows = free
 	}
-	return nil
+}
+
+// isLockWait reports ER_LOCK_WAIT_TIMEOUT: the statement (not the
+// transaction) was rolled back.
+func isLockWait(err error) bool {
+	var me *mysqldriver.MySQLError
+	return errors.As(err, &me) && me.Number == 1205
+}
+
+// withoutHeld returns rows without those whose ID is stored and locked by
+// another transaction (a claim holds it).
+func (p *Persistence) withoutHeld(ctx context.Context, db execer, rows []bus.OutgoingMessage) ([]bus.OutgoingMessage, error) {
+	args := make([]any, len(rows))
+	for i := range rows {
+		args[i] = []byte(rows[i].ID)
+	}
+	list := inList(len(rows))
+	stored, err := idSet(db.QueryContext(ctx, "SELECT id FROM "+p.n.table+" WHERE id IN "+list, args...))
+	if err != nil {
+		return nil, err
+	}
+	free, err := idSet(db.QueryContext(ctx, "SELECT id FROM "+p.n.table+" FORCE INDEX (PRIMARY) WHERE id IN "+list+" FOR UPDATE SKIP LOCKED", args...))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bus.OutgoingMessage, 0, len(rows))
+	for _, m := range rows {
+		if _, ok := stored[m.ID]; ok {
+			if _, unlocked := free[m.ID]; !unlocked {
+				continue // held by a claim: being delivered
+			}
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// idSet reads a column of IDs.
+func idSet(rows *sql.Rows, err error) (map[string]struct{}, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	out := map[string]struct{}{}
+	for rows.Next() {
+		var id []byte
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out[string(id)] = struct{}{}
+	}
+	return out, rows.Err()
 }
 
 // deadlockRetries is how often inTx runs a transaction that InnoDB chose
