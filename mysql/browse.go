@@ -98,7 +98,7 @@ func (p *Persistence) GetScheduled(ctx context.Context, id string) (bus.Outgoing
 
 // StatsScheduled summarises the backlog at the server's now (the now
 // argument is not used). The count is exact up to 100,000 rows, and
-// beyond it the server's estimate (Estimated); overdue rows are counted on
+// beyond it the server's estimate (Estimated); overdue rows (those no claim holds) are counted on
 // the claim index, one range per transport (the distinct transports are
 // read with a loose scan of that index), at most bus.OverdueCap of them.
 func (p *Persistence) StatsScheduled(ctx context.Context, _ time.Time) (bus.ScheduledStats, error) {
@@ -134,21 +134,32 @@ func (p *Persistence) StatsScheduled(ctx context.Context, _ time.Time) (bus.Sche
 	}
 	var oldestAvail, oldestDue int64
 	found := false
-	for _, tr := range transports {
-		var n int64
-		var avail, due sql.NullInt64
-		err := p.db.QueryRowContext(ctx, fmt.Sprintf(`SELECT
-	(SELECT COUNT(*) FROM (SELECT 1 FROM %[1]s WHERE transport = ? AND available_at <= UTC_TIMESTAMP(6) LIMIT %[2]d) AS c),
-	(SELECT %[3]s FROM %[1]s WHERE transport = ? AND available_at <= UTC_TIMESTAMP(6) ORDER BY available_at, id LIMIT 1),
-	(SELECT %[4]s FROM %[1]s WHERE transport = ? AND available_at <= UTC_TIMESTAMP(6) ORDER BY available_at, id LIMIT 1)`,
-			t, bus.OverdueCap, us("available_at"), us("due_at")), tr, tr, tr).Scan(&n, &avail, &due)
-		if err != nil {
-			return st, fmt.Errorf("mysql: scheduled stats: %w", err)
+	// Rows a claim holds are locked: being delivered, not overdue. The
+	// count and the oldest skip them (SKIP LOCKED), in a READ COMMITTED
+	// transaction of their own, which takes no gap locks and holds its
+	// locks only for the statement's length.
+	err = p.inTx(ctx, func(tx *sql.Tx) error {
+		st.Overdue, oldestAvail, oldestDue, found = 0, 0, 0, false
+		for _, tr := range transports {
+			var n int64
+			var avail, due sql.NullInt64
+			err := tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT
+	(SELECT COUNT(*) FROM (SELECT 1 FROM %[1]s WHERE transport = ? AND available_at <= UTC_TIMESTAMP(6) LIMIT %[2]d FOR UPDATE SKIP LOCKED) AS c),
+	(SELECT %[3]s FROM %[1]s WHERE transport = ? AND available_at <= UTC_TIMESTAMP(6) ORDER BY available_at, id LIMIT 1 FOR UPDATE SKIP LOCKED),
+	(SELECT %[4]s FROM %[1]s WHERE transport = ? AND available_at <= UTC_TIMESTAMP(6) ORDER BY available_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)`,
+				t, bus.OverdueCap, us("available_at"), us("due_at")), tr, tr, tr).Scan(&n, &avail, &due)
+			if err != nil {
+				return err
+			}
+			st.Overdue = min(st.Overdue+n, bus.OverdueCap)
+			if avail.Valid && (!found || avail.Int64 < oldestAvail) {
+				oldestAvail, oldestDue, found = avail.Int64, due.Int64, true
+			}
 		}
-		st.Overdue = min(st.Overdue+n, bus.OverdueCap)
-		if avail.Valid && (!found || avail.Int64 < oldestAvail) {
-			oldestAvail, oldestDue, found = avail.Int64, due.Int64, true
-		}
+		return nil
+	})
+	if err != nil {
+		return st, fmt.Errorf("mysql: scheduled stats: %w", err)
 	}
 	if found {
 		st.OldestOverdue = fromMicros(oldestDue)
@@ -196,12 +207,22 @@ func (p *Persistence) DueHistogram(ctx context.Context, from time.Time, width ti
 }
 
 // SendNow makes a row that no claim holds due at the server's now, and
-// reports whether it did. Dispatchers in every process find it within
-// Options.WatchInterval.
+// reports whether it did. A row a claim holds is being delivered: false,
+// at once (see CancelOutgoing). Dispatchers in every process find it
+// within Options.WatchInterval.
 func (p *Persistence) SendNow(ctx context.Context, id string) (bool, error) {
-	n, err := execCount(ctx, p.db, "UPDATE "+p.n.table+
-		" SET due_at = UTC_TIMESTAMP(6), available_at = UTC_TIMESTAMP(6), prior_available_at = NULL, lease_until = NULL, lease_token = NULL"+
-		" WHERE id = ? AND (lease_token IS NULL OR lease_until <= UTC_TIMESTAMP(6))", []byte(id))
+	var n int
+	err := p.inTx(ctx, func(tx *sql.Tx) error {
+		if ok, err := p.lockFree(ctx, tx, id); err != nil || !ok {
+			n = 0
+			return err
+		}
+		var err error
+		n, err = execCount(ctx, tx, "UPDATE "+p.n.table+
+			" SET due_at = UTC_TIMESTAMP(6), available_at = UTC_TIMESTAMP(6), prior_available_at = NULL, lease_until = NULL, lease_token = NULL"+
+			" WHERE id = ?", []byte(id))
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("mysql: send now %s: %w", id, err)
 	}

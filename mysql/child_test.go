@@ -6,5 +6,6 @@ package mysql_test
 func runChildIfAsked() bool {
 	runOutboxChildIfAsked()
 	runClaimerIfAsked()
+	runHolderIfAsked()
 	return false
 }

@@ -21,11 +21,29 @@
 //
 // # Claims
 //
-// A claim is one READ COMMITTED transaction: SELECT … FOR UPDATE SKIP
-// LOCKED over the (transport, available_at, id) index, then an UPDATE that
-// leases the rows under a new token. Concurrent claimers in any process
-// skip each other's rows instead of waiting. READ COMMITTED takes no gap
-// locks, so claims never block inserts.
+// A claim locks its rows instead of leasing them: it reads the earliest
+// claimable rows without locks, then locks them by primary key with
+// SELECT … FOR UPDATE SKIP LOCKED in a READ COMMITTED transaction that
+// stays open, and writes nothing. Concurrent claimers in any process skip
+// each other's rows instead of waiting. The dispatcher's deletes, releases
+// and failures run in the claim's transaction, which commits when the
+// claim's last row is settled. A process that dies loses its connection:
+// the server rolls its claims back at once and another process takes the
+// rows on its next poll, about a second after the crash. A process that
+// freezes leaves its claims idle: the server ends each once it has been
+// idle for the look-ahead window plus the lease, rounded up to whole
+// seconds (MariaDB's idle_transaction_timeout; on MySQL the session's
+// wait_timeout), so the rows wait at most that long. A claim holds one
+// connection of the pool until it ends; at most half the pool's
+// MaxOpenConnections are held so. Cancels, SendNow and a recurring
+// schedule's cancellations never wait for a held row: they report it as
+// being delivered. Close rolls back the claims still open.
+//
+// The columns lease_until, lease_token and prior_available_at are no
+// longer written but kept, so that processes of the earlier versions,
+// which leased claimed rows, can share the tables during a rolling
+// upgrade: a row they leased is claimed by this version only after its
+// lease.
 //
 // # Wake-up across processes
 //

@@ -228,7 +228,7 @@ func (p *Persistence) CancelOutgoingInTx(ctx context.Context, id string) (cancel
 	if err := p.checkTx(ctx, tx); err != nil {
 		return false, true, err
 	}
-	n, err := execCount(ctx, tx, p.q.cancel, []byte(id))
+	n, err := p.cancelIn1(ctx, tx, id)
 	if err != nil {
 		return false, true, fmt.Errorf("mysql: cancel in the transaction: %w", err)
 	}

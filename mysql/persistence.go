@@ -30,7 +30,9 @@ var (
 // messages. It is safe for concurrent use by many goroutines and by many
 // processes sharing the tables. Make one with New; the caller owns the
 // *sql.DB and closes it after the buses using this value have stopped.
-// Persistence holds no connection between calls and needs no Close.
+// Between calls it holds only the connections of open claims, whose
+// transactions keep the claimed rows locked until they are settled
+// (claims.go); Close rolls them back.
 type Persistence struct {
 	db   *sql.DB
 	opts Options
@@ -42,6 +44,8 @@ type Persistence struct {
 	// packetLimit is the server's max_allowed_packet, read by Setup (or
 	// the first store); 0 until read (packet.go).
 	packetLimit atomic.Int64
+	// claims are the open claim transactions, by token (claims.go).
+	claims claimRegistry
 
 	mu         sync.Mutex
 	transports map[string]struct{} // the transports claimed for through this value, for WatchDue

@@ -163,8 +163,8 @@ func (p *Persistence) ListRecurring(ctx context.Context) ([]bus.RecurringRecord,
 }
 
 // AdvanceRecurring applies adv in one transaction: the compare-and-set
-// update of the record, the cancellations (rows whose lease runs at the
-// server's now are kept), then the inserts.
+// update of the record, the cancellations (rows a claim holds are
+// kept), then the inserts.
 func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdvance) (bool, error) {
 	if err := checkRows(adv.Store); err != nil {
 		return false, err
@@ -201,10 +201,11 @@ func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdv
 	return done, nil
 }
 
-// cancelIn deletes the rows named that no running lease holds, in tx.
+// cancelIn deletes the rows named that no claim holds, in tx, without
+// waiting for a held row (see CancelOutgoing).
 func (p *Persistence) cancelIn(ctx context.Context, tx *sql.Tx, ids []string) error {
 	for _, id := range ids {
-		if _, err := tx.ExecContext(ctx, p.q.cancel, []byte(id)); err != nil {
+		if _, err := p.cancelIn1(ctx, tx, id); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"encoding/hex"
 	"fmt"
 	"strings"
 )
@@ -12,13 +13,13 @@ import (
 type statements struct {
 	insertHead string // INSERT … VALUES, followed by rows of insertRow
 	insertTail string
-	claim      string // the look-ahead claim's SELECT … FOR UPDATE SKIP LOCKED
-	leaseHead  string // UPDATE that leases; followed by an IN list
-	deleteHead string // DELETE held rows; followed by an IN list
-	releaseHd  string // UPDATE that releases held rows; followed by an IN list
-	failure    string
+	candidates string // the claim's look at the earliest claimable rows, without locks
+	lockHead   string // the claim's SELECT … FOR UPDATE SKIP LOCKED by ID; followed by an IN list
+	deleteHead string // DELETE of rows a claim holds; %s is an idList
+	failure    string // a failure of a row a claim holds
 	nextDue    string
-	cancel     string
+	lockFree   string // locks a row no one holds, without waiting
+	cancel     string // DELETE of the row lockFree locked
 	inbox      string
 	purge      string
 	count      string
@@ -42,39 +43,68 @@ func claimColumns() string {
 
 func newStatements(n names) statements {
 	t := n.table
-	// One ordered, limited, locking range of the (transport,
-	// available_at, id) index per transport value: the claimer's and ''
-	// (rows stored without a transport). An IN of both would make the
-	// server sort, and lock, every due row of both before the limit.
+	// One ordered, limited range of the (transport, available_at, id)
+	// index per transport value: the claimer's and '' (rows stored
+	// without a transport). An IN of both would make the server sort
+	// every due row of both before the limit. It reads without locks: a
+	// range scan that locks would also lock, and keep locked, the first
+	// row past the range (InnoDB reads it to find the range's end), the
+	// next row to fall due. The rows are then locked by primary key.
 	branch := func(where string) string {
-		return "(SELECT " + claimColumns() + " FROM " + t + " WHERE " + where +
-			" AND available_at <= " + nowPlus("?") + " ORDER BY available_at, id LIMIT ? FOR UPDATE SKIP LOCKED)"
+		return "(SELECT id, " + us("available_at") + " AS av FROM " + t + " WHERE " + where +
+			" AND available_at <= " + nowPlus("?") + " ORDER BY available_at, id LIMIT ?)"
 	}
 	return statements{
 		insertHead: "INSERT INTO " + t + " (id, kind, envelope, due_at, available_at, transport, message_type, created_at) VALUES ",
 		// A no-op on a stored ID: the stored row stays as it is. Unlike
 		// INSERT IGNORE, it does not turn other errors into warnings.
 		insertTail: " ON DUPLICATE KEY UPDATE id = id",
-		claim: branch("transport = ?") + " UNION ALL " + branch("transport = '' AND ? <> ''") +
+		candidates: branch("transport = ?") + " UNION ALL " + branch("transport = '' AND ? <> ''") +
 			" ORDER BY av, id LIMIT ?",
-		// MySQL assigns left to right: prior_available_at takes the
-		// available_at of before the claim.
-		leaseHead: "UPDATE " + t + " SET prior_available_at = available_at, available_at = " + at("?") +
-			", lease_until = " + at("?") + ", lease_token = ? WHERE id IN ",
-		deleteHead: "DELETE FROM " + t + " WHERE lease_token = ? AND id IN ",
-		releaseHd: "UPDATE " + t + " SET available_at = COALESCE(prior_available_at, due_at), prior_available_at = NULL," +
-			" lease_until = NULL, lease_token = NULL WHERE lease_token = ? AND id IN ",
+		lockHead: "SELECT " + claimColumns() + " FROM " + t + " FORCE INDEX (PRIMARY) WHERE available_at <= " + nowPlus("?") +
+			" AND (transport = ? OR transport = '') AND id IN ",
+		// The claim's transaction holds the rows: no condition but the IDs.
+		// A join from the list of IDs, so that the server looks each one
+		// up by primary key: with id IN (…) it may scan the table (it
+		// does when its statistics say the table is small), locking, and
+		// waiting for, the rows other claims hold.
+		deleteHead: "DELETE t FROM (%s) AS d STRAIGHT_JOIN " + t + " AS t FORCE INDEX (PRIMARY) ON t.id = d.id",
+		// The lease columns are cleared for a row that a process of an
+		// earlier version leased before its lease lapsed and the row was
+		// claimed again.
 		failure: "UPDATE " + t + " SET failures = failures + 1, last_error = ?, available_at = IF(? > 0, " + nowPlus("?") +
-			", " + at("?") + "), prior_available_at = NULL, lease_until = NULL, lease_token = NULL WHERE id = ? AND lease_token = ?",
+			", " + at("?") + "), prior_available_at = NULL, lease_until = NULL, lease_token = NULL WHERE id = ?",
 		nextDue: fmt.Sprintf("SELECT %s, %s", us("(SELECT MIN(available_at) FROM "+t+" WHERE transport = ?)"),
 			us("(SELECT MIN(available_at) FROM "+t+" WHERE transport = '' AND ? <> '')")),
-		// A leased row is being delivered: it goes only once its lease
-		// has lapsed on the server's clock.
-		cancel: "DELETE FROM " + t + " WHERE id = ? AND (lease_token IS NULL OR lease_until <= UTC_TIMESTAMP(6))",
-		inbox:  "INSERT INTO " + n.inbox + " (endpoint, message_id, handled_at) VALUES (?, ?, UTC_TIMESTAMP(6))",
-		purge:  "DELETE FROM " + n.inbox + " WHERE handled_at < " + nowPlus("-?") + " ORDER BY handled_at LIMIT ?",
-		count:  "SELECT COUNT(*) FROM " + t,
+		// A row a claim holds is locked: being delivered. So is one whose
+		// lease, written by a process of an earlier version, runs at the
+		// server's now.
+		lockFree: "SELECT 1 FROM " + t + " WHERE id = ? AND (lease_token IS NULL OR lease_until <= UTC_TIMESTAMP(6)) FOR UPDATE SKIP LOCKED",
+		cancel:   "DELETE FROM " + t + " WHERE id = ?",
+		inbox:    "INSERT INTO " + n.inbox + " (endpoint, message_id, handled_at) VALUES (?, ?, UTC_TIMESTAMP(6))",
+		purge:    "DELETE FROM " + n.inbox + " WHERE handled_at < " + nowPlus("-?") + " ORDER BY handled_at LIMIT ?",
+		count:    "SELECT COUNT(*) FROM " + t,
 	}
+}
+
+// idList is a derived table of ids, written as hexadecimal literals:
+// binary strings of their exact bytes (a parameter's type would be fixed
+// by the first row's).
+func idList(ids []string) string {
+	var b strings.Builder
+	for i, id := range ids {
+		if i == 0 {
+			b.WriteString("SELECT X'")
+		} else {
+			b.WriteString(" UNION ALL SELECT X'")
+		}
+		b.WriteString(hex.EncodeToString([]byte(id)))
+		b.WriteString("'")
+		if i == 0 {
+			b.WriteString(" AS id")
+		}
+	}
+	return b.String()
 }
 
 // inList is "(?, ?, …)" for n values.

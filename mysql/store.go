@@ -1,13 +1,18 @@
 package mysql
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
 
 	"github.com/postbus/bus"
 )
@@ -28,7 +33,8 @@ const maxLastError = 4096
 // their INSERTs and commits (group commit, at most 2 at once and 2,000
 // rows each; a failure fails every call of the group, none of whose rows
 // is then stored). An ID that is already stored keeps its row (ON DUPLICATE
-// KEY UPDATE id = id), so a retried send cannot schedule twice. A row
+// KEY UPDATE id = id), so a retried send cannot schedule twice; so does
+// an ID whose row a claim holds, without waiting for the claim. A row
 // with a Delay is due Delay after the server's UTC_TIMESTAMP(6) at the
 // statement; otherwise at its DueAt. A row with an empty ID or no
 // envelope fails the call (bus.ErrInvalidMessage) before anything is
@@ -114,25 +120,122 @@ func (p *Persistence) insertRows(ctx context.Context, db execer, msgs []bus.Outg
 		return err
 	}
 	budget, bounded := p.packetBudget(ctx)
-	args := make([]any, 0, insertParams*min(len(msgs), insertChunk))
 	for start := 0; start < len(msgs); {
-		args = args[:0]
 		end := chunkEnd(msgs, start, budget, bounded)
-		for i := start; i < end; i++ {
-			m := &msgs[i]
+		if err := p.insertChunk(ctx, db, msgs[start:end]); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// insertConflictRetries bounds the retries of an INSERT that met a row
+// locked by another transaction.
+const insertConflictRetries = 5
+
+// insertChunk inserts rows in one statement that never waits for a row
+// lock (MariaDB: innodb_lock_wait_timeout 0 for the statement; MySQL,
+// whose least is 1 s: that). A stored ID whose row a claim holds is being
+// delivered: the row is left out, as a stored ID is, and the others are
+// inserted again. A row another transaction is inserting under the same
+// ID is waited for by retrying, a few times.
+func (p *Persistence) insertChunk(ctx context.Context, db execer, rows []bus.OutgoingMessage) error {
+	mode, err := p.idleMode(ctx, db)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		args := make([]any, 0, insertParams*len(rows))
+		for i := range rows {
+			m := &rows[i]
 			base, rel := micros(m.DueAt), false
 			if m.Delay > 0 {
 				base, rel = durMicros(m.Delay), true
 			}
 			args = append(args, []byte(m.ID), int64(m.Kind), m.Envelope, base, rel, []byte(m.Transport), []byte(m.Type))
 		}
-		q := p.q.insertHead + strings.TrimSuffix(strings.Repeat(insertRow+", ", end-start), ", ") + p.q.insertTail
-		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+		head := p.q.insertHead
+		if mode == idleWait {
+			head = strings.Replace(head, "INSERT ", "INSERT /*+ SET_VAR(innodb_lock_wait_timeout = 1) */ ", 1)
+		} else {
+			head = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR " + head
+		}
+		q := head + strings.TrimSuffix(strings.Repeat(insertRow+", ", len(rows)), ", ") + p.q.insertTail
+		_, err := db.ExecContext(ctx, q, args...)
+		if !isLockWait(err) || attempt == insertConflictRetries {
 			return err
 		}
-		start = end
+		free, err := p.withoutHeld(ctx, db, rows)
+		if err != nil {
+			return err
+		}
+		if len(free) == 0 {
+			return nil
+		}
+		if len(free) == len(rows) { // another transaction inserts one of the IDs: wait for it
+			t := time.NewTimer(time.Duration(5<<attempt) * time.Millisecond)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		}
+		rows = free
 	}
-	return nil
+}
+
+// isLockWait reports ER_LOCK_WAIT_TIMEOUT: the statement (not the
+// transaction) was rolled back.
+func isLockWait(err error) bool {
+	var me *mysqldriver.MySQLError
+	return errors.As(err, &me) && me.Number == 1205
+}
+
+// withoutHeld returns rows without those whose ID is stored and locked by
+// another transaction (a claim holds it).
+func (p *Persistence) withoutHeld(ctx context.Context, db execer, rows []bus.OutgoingMessage) ([]bus.OutgoingMessage, error) {
+	args := make([]any, len(rows))
+	for i := range rows {
+		args[i] = []byte(rows[i].ID)
+	}
+	list := inList(len(rows))
+	stored, err := idSet(db.QueryContext(ctx, "SELECT id FROM "+p.n.table+" WHERE id IN "+list, args...))
+	if err != nil {
+		return nil, err
+	}
+	free, err := idSet(db.QueryContext(ctx, "SELECT id FROM "+p.n.table+" FORCE INDEX (PRIMARY) WHERE id IN "+list+" FOR UPDATE SKIP LOCKED", args...))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bus.OutgoingMessage, 0, len(rows))
+	for _, m := range rows {
+		if _, ok := stored[m.ID]; ok {
+			if _, unlocked := free[m.ID]; !unlocked {
+				continue // held by a claim: being delivered
+			}
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// idSet reads a column of IDs.
+func idSet(rows *sql.Rows, err error) (map[string]struct{}, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	out := map[string]struct{}{}
+	for rows.Next() {
+		var id []byte
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out[string(id)] = struct{}{}
+	}
+	return out, rows.Err()
 }
 
 // deadlockRetries is how often inTx runs a transaction that InnoDB chose
@@ -166,64 +269,156 @@ func (p *Persistence) inTxOnce(ctx context.Context, fn func(tx *sql.Tx) error) e
 	return tx.Commit()
 }
 
-// ClaimDueOutgoing leases up to limit rows of transport (and rows stored
+// ClaimDueOutgoing claims up to limit rows of transport (and rows stored
 // without a transport) that are claimable at the server's now, earliest
-// first, until now+lease, under a new lease token. The now argument is
-// not used: the store compares on its own clock (see StoreNow).
+// first, for lease, under a new token. The now argument is not used: the
+// store compares on its own clock (see StoreNow).
 func (p *Persistence) ClaimDueOutgoing(ctx context.Context, transport string, _ time.Time, limit int, lease time.Duration) ([]bus.OutgoingMessage, error) {
 	c, err := p.ClaimOutgoingAhead(ctx, transport, time.Time{}, 0, limit, lease)
 	return c.Rows, err
 }
 
 // ClaimOutgoingAhead is ClaimDueOutgoing for the rows claimable by the
-// server's now + ahead, leased until now + ahead + lease
-// (bus.AheadClaimer). One READ COMMITTED transaction selects the rows
-// with FOR UPDATE SKIP LOCKED, one ordered range of the claim index per
-// transport value, so concurrent claimers in any process never wait for
-// or share a row, and leases them. It returns the server's now of the
-// select with the rows, and each row's AvailableAt.
+// server's now + ahead, held until now + ahead + lease
+// (bus.AheadClaimer). A READ COMMITTED transaction selects the rows with
+// FOR UPDATE SKIP LOCKED, one ordered range of the claim index per
+// transport value, and stays open: the rows stay locked, unchanged, so
+// concurrent claimers in any process skip them, until the claim's rows
+// are settled, its lease ends, or its connection is lost (claims.go). It
+// returns the server's now of the select with the rows, and each row's
+// AvailableAt. When the store's claim transactions already take half the
+// pool (claims.go), a claim that finds no slot within 50 ms returns no
+// rows.
 func (p *Persistence) ClaimOutgoingAhead(ctx context.Context, transport string, _ time.Time, ahead time.Duration, limit int, lease time.Duration) (bus.AheadClaim, error) {
 	p.noteTransport(transport)
 	if limit <= 0 {
 		return bus.AheadClaim{}, ctx.Err()
 	}
-	aheadUS := durMicros(max(ahead, 0))
-	var out []bus.OutgoingMessage
-	var now int64
-	err := p.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		tr := []byte(transport)
-		out, now, err = scanClaimed(tx.QueryContext(ctx, p.q.claim, tr, aheadUS, limit, tr, aheadUS, limit, limit))
-		if err != nil || len(out) == 0 {
-			return err
-		}
-		until := now + aheadUS + durMicros(lease)
-		args := make([]any, 0, 3+len(out))
-		args = append(args, until, until, []byte(newToken()))
-		for i := range out {
-			args = append(args, []byte(out[i].ID))
-		}
-		res, err := tx.ExecContext(ctx, p.q.leaseHead+inList(len(out)), args...)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n != int64(len(out)) {
-			return fmt.Errorf("leased %d rows of %d selected: %v", n, len(out), err)
-		}
-		token, leaseUntil := string(args[2].([]byte)), fromMicros(until)
-		for i := range out {
-			out[i].Token, out[i].LeaseUntil = token, leaseUntil
-		}
-		return nil
-	})
+	c, err := p.claim(ctx, transport, max(ahead, 0), limit, lease)
 	if err != nil {
 		return bus.AheadClaim{}, fmt.Errorf("mysql: claim: %w", err)
 	}
-	c := bus.AheadClaim{Rows: out}
-	if len(out) > 0 {
-		c.Now = fromMicros(now)
-	}
 	return c, nil
+}
+
+// claimRounds bounds the rounds of a claim whose rows other processes'
+// claims hold: each round looks past the rows the one before found held.
+const claimRounds = 3
+
+func (p *Persistence) claim(ctx context.Context, transport string, ahead time.Duration, limit int, lease time.Duration) (bus.AheadClaim, error) {
+	ok, err := p.acquireSlot(ctx)
+	if !ok {
+		return bus.AheadClaim{}, err
+	}
+	start := time.Now()
+	conn, err := p.db.Conn(ctx)
+	if err != nil {
+		p.releaseSlot()
+		return bus.AheadClaim{}, err
+	}
+	c := &openClaim{conn: conn}
+	began := false
+	fail := func(err error) (bus.AheadClaim, error) {
+		discard(conn)
+		p.releaseSlot()
+		return bus.AheadClaim{}, err
+	}
+	var out []bus.OutgoingMessage
+	var now int64
+	aheadUS, tr := durMicros(ahead), []byte(transport)
+	skip := map[string]struct{}{} // rows looked at by an earlier round
+	for round := 0; round < claimRounds && len(out) < limit; round++ {
+		want := limit - len(out)
+		cands, more, err := p.candidates(ctx, conn, tr, aheadUS, want, skip)
+		if err != nil {
+			return fail(err)
+		}
+		if len(cands) == 0 {
+			break
+		}
+		if !began {
+			if c.mode, err = p.idleMode(ctx, conn); err != nil {
+				return fail(err)
+			}
+			if _, err := conn.ExecContext(ctx, claimSessionSQL(c.mode, idleSeconds(ahead, lease))); err != nil {
+				return fail(err)
+			}
+			began = true
+		}
+		args := make([]any, 0, 2+len(cands))
+		args = append(args, aheadUS, tr)
+		for _, cd := range cands {
+			args = append(args, cd.id)
+		}
+		got, n, err := scanClaimed(conn.QueryContext(ctx, p.q.lockHead+inList(len(cands))+" FOR UPDATE SKIP LOCKED", args...))
+		if err != nil {
+			return fail(err)
+		}
+		out, now = append(out, got...), max(now, n)
+		if len(got) == len(cands) || !more {
+			break // none was held by another claim, or there is no more
+		}
+		// The next round looks past these rows: those another claim
+		// holds, and those this claim locked (which its own SELECT would
+		// return again).
+		for _, cd := range cands {
+			skip[string(cd.id)] = struct{}{}
+		}
+	}
+	if len(out) == 0 {
+		defer p.releaseSlot()
+		if began {
+			if _, err := conn.ExecContext(ctx, endSessionSQL(c.mode)); err != nil {
+				discard(conn)
+				return bus.AheadClaim{}, err
+			}
+		}
+		return bus.AheadClaim{}, conn.Close()
+	}
+	slices.SortFunc(out, func(a, b bus.OutgoingMessage) int {
+		return cmp.Or(a.AvailableAt.Compare(b.AvailableAt), strings.Compare(a.ID, b.ID))
+	})
+	c.token = newToken()
+	c.pending = make(map[string]struct{}, len(out))
+	leaseUntil := fromMicros(now + aheadUS + durMicros(lease))
+	for i := range out {
+		out[i].Token, out[i].LeaseUntil = c.token, leaseUntil
+		c.pending[out[i].ID] = struct{}{}
+	}
+	p.register(c, time.Until(start.Add(ahead+lease)))
+	return bus.AheadClaim{Rows: out, Now: fromMicros(now)}, nil
+}
+
+// candidate is a row a claim looked at: its ID and available_at.
+type candidate struct {
+	id []byte
+	av int64
+}
+
+// candidates returns up to want rows claimable by the server's now +
+// ahead, earliest first, that no claim of this store holds and that are
+// not in skip, read without locks; more reports that the read may have
+// stopped before the last such row.
+func (p *Persistence) candidates(ctx context.Context, conn *sql.Conn, tr []byte, aheadUS int64, want int, skip map[string]struct{}) ([]candidate, bool, error) {
+	read := want + p.heldCount() + len(skip)
+	rows, err := conn.QueryContext(ctx, p.q.candidates, tr, aheadUS, read, tr, aheadUS, read, read)
+	if err != nil {
+		return nil, false, err
+	}
+	defer func() { _ = rows.Close() }()
+	var out []candidate
+	seen := 0
+	for rows.Next() {
+		var cd candidate
+		if err := rows.Scan(&cd.id, &cd.av); err != nil {
+			return nil, false, err
+		}
+		seen++
+		if _, skipped := skip[string(cd.id)]; len(out) < want && !skipped && !p.heldByUs(string(cd.id)) {
+			out = append(out, cd)
+		}
+	}
+	return out, seen == read, rows.Err()
 }
 
 // scanClaimed reads the rows of the claim's select, and the server's now
@@ -255,22 +450,27 @@ func scanClaimed(rows *sql.Rows, err error) ([]bus.OutgoingMessage, int64, error
 	return out, now, rows.Err()
 }
 
-// DeleteOutgoing removes the claimed rows that their lease tokens still
-// hold and returns how many it removed. A row re-claimed by someone else,
-// cancelled, stored again, or unknown is left alone.
+// DeleteOutgoing removes the claimed rows that their claims still hold,
+// in each claim's transaction, and returns how many it removed; a claim
+// whose rows are all settled commits. A row of a claim that ended (its
+// lease, or its connection) is left alone. If a commit fails, the error is
+// returned and the claim's rows are claimable again.
 func (p *Persistence) DeleteOutgoing(ctx context.Context, claims []bus.Claim) (int, error) {
-	n, err := p.settleByToken(ctx, p.q.deleteHead, claims)
+	n, err := p.settleClaims(ctx, claims, func(c *openClaim, ids []string) (int, error) {
+		return p.execIDs(ctx, c.conn, p.q.deleteHead, ids)
+	})
 	if err != nil {
 		return n, fmt.Errorf("mysql: delete: %w", err)
 	}
 	return n, nil
 }
 
-// ReleaseOutgoing ends the leases of the claimed rows that their tokens
-// still hold, without counting a failure, and returns how many it
-// released. Each row is claimable again when it was before its claim.
+// ReleaseOutgoing hands back the claimed rows that their claims still
+// hold, without counting a failure, and returns how many it released. The
+// rows are unchanged: each is claimable again when it was before its
+// claim, once the claim's transaction ends (when its last row is settled).
 func (p *Persistence) ReleaseOutgoing(ctx context.Context, claims []bus.Claim) (int, error) {
-	n, err := p.settleByToken(ctx, p.q.releaseHd, claims)
+	n, err := p.settleClaims(ctx, claims, func(_ *openClaim, ids []string) (int, error) { return len(ids), nil })
 	if err != nil {
 		return n, fmt.Errorf("mysql: release: %w", err)
 	}
@@ -280,11 +480,25 @@ func (p *Persistence) ReleaseOutgoing(ctx context.Context, claims []bus.Claim) (
 // settleChunk bounds the IDs of one settling statement.
 const settleChunk = 1000
 
-// settleByToken runs head (parameters: a token, then an IN list of IDs)
-// per distinct token and chunk of IDs. A dispatcher settles the rows of
-// one claim, so that is usually one autocommitted statement; more run in
-// one transaction.
-func (p *Persistence) settleByToken(ctx context.Context, head string, claims []bus.Claim) (int, error) {
+// execIDs runs head (whose %s is an idList) for ids, in chunks, on db and
+// returns how many rows it changed.
+func (p *Persistence) execIDs(ctx context.Context, db execer, head string, ids []string) (int, error) {
+	total := 0
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), settleChunk)]
+		ids = ids[len(chunk):]
+		n, err := execCount(ctx, db, fmt.Sprintf(head, idList(chunk)))
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// settleClaims groups claims by token and settles each group with apply
+// in its claim's transaction (see settle).
+func (p *Persistence) settleClaims(ctx context.Context, claims []bus.Claim, apply func(c *openClaim, ids []string) (int, error)) (int, error) {
 	var order []string
 	byToken := map[string][]string{}
 	for _, c := range claims {
@@ -296,75 +510,50 @@ func (p *Persistence) settleByToken(ctx context.Context, head string, claims []b
 		}
 		byToken[c.Token] = append(byToken[c.Token], c.ID)
 	}
-	run := func(db execer) (int, error) {
-		total := 0
-		for _, token := range order {
-			ids := byToken[token]
-			for len(ids) > 0 {
-				chunk := ids[:min(len(ids), settleChunk)]
-				ids = ids[len(chunk):]
-				args := make([]any, 0, 1+len(chunk))
-				args = append(args, []byte(token))
-				for _, id := range chunk {
-					args = append(args, []byte(id))
-				}
-				n, err := execCount(ctx, db, head+inList(len(chunk)), args...)
-				if err != nil {
-					return 0, err
-				}
-				total += n
-			}
-		}
-		return total, nil
-	}
-	switch {
-	case len(order) == 0:
-		return 0, ctx.Err()
-	case len(order) == 1 && len(byToken[order[0]]) <= settleChunk:
-		n, err := run(p.db)
-		for i := 1; i < deadlockRetries && isDeadlock(err) && ctx.Err() == nil; i++ {
-			n, err = run(p.db)
-		}
-		return n, err
-	}
 	total := 0
-	err := p.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		total, err = run(tx)
-		return err
-	})
-	return total, err
+	for _, token := range order {
+		n, err := p.settle(ctx, token, byToken[token], apply)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, ctx.Err()
 }
 
-// RecordOutgoingFailures counts a failure on each row its token still
-// holds, keeps the error text, ends the lease, and makes the row claimable
-// again RetryAfter after the server's now (at RetryAt when RetryAfter is
-// not positive), in one transaction. It returns how many rows it changed.
+// RecordOutgoingFailures counts a failure on each row its claim still
+// holds, keeps the error text, and makes the row claimable again
+// RetryAfter after the server's clock at the statement (at RetryAt when
+// RetryAfter is not positive), in the claim's transaction. It returns how
+// many rows it changed.
 func (p *Persistence) RecordOutgoingFailures(ctx context.Context, failures []bus.OutgoingFailure) (int, error) {
 	if len(failures) == 0 {
 		return 0, ctx.Err()
 	}
-	total := 0
-	err := p.inTx(ctx, func(tx *sql.Tx) error {
-		total = 0
-		for _, f := range failures {
-			if f.Token == "" {
-				continue
-			}
+	claims := make([]bus.Claim, 0, len(failures))
+	byID := make(map[string]*bus.OutgoingFailure, len(failures))
+	for i := range failures {
+		f := &failures[i]
+		claims = append(claims, bus.Claim{ID: f.ID, Token: f.Token})
+		byID[f.Token+"\x00"+f.ID] = f
+	}
+	n, err := p.settleClaims(ctx, claims, func(c *openClaim, ids []string) (int, error) {
+		total := 0
+		for _, id := range ids {
+			f := byID[c.token+"\x00"+id]
 			after := durMicros(f.RetryAfter)
-			n, err := execCount(ctx, tx, p.q.failure, cleanText(f.Error, maxLastError), after, after, micros(f.RetryAt),
-				[]byte(f.ID), []byte(f.Token))
+			n, err := execCount(ctx, c.conn, p.q.failure, cleanText(f.Error, maxLastError), after, after, micros(f.RetryAt), []byte(id))
 			if err != nil {
-				return err
+				return total, err
 			}
 			total += n
 		}
-		return nil
+		return total, nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("mysql: record failures: %w", err)
+		return n, fmt.Errorf("mysql: record failures: %w", err)
 	}
-	return total, nil
+	return n, nil
 }
 
 // NextDueOutgoing returns when the earliest row of transport (or without
@@ -395,14 +584,42 @@ func (p *Persistence) nextDue(ctx context.Context, transport string) (time.Time,
 }
 
 // CancelOutgoing removes a row that no claim holds, and reports whether it
-// did. A row whose lease is running at the server's now is being
-// delivered: it stays, and the result is false.
+// did. A row that a claim holds is being delivered: it stays, and the
+// result is false, at once (the row is locked with SKIP LOCKED, never
+// waited for). So is a row leased by a process of an earlier version
+// whose lease runs at the server's now.
 func (p *Persistence) CancelOutgoing(ctx context.Context, id string) (bool, error) {
-	n, err := execCount(ctx, p.db, p.q.cancel, []byte(id))
+	var n int
+	err := p.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		n, err = p.cancelIn1(ctx, tx, id)
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("mysql: cancel: %w", err)
 	}
 	return n > 0, nil
+}
+
+// cancelIn1 deletes the row id in tx if it can lock it at once and no
+// earlier version's lease runs on it: 1 if it did.
+func (p *Persistence) cancelIn1(ctx context.Context, tx execer, id string) (int, error) {
+	if ok, err := p.lockFree(ctx, tx, id); err != nil || !ok {
+		return 0, err
+	}
+	return execCount(ctx, tx, p.q.cancel, []byte(id))
+}
+
+// lockFree locks the row id in tx if no transaction holds it (FOR UPDATE
+// SKIP LOCKED: never waiting) and no earlier version's lease runs on it,
+// and reports whether it did.
+func (p *Persistence) lockFree(ctx context.Context, tx execer, id string) (bool, error) {
+	var one int
+	err := tx.QueryRowContext(ctx, p.q.lockFree, []byte(id)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // Len returns the number of stored rows, leased or not.
