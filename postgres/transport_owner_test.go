@@ -1,0 +1,175 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/postbus/bus"
+	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
+	"github.com/postbus/bus/postgres"
+)
+
+// When the liveness connection of a living consumer is lost (here its
+// backend is terminated), other consumers may take its rows at once: its
+// deliveries are cancelled with ErrLeaseLost, and the message comes back
+// within seconds, not after the 30 s lease.
+func TestTransportLostOwnerLockCancelsDeliveries(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	tr := newTransport(t, pool, freshSchema(t, pool), postgres.TransportOptions{Lease: postgres.DefaultLease})
+	queue := bustest.Namespace() + "-owner"
+	ctx := drivertest.Ctx(t, time.Minute)
+	if err := tr.Provision(ctx, bus.Topology{Queue: queue}); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	var calls, acked atomic.Int32
+	redelivered := make(chan time.Time, 1)
+	receiveAll(t, tr, queue, 1, func(ctx context.Context, _ *bus.Envelope) error {
+		if calls.Add(1) == 1 {
+			close(started)
+			<-ctx.Done()
+			cause <- context.Cause(ctx)
+			return context.Cause(ctx)
+		}
+		redelivered <- time.Now()
+		acked.Add(1)
+		return nil
+	})
+	if err := tr.Send(ctx, queue, envelopeTo(queue, "owner-1")); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	var pid int32
+	err := pool.QueryRow(ctx, `SELECT l.pid FROM pg_locks l JOIN `+tr.MessagesTable()+` m
+		ON m.lease_owner = (l.classid::bigint << 32) | l.objid::bigint
+		WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted AND m.queue = $1`, queue).Scan(&pid)
+	if err != nil {
+		t.Fatalf("the claimed row's owner lock: %v", err)
+	}
+	if _, err := pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	terminated := time.Now()
+	select {
+	case err := <-cause:
+		if !errors.Is(err, postgres.ErrLeaseLost) {
+			t.Errorf("delivery ctx cause = %v, want ErrLeaseLost", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the delivery was not cancelled after its owner lock was lost")
+	}
+	select {
+	case at := <-redelivered:
+		if d := at.Sub(terminated); d > 5*time.Second {
+			t.Errorf("redelivered %v after the lock was lost, want within seconds", d)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the message was not redelivered after the owner lock was lost")
+	}
+	waitFor(t, func() bool { return queueRows(t, ctx, pool, tr, queue) == 0 })
+	time.Sleep(300 * time.Millisecond)
+	if n := acked.Load(); n != 1 {
+		t.Errorf("handled to completion %d times, want 1", n)
+	}
+}
+
+// v030TransportDDL is the transport schema of v0.3.0, for the upgrade test.
+func v030TransportDDL(schema, prefix string) []string {
+	s := pgx.Identifier{schema}.Sanitize()
+	m := pgx.Identifier{schema, prefix + "_messages"}.Sanitize()
+	return []string{
+		`CREATE SCHEMA IF NOT EXISTS ` + s,
+		`CREATE TABLE IF NOT EXISTS ` + m + ` (
+	seq          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	queue        text COLLATE "C" NOT NULL,
+	message_id   text NOT NULL,
+	message_type text NOT NULL,
+	headers      jsonb,
+	body         bytea NOT NULL,
+	envelope     bytea NOT NULL,
+	enqueued_at  timestamptz NOT NULL DEFAULT now(),
+	available_at timestamptz NOT NULL DEFAULT now(),
+	lease_token  bigint,
+	deliveries   integer NOT NULL DEFAULT 0
+)`,
+		`CREATE INDEX IF NOT EXISTS ` + pgx.Identifier{prefix + "_messages_claim_idx"}.Sanitize() + ` ON ` + m + ` (queue, available_at, seq)`,
+		`CREATE TABLE IF NOT EXISTS ` + pgx.Identifier{schema, prefix + "_subscriptions"}.Sanitize() + ` (
+	event_type text COLLATE "C" NOT NULL,
+	queue      text COLLATE "C" NOT NULL,
+	PRIMARY KEY (event_type, queue)
+)`,
+	}
+}
+
+// Provision upgrades the tables of v0.3.0 with messages in them: every
+// message is delivered once, and one leased by a v0.3.0 consumer that died
+// waits out its lease (it has no owner lock to tell that it died).
+func TestTransportUpgradeFromV030(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	schema := freshSchema(t, pool)
+	ctx := drivertest.Ctx(t, time.Minute)
+	for _, ddl := range v030TransportDDL(schema, postgres.DefaultTablePrefix) {
+		if _, err := pool.Exec(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queue := bustest.Namespace() + "-upgrade"
+	// A transport's sends write the v0.3.0 columns only.
+	old := newTransport(t, pool, schema, postgres.TransportOptions{})
+	ids := []string{"up-0", "up-1", "up-2", "up-leased"}
+	for _, id := range ids {
+		if err := old.Send(ctx, queue, envelopeTo(queue, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var leaseEnd time.Time
+	err := pool.QueryRow(ctx, `UPDATE `+old.MessagesTable()+` SET lease_token = 7, deliveries = 1,
+		available_at = now() + interval '2 seconds' WHERE message_id = 'up-leased' RETURNING available_at`).Scan(&leaseEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tr := newTransport(t, pool, schema, postgres.TransportOptions{})
+	for range 2 { // idempotent
+		if err := tr.Provision(ctx, bus.Topology{Queue: queue}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var hasOwner bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
+		WHERE table_schema = $1 AND table_name = 'postbus_messages' AND column_name = 'lease_owner')`, schema).Scan(&hasOwner); err != nil || !hasOwner {
+		t.Fatalf("lease_owner column after Provision: %v, %v", hasOwner, err)
+	}
+	got := newArrivals()
+	receiveAll(t, tr, queue, 2, func(_ context.Context, env *bus.Envelope) error {
+		got.add(env.ID)
+		return nil
+	})
+	got.wait(t, len(ids), 30*time.Second)
+	waitFor(t, func() bool { return queueRows(t, ctx, pool, tr, queue) == 0 })
+	time.Sleep(500 * time.Millisecond) // a duplicate would show
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	for _, id := range ids {
+		if n := len(got.at[id]); n != 1 {
+			t.Errorf("%s delivered %d times, want 1", id, n)
+		}
+	}
+	if at := got.at["up-leased"]; len(at) > 0 && at[0].Before(leaseEnd.Add(-100*time.Millisecond)) {
+		t.Errorf("the message leased by a v0.3.0 consumer was delivered %v before its lease ended", leaseEnd.Sub(at[0]))
+	}
+	ddl, err := postgres.TransportMigrations(postgres.TransportOptions{Schema: schema})
+	if err != nil || !strings.Contains(strings.Join(ddl, "\n"), "ADD COLUMN lease_owner") {
+		t.Errorf("TransportMigrations lacks the lease_owner upgrade: %v", err)
+	}
+}
