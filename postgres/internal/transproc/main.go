@@ -84,4 +84,3 @@ func run(ctx context.Context, url, schema, queue string, lease time.Duration, co
 	defer cancel()
 	return errors.Join(err, tr.Close(cctx))
 }
-
