@@ -173,3 +173,39 @@ func TestTransportUpgradeFromV030(t *testing.T) {
 		t.Errorf("TransportMigrations lacks the lease_owner upgrade: %v", err)
 	}
 }
+
+// The reap reads the leased rows of one queue as a range of the claim
+// index, and reads pg_locks only when another owner holds rows there: an
+// idle or single-consumer queue costs one index probe a second.
+func TestTransportReapPlan(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	tr := newTransport(t, pool, freshSchema(t, pool), postgres.TransportOptions{})
+	ctx := drivertest.Ctx(t, time.Minute)
+	if err := tr.Provision(ctx, bus.Topology{Queue: "q0"}); err != nil {
+		t.Fatal(err)
+	}
+	m := tr.MessagesTable()
+	for _, sql := range []string{
+		`INSERT INTO ` + m + ` (queue, message_id, message_type, body, envelope)
+		 SELECT 'q' || (i % 10), 'id-' || i, 'T', '\x', '\x' FROM generate_series(1, 20000) i`,
+		// q1's rows are leased by an owner whose lock nobody holds.
+		`UPDATE ` + m + ` SET available_at = now() + interval '30 seconds', lease_token = seq, lease_owner = 5
+		 WHERE queue = 'q1' AND seq % 100 = 1`,
+		`ANALYZE ` + m,
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
+		idle := explain(t, pool, mode, postgres.ReapSQL(tr), "q2", int64(7))
+		if !strings.Contains(idle, "_messages_claim_idx") || !strings.Contains(idle, "Function Scan on pg_lock_status l (never executed)") {
+			t.Errorf("%s: the reap of a queue without leased rows:\n%s", mode, idle)
+		}
+		dead := explain(t, pool, mode, postgres.ReapSQL(tr)+" RETURNING m.seq", "q1", int64(7))
+		if !strings.Contains(dead, "_messages_claim_idx") || !strings.Contains(dead, "LockRows (actual rows=200 loops=1)") {
+			t.Errorf("%s: the reap of a queue with 200 rows of a vanished owner:\n%s", mode, dead)
+		}
+	}
+}
