@@ -33,6 +33,10 @@ import (
 // often a Receive looks for the rows of vanished owners.
 const ownerCheckInterval = time.Second
 
+// ownerReadyWait bounds how long a Receive waits for the lock before its
+// first claim (the pool may have no connection to give at once).
+const ownerReadyWait = 5 * time.Second
+
 // owner holds a Transport's liveness lock while at least one Receive runs.
 type owner struct {
 	t         *Transport
@@ -57,8 +61,9 @@ func (o *owner) current() int64 {
 }
 
 // join registers r and starts holding the lock if r is the first
-// receiver; it waits (within ctx) until the first attempt to take the
-// lock ended, so the first claims already carry the key. leave undoes it
+// receiver; it waits (within ctx, and at most ownerReadyWait) until the
+// first attempt to take the lock ended, so the first claims already carry
+// the key; claims made without one rely on their lease. leave undoes it
 // and releases the lock after the last receiver.
 func (o *owner) join(ctx context.Context, r *receiver) (leave func()) {
 	if o.t.opts.DisableOwnerLock {
@@ -73,10 +78,13 @@ func (o *owner) join(ctx context.Context, r *receiver) (leave func()) {
 	}
 	ready := o.ready
 	o.mu.Unlock()
+	wait := time.NewTimer(ownerReadyWait)
 	select {
 	case <-ready:
 	case <-ctx.Done():
+	case <-wait.C:
 	}
+	wait.Stop()
 	return func() {
 		o.mu.Lock()
 		delete(o.receivers, r)

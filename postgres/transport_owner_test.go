@@ -209,3 +209,45 @@ func TestTransportReapPlan(t *testing.T) {
 		}
 	}
 }
+
+// With DisableOwnerLock the claimed rows carry no owner (they rely on
+// their lease alone), and a receiving transport holds no lock; without it
+// they carry the key of a lock that is held.
+func TestTransportDisableOwnerLock(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	for _, disable := range []bool{true, false} {
+		tr := newTransport(t, pool, freshSchema(t, pool), postgres.TransportOptions{DisableOwnerLock: disable})
+		queue := bustest.Namespace() + "-nolock"
+		ctx := drivertest.Ctx(t, time.Minute)
+		if err := tr.Provision(ctx, bus.Topology{Queue: queue}); err != nil {
+			t.Fatal(err)
+		}
+		started, release := make(chan struct{}), make(chan struct{})
+		stop := drivertest.Receive(t, tr, queue, bus.ReceiveOptions{Concurrency: 1}, func(ctx context.Context, _ *bus.Envelope) error {
+			close(started)
+			<-release
+			return nil
+		})
+		if err := tr.Send(ctx, queue, envelopeTo(queue, "nolock-1")); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		var owner *int64
+		var locked bool
+		err := pool.QueryRow(ctx, `SELECT m.lease_owner, EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory'
+			AND l.objsubid = 1 AND l.granted AND (l.classid::bigint << 32) | l.objid::bigint = m.lease_owner)
+			FROM `+tr.MessagesTable()+` m WHERE m.queue = $1`, queue).Scan(&owner, &locked)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if disable && owner != nil {
+			t.Errorf("DisableOwnerLock: the claimed row has lease_owner %d, want NULL", *owner)
+		}
+		if !disable && (owner == nil || !locked) {
+			t.Errorf("the claimed row's owner %v, its lock held: %v; want a held lock's key", owner, locked)
+		}
+		close(release)
+		stop()
+	}
+}
