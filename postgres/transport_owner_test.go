@@ -126,7 +126,7 @@ func TestTransportUpgradeFromV030(t *testing.T) {
 	queue := bustest.Namespace() + "-upgrade"
 	// A transport's sends write the v0.3.0 columns only.
 	old := newTransport(t, pool, schema, postgres.TransportOptions{})
-	ids := []string{"up-0", "up-1", "up-2", "up-leased"}
+	ids := []string{"up-0", "up-1", "up-2", "up-leased", "up-overlap"}
 	for _, id := range ids {
 		if err := old.Send(ctx, queue, envelopeTo(queue, id)); err != nil {
 			t.Fatal(err)
@@ -144,6 +144,15 @@ func TestTransportUpgradeFromV030(t *testing.T) {
 		if err := tr.Provision(ctx, bus.Topology{Queue: queue}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// During the rolling upgrade: a v0.3.0 consumer claimed up-overlap
+	// after the lease of a new consumer (owner key 5, which has died since)
+	// lapsed; its claim left lease_owner as it was.
+	var overlapEnd time.Time
+	err = pool.QueryRow(ctx, `UPDATE `+old.MessagesTable()+` SET lease_token = 7, lease_owner = 5, deliveries = 2,
+		available_at = now() + interval '2 seconds' WHERE message_id = 'up-overlap' RETURNING available_at`).Scan(&overlapEnd)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var hasOwner bool
 	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
@@ -165,8 +174,10 @@ func TestTransportUpgradeFromV030(t *testing.T) {
 			t.Errorf("%s delivered %d times, want 1", id, n)
 		}
 	}
-	if at := got.at["up-leased"]; len(at) > 0 && at[0].Before(leaseEnd.Add(-100*time.Millisecond)) {
-		t.Errorf("the message leased by a v0.3.0 consumer was delivered %v before its lease ended", leaseEnd.Sub(at[0]))
+	for id, end := range map[string]time.Time{"up-leased": leaseEnd, "up-overlap": overlapEnd} {
+		if at := got.at[id]; len(at) > 0 && at[0].Before(end.Add(-100*time.Millisecond)) {
+			t.Errorf("%s, leased by a v0.3.0 consumer, was delivered %v before its lease ended", id, end.Sub(at[0]))
+		}
 	}
 	ddl, err := postgres.TransportMigrations(postgres.TransportOptions{Schema: schema})
 	if err != nil || !strings.Contains(strings.Join(ddl, "\n"), "ADD COLUMN lease_owner") {
@@ -190,7 +201,7 @@ func TestTransportReapPlan(t *testing.T) {
 		`INSERT INTO ` + m + ` (queue, message_id, message_type, body, envelope)
 		 SELECT 'q' || (i % 10), 'id-' || i, 'T', '\x', '\x' FROM generate_series(1, 20000) i`,
 		// q1's rows are leased by an owner whose lock nobody holds.
-		`UPDATE ` + m + ` SET available_at = now() + interval '30 seconds', lease_token = seq, lease_owner = 5
+		`UPDATE ` + m + ` SET available_at = now() + interval '30 seconds', lease_token = (seq << 32) | 5, lease_owner = 5
 		 WHERE queue = 'q1' AND seq % 100 = 1`,
 		`ANALYZE ` + m,
 	} {

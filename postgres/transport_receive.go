@@ -247,8 +247,8 @@ func (r *receiver) claim(ctx context.Context, limit int) (int, error) {
 	t := r.t
 	cctx, cancel := context.WithTimeout(r.base, settleTimeout)
 	defer cancel()
-	token := rand.Int64()
 	key := t.owner.current()
+	token := ownedToken(rand.Int64(), key)
 	rows, err := t.pool.Query(cctx, t.sql.claim, r.queue, limit, micros(t.opts.Lease), token, key)
 	if err != nil {
 		return 0, err
@@ -305,6 +305,21 @@ func (r *receiver) claim(ctx context.Context, limit int) (int, error) {
 	}
 	return len(got), nil
 }
+
+// ownedToken returns the lease token of a claim under key: random, with
+// the low 32 bits of key as its own. The reap frees only rows whose token
+// carries their owner's bits, so a row that a v0.3.0 consumer claimed
+// after its owner's lease lapsed (its claim leaves lease_owner as it was)
+// is not freed when that owner dies: it waits out its new lease.
+func ownedToken(random, key int64) int64 {
+	if key == 0 {
+		return random
+	}
+	return random&^ownerBits | key&ownerBits
+}
+
+// ownerBits are the bits of a lease token that name its owner.
+const ownerBits = 1<<32 - 1
 
 // decodeRow rebuilds the envelope of a claimed row from its envelope
 // column (bus.MarshalEnvelope of everything but the body) and its body

@@ -146,11 +146,13 @@ ON m.seq = u.seq AND m.lease_token = u.token`,
 		// The leased rows of the queue are a range of the claim index
 		// (available_at > now(): a row is only ever in the future while
 		// leased); those of another owner whose advisory lock nobody
-		// holds are made available now. pg_locks is read only when such
+		// holds are made available now, when the lease token is still the
+		// one of that owner's claim (ownedToken). pg_locks is read only when such
 		// rows exist (a hashed subplan runs on first use), once.
 		reap: fmt.Sprintf(`UPDATE %[1]s AS m SET available_at = now(), lease_token = NULL, lease_owner = NULL
 FROM (SELECT x.seq FROM %[1]s x
       WHERE x.queue = $1 AND x.available_at > now() AND x.lease_owner IS NOT NULL AND x.lease_owner <> $2
+        AND x.lease_token & 4294967295 = x.lease_owner & 4294967295
         AND x.lease_owner NOT IN (
           SELECT (l.classid::bigint << 32) | l.objid::bigint FROM pg_locks l
           WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
