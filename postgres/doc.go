@@ -162,6 +162,28 @@
 // message's row is deleted; a failed one is made available again at once
 // (native redelivery).
 //
+// A consumer that dies gives its rows back within about a second, not
+// after the lease. While it receives, a Transport holds a session-level
+// advisory lock on a random owner key, on a connection of its own taken out
+// of the pool, and its claims write that key into lease_owner (a column in
+// no index, added by Provision to tables of v0.3.0). The server releases a
+// session lock the moment the session ends, which for a killed process is
+// when the kernel closes its sockets. About once a second each Receive
+// makes available the rows of its queue still leased (available_at >
+// now(), a range of the claim index) whose owner is another and whose lock
+// nobody holds (pg_locks, read only when such rows exist). A frozen
+// process (SIGSTOP) or one the network cut off keeps its session as far as
+// the server knows, so its rows wait out the lease as before, and once
+// awake its acknowledgements name a lease token that is no longer the
+// row's. When the lock connection itself fails while the process lives (a
+// terminated backend, a ping unanswered for a lease), the deliveries
+// claimed under that key are cancelled with ErrLeaseLost and a new key is
+// locked on a new connection. A lease token per claim rather than only the
+// owner key keeps every statement exact whatever the owner's state, and
+// the lock rather than a heartbeat table costs no write to stay alive.
+// TransportOptions.DisableOwnerLock turns it off (PgBouncer in transaction
+// pooling mode, where a session lock does not follow the client).
+//
 // Transport sends and publishes (those that do not join an outbox
 // handling's or a caller's transaction: WithTx stores rows in that
 // transaction, and the dispatcher hands them over after the commit) are
@@ -195,7 +217,7 @@
 // transaction. The acknowledgement, the inbox row, the handler's writes
 // and the messages it sent then commit together, or not at all: a process
 // killed mid-handling leaves nothing behind and the message is delivered
-// again once its lease lapses, and one killed after the commit never sees
+// again (within about a second; after the lease with DisableOwnerLock), and one killed after the commit never sees
 // the message again. The inbox still catches a message the dispatcher sent
 // twice (a crash between its send and its delete), so database effects
 // happen once per message ID.

@@ -67,8 +67,15 @@ func ExampleTransportMigrations() {
 	// 	enqueued_at  timestamptz NOT NULL DEFAULT now(),
 	// 	available_at timestamptz NOT NULL DEFAULT now(),
 	// 	lease_token  bigint,
-	// 	deliveries   integer NOT NULL DEFAULT 0
+	// 	deliveries   integer NOT NULL DEFAULT 0,
+	// 	lease_owner  bigint
 	// );
+	// DO $$ BEGIN
+	// 	IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '"public"."postbus_messages"'::regclass
+	// 		AND attname = 'lease_owner' AND NOT attisdropped) THEN
+	// 		ALTER TABLE "public"."postbus_messages" ADD COLUMN lease_owner bigint;
+	// 	END IF;
+	// END $$;
 	// CREATE INDEX IF NOT EXISTS "postbus_messages_claim_idx" ON "public"."postbus_messages" (queue, available_at, seq);
 	// CREATE TABLE IF NOT EXISTS "public"."postbus_subscriptions" (
 	// 	event_type text COLLATE "C" NOT NULL,

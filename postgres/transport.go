@@ -39,6 +39,7 @@ type Transport struct {
 	sends    *committer
 	acks     *batcher[heldRow]
 	listen   *listener
+	owner    *owner
 
 	setupMu sync.Mutex
 	setUp   bool
@@ -63,6 +64,7 @@ func NewTransport(pool *pgxpool.Pool, opts TransportOptions) (*Transport, error)
 	t.sends = newCommitter(opts.MaxSendBatch, t.commitRows)
 	t.acks = newBatcher(1000, 2, t.ack)
 	t.listen = &listener{t: t, subs: map[string]map[chan struct{}]struct{}{}}
+	t.owner = newOwner(t)
 	return t, nil
 }
 
@@ -135,7 +137,7 @@ func (t *Transport) ensureTables(ctx context.Context) error {
 // committed or have failed; when ctx ends first, it abandons their
 // commits (those sends fail) and returns ctx's error. Receive calls end
 // with their own contexts; the LISTEN connection is released when the last
-// one ends. The pool stays open.
+// one ends, and so is the liveness connection. The pool stays open.
 func (t *Transport) Close(ctx context.Context) error {
 	t.closed.Store(true)
 	if err := t.sends.close(ctx); err != nil {

@@ -40,8 +40,10 @@ type TransportOptions struct {
 	// Lease is how long a received message stays invisible to other
 	// consumers. While its handler runs the lease is extended every
 	// Lease/3; when an extension finds that another consumer took the
-	// message, the delivery's ctx is cancelled. A consumer that dies
-	// leaves its messages to others once their lease lapses. Default 30 s.
+	// message, the delivery's ctx is cancelled. A consumer that is frozen
+	// or cut off from the server leaves its messages to others once their
+	// lease lapses; one whose process died, within about a second (see
+	// DisableOwnerLock). Default 30 s.
 	Lease time.Duration
 	// PollInterval is how often an idle Receive looks for messages when no
 	// notification woke it (notifications lost on a dropped LISTEN
@@ -51,6 +53,14 @@ type TransportOptions struct {
 	// Receive relies on PollInterval. Set it behind PgBouncer in
 	// transaction pooling mode, where LISTEN does not work. Default false.
 	DisableNotify bool
+	// DisableOwnerLock turns off the liveness lock: while it receives, a
+	// Transport holds a session-level advisory lock on a connection of its
+	// own, taken out of the pool, and records the lock's key on the rows it
+	// claims, so that other consumers take the rows of a process that died
+	// within about a second instead of after their lease. Set it behind
+	// PgBouncer in transaction pooling mode, where a session lock does not
+	// follow the client; rows then wait out their lease. Default false.
+	DisableOwnerLock bool
 	// MaxMessageSize is the largest envelope body Send and Publish accept;
 	// a larger one is an *OversizeError and nothing is stored. PostgreSQL
 	// takes up to 1 GiB in a bytea, but every message is read whole into

@@ -25,6 +25,7 @@ type heldRow struct{ seq, token int64 }
 type delivery struct {
 	t      *Transport
 	row    heldRow
+	owner  int64  // the owner key the row was claimed under; 0 for none
 	id     string // the message ID
 	env    *bus.Envelope
 	ctx    context.Context // the delivery context, carrying the delivery
@@ -60,6 +61,7 @@ type receiver struct {
 	flight  map[int64]*delivery // every row held: running, waiting or settling
 	settles sync.WaitGroup      // settlements in progress
 	errWait time.Duration
+	reaped  time.Time // when the rows of vanished owners were last freed
 }
 
 // Receive consumes queue with at most opts.Concurrency handlers at once
@@ -73,8 +75,10 @@ type receiver struct {
 // another consumer, the delivery ctx is cancelled with ErrLeaseLost as its
 // cause. A nil result deletes the row (grouped with other
 // acknowledgements; a failed delete is tried again for two thirds of the
-// lease); an error makes it available again at once. It returns
-// an error only when the tables are missing.
+// lease); an error makes it available again at once. About once a
+// second it also makes available at once the rows of its queue that a
+// consumer which has since died still held (see DisableOwnerLock). It
+// returns an error only when the tables are missing.
 func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveOptions, h bus.DeliveryHandler) error {
 	if err := checkQueue(queue); err != nil {
 		return err
@@ -95,6 +99,8 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		defer unsubscribe()
 		wake = ch
 	}
+	// Left last: the lock outlives every row this Receive holds.
+	defer t.owner.join(ctx, r)()
 	hbCtx, stopHeartbeat := context.WithCancel(r.base)
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); r.heartbeat(hbCtx) }()
@@ -116,6 +122,7 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 		if want == 0 {
 			return nil
 		}
+		r.reapVanished(ctx)
 		n, err := r.claim(ctx, want)
 		if err != nil {
 			if first && isUndefinedTable(err) {
@@ -145,12 +152,64 @@ func (t *Transport) Receive(ctx context.Context, queue string, opts bus.ReceiveO
 			default:
 			}
 		}
-		poll.Reset(t.opts.PollInterval)
+		poll.Reset(r.idleWait())
 		select {
 		case <-wake:
 		case <-poll.C:
 		case <-ctx.Done():
 		}
+	}
+}
+
+// idleWait is how long an idle Receive waits for a notification before
+// it looks again: PollInterval, or less when the rows of vanished owners
+// are due to be looked for first.
+func (r *receiver) idleWait() time.Duration {
+	wait := r.t.opts.PollInterval
+	if !r.t.opts.DisableOwnerLock {
+		wait = min(wait, max(0, time.Until(r.reaped.Add(ownerCheckInterval))))
+	}
+	return wait
+}
+
+// reapVanished makes available the leased rows of the queue whose owner
+// died, at most once every ownerCheckInterval. A failure is logged and
+// only delays those rows.
+func (r *receiver) reapVanished(ctx context.Context) {
+	t := r.t
+	if t.opts.DisableOwnerLock || time.Since(r.reaped) < ownerCheckInterval || ctx.Err() != nil {
+		return
+	}
+	r.reaped = time.Now()
+	cctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	tag, err := t.pool.Exec(cctx, t.sql.reap, r.queue, t.owner.current())
+	if err != nil {
+		if ctx.Err() == nil && !isUndefinedTable(err) {
+			t.log.Warn("postgres: freeing the rows of vanished consumers failed", slog.String("queue", r.queue), slog.Any("error", err))
+		}
+		return
+	}
+	if n := tag.RowsAffected(); n > 0 {
+		t.log.Info("postgres: freed the rows of a consumer that died", slog.String("queue", r.queue), slog.Int64("rows", n))
+	}
+}
+
+// ownerLost cancels the deliveries claimed under key, whose lock was
+// lost: other consumers may take their rows at once. A delivery whose
+// row an outbox handling is deleting keeps it (the row lock protects it,
+// and the deletion names the lease token).
+func (r *receiver) ownerLost(key int64) {
+	r.mu.Lock()
+	var lost []*delivery
+	for _, d := range r.flight {
+		if d.owner == key && !d.busy() {
+			lost = append(lost, d)
+		}
+	}
+	r.mu.Unlock()
+	for _, d := range lost {
+		d.cancel(ErrLeaseLost)
 	}
 }
 
@@ -188,8 +247,9 @@ func (r *receiver) claim(ctx context.Context, limit int) (int, error) {
 	t := r.t
 	cctx, cancel := context.WithTimeout(r.base, settleTimeout)
 	defer cancel()
-	token := rand.Int64()
-	rows, err := t.pool.Query(cctx, t.sql.claim, r.queue, limit, micros(t.opts.Lease), token)
+	key := t.owner.current()
+	token := ownedToken(rand.Int64(), key)
+	rows, err := t.pool.Query(cctx, t.sql.claim, r.queue, limit, micros(t.opts.Lease), token, key)
 	if err != nil {
 		return 0, err
 	}
@@ -212,6 +272,7 @@ func (r *receiver) claim(ctx context.Context, limit int) (int, error) {
 		return 0, err
 	}
 	slices.SortFunc(got, func(a, b claimed) int { return cmp.Compare(a.seq, b.seq) })
+	ds := make([]*delivery, 0, len(got))
 	for _, c := range got {
 		row := heldRow{seq: c.seq, token: token}
 		if ctx.Err() != nil {
@@ -220,16 +281,45 @@ func (r *receiver) claim(ctx context.Context, limit int) (int, error) {
 		}
 		env := decodeRow(c.id, c.body, c.envelope)
 		dctx, cancel := context.WithCancelCause(r.base)
-		d := &delivery{t: r.t, row: row, id: env.ID, env: env, cancel: cancel}
+		d := &delivery{t: r.t, row: row, owner: key, id: env.ID, env: env, cancel: cancel}
 		d.ctx = context.WithValue(dctx, deliveryKey{}, d)
-		r.mu.Lock()
-		r.flight[row.seq] = d
-		r.mu.Unlock()
+		ds = append(ds, d)
+	}
+	r.mu.Lock()
+	for _, d := range ds {
+		r.flight[d.row.seq] = d
+	}
+	r.mu.Unlock()
+	// In flight before the key is checked: a lock lost in between either
+	// finds these deliveries (ownerLost) or changed the key. Rows claimed
+	// under a lost key may be another consumer's already: not handed out.
+	if key != 0 && t.owner.current() != key {
+		for _, d := range ds {
+			r.forget(d)
+		}
+		return len(got), nil
+	}
+	for _, d := range ds {
 		r.pool.Put(d)
 		put++
 	}
 	return len(got), nil
 }
+
+// ownedToken returns the lease token of a claim under key: random, with
+// the low 32 bits of key as its own. The reap frees only rows whose token
+// carries their owner's bits, so a row that a v0.3.0 consumer claimed
+// after its owner's lease lapsed (its claim leaves lease_owner as it was)
+// is not freed when that owner dies: it waits out its new lease.
+func ownedToken(random, key int64) int64 {
+	if key == 0 {
+		return random
+	}
+	return random&^ownerBits | key&ownerBits
+}
+
+// ownerBits are the bits of a lease token that name its owner.
+const ownerBits = 1<<32 - 1
 
 // decodeRow rebuilds the envelope of a claimed row from its envelope
 // column (bus.MarshalEnvelope of everything but the body) and its body

@@ -32,7 +32,12 @@ func newTNames(o TransportOptions) tnames {
 // first out among the rows available at once). available_at is when a row
 // can next be claimed: its insert time, pushed forward by each claim (the
 // lease) and back to now() by a release. lease_token names the claim that
-// holds the row. Rows are deleted when acknowledged, so the table holds
+// holds the row, lease_owner the Transport that claimed it (the key of its
+// session advisory lock; see transport_owner.go), and is in no index.
+// lease_owner came after v0.3.0: the ALTER TABLE adds it to a table made
+// by an earlier version (a nullable column without default: a catalog
+// change, no table rewrite), only when missing, so an up-to-date table
+// takes no ACCESS EXCLUSIVE lock. Rows are deleted when acknowledged, so the table holds
 // only what is queued or in flight, and the error and dead-letter queues
 // (queue = their name) until someone consumes them.
 func transportDDL(n tnames) []string {
@@ -49,8 +54,15 @@ func transportDDL(n tnames) []string {
 	enqueued_at  timestamptz NOT NULL DEFAULT now(),
 	available_at timestamptz NOT NULL DEFAULT now(),
 	lease_token  bigint,
-	deliveries   integer NOT NULL DEFAULT 0
+	deliveries   integer NOT NULL DEFAULT 0,
+	lease_owner  bigint
 )`,
+		`DO $$ BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '` + n.messages + `'::regclass
+		AND attname = 'lease_owner' AND NOT attisdropped) THEN
+		ALTER TABLE ` + n.messages + ` ADD COLUMN lease_owner bigint;
+	END IF;
+END $$`,
 		`CREATE INDEX IF NOT EXISTS ` + n.claimIdx + ` ON ` + n.messages + ` (queue, available_at, seq)`,
 		`CREATE TABLE IF NOT EXISTS ` + n.subs + ` (
 	event_type text COLLATE "C" NOT NULL,
@@ -79,6 +91,7 @@ type tstatements struct {
 	release   string
 	extend    string
 	held      string
+	reap      string // frees the leased rows of vanished owners
 	ackOne    string // the acknowledgement inside an outbox handling
 }
 
@@ -115,12 +128,13 @@ func newTStatements(n tnames) tstatements {
 	SELECT seq FROM %[1]s WHERE queue = $1 AND available_at <= now() AND %[3]s
 	ORDER BY available_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED
 )
-UPDATE %[1]s AS m SET available_at = now() + $3 %[2]s, lease_token = $4, deliveries = m.deliveries + 1
+UPDATE %[1]s AS m SET available_at = now() + $3 %[2]s, lease_token = $4, lease_owner = NULLIF($5::bigint, 0),
+	deliveries = m.deliveries + 1
 FROM c WHERE m.seq = c.seq
 RETURNING m.seq, m.message_id, m.body, m.envelope`, m, microsSQL, asyncCommit),
 		ack: `DELETE FROM ` + m + ` AS m USING unnest($1::bigint[], $2::bigint[]) AS u(seq, token)
 WHERE m.seq = u.seq AND m.lease_token = u.token AND ` + asyncCommit,
-		release: `UPDATE ` + m + ` SET available_at = now(), lease_token = NULL WHERE seq = $1 AND lease_token = $2 AND ` + asyncCommit,
+		release: `UPDATE ` + m + ` SET available_at = now(), lease_token = NULL, lease_owner = NULL WHERE seq = $1 AND lease_token = $2 AND ` + asyncCommit,
 		// Rows locked by an outbox handling that is deleting them are
 		// skipped, not waited for; held tells whether they are still ours.
 		extend: fmt.Sprintf(`UPDATE %[1]s AS m SET available_at = now() + $3 %[2]s
@@ -129,6 +143,22 @@ FROM (SELECT x.seq FROM %[1]s x JOIN unnest($1::bigint[], $2::bigint[]) AS u(seq
 WHERE m.seq = l.seq AND %[3]s RETURNING m.seq`, m, microsSQL, asyncCommit),
 		held: `SELECT m.seq FROM ` + m + ` m JOIN unnest($1::bigint[], $2::bigint[]) AS u(seq, token)
 ON m.seq = u.seq AND m.lease_token = u.token`,
+		// The leased rows of the queue are a range of the claim index
+		// (available_at > now(): a row is only ever in the future while
+		// leased); those of another owner whose advisory lock nobody
+		// holds are made available now, when the lease token is still the
+		// one of that owner's claim (ownedToken). pg_locks is read only when such
+		// rows exist (a hashed subplan runs on first use), once.
+		reap: fmt.Sprintf(`UPDATE %[1]s AS m SET available_at = now(), lease_token = NULL, lease_owner = NULL
+FROM (SELECT x.seq FROM %[1]s x
+      WHERE x.queue = $1 AND x.available_at > now() AND x.lease_owner IS NOT NULL AND x.lease_owner <> $2
+        AND x.lease_token & 4294967295 = x.lease_owner & 4294967295
+        AND x.lease_owner NOT IN (
+          SELECT (l.classid::bigint << 32) | l.objid::bigint FROM pg_locks l
+          WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+            AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+      FOR UPDATE OF x SKIP LOCKED) d
+WHERE m.seq = d.seq AND %[2]s`, m, asyncCommit),
 		ackOne: `DELETE FROM ` + m + ` WHERE seq = $1 AND lease_token = $2`,
 	}
 }
