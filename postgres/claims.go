@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"sync"
@@ -37,6 +38,7 @@ import (
 // claimRegistry holds the open claims of a Persistence by token, and the
 // slots that bound how many connections they hold at once.
 type claimRegistry struct {
+	log   *slog.Logger
 	mu    sync.Mutex
 	open  map[string]*openClaim
 	slots chan struct{}
@@ -64,8 +66,8 @@ func claimSlots(pool *pgxpool.Pool) int {
 	return max(1, int(pool.Config().MaxConns)/2)
 }
 
-func newClaimRegistry(slots int) *claimRegistry {
-	return &claimRegistry{open: map[string]*openClaim{}, slots: make(chan struct{}, slots)}
+func newClaimRegistry(slots int, log *slog.Logger) *claimRegistry {
+	return &claimRegistry{log: log, open: map[string]*openClaim{}, slots: make(chan struct{}, slots)}
 }
 
 // idleMillis is the idle limit of a claim's transaction in whole
@@ -184,6 +186,7 @@ func (c *openClaim) expire() {
 		c.timer.Reset(wait)
 		return
 	}
+	c.reg.log.Warn("postgres: a claim was not settled within its lease; its rows are claimable again", "unsettled", len(c.pending))
 	c.finish("ROLLBACK")
 }
 
@@ -285,6 +288,7 @@ func (c *openClaim) settle(ctx context.Context, kind settleKind, ids []string, s
 		lapsed := c.lapsed(err)
 		c.finish("ROLLBACK")
 		if lapsed {
+			c.reg.log.Warn("postgres: the server ended a claim idle for its lease; its rows are claimable again", "unsettled", len(c.pending))
 			return 0, nil
 		}
 		return 0, fmt.Errorf("claim transaction: %w", err)

@@ -62,7 +62,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
 	p.staged = newStagedStatements(p.names, !opts.DisableNotify)
 	p.sagaSQL = newSagaStatements(p.names)
 	p.batch = newBatcher(opts.MaxBatchRows, opts.MaxConcurrentInserts, p.insert)
-	p.claims = newClaimRegistry(claimSlots(pool))
+	p.claims = newClaimRegistry(claimSlots(pool), opts.Logger)
 	return p, nil
 }
 

@@ -123,8 +123,9 @@ func micros(d time.Duration) int64 {
 // round trip. The now argument is ignored: due times compare with the
 // server's now(), so a skewed client clock cannot make a message early.
 // LeaseUntil is the server's now() + lease: the server ends the
-// transaction when it has been idle that long, which frees the rows of a
-// process that froze or lost its network; a process that dies frees them
+// transaction when it has been idle that long (and a grace of a quarter of
+// the lease, at most a second), which frees the rows of a process that
+// froze or lost its network; a process that dies frees them
 // at once, its connection closing. See claims.go.
 func (p *Persistence) ClaimDueOutgoing(ctx context.Context, transport string, _ time.Time, limit int, lease time.Duration) ([]bus.OutgoingMessage, error) {
 	c, err := p.claim(ctx, p.sql.claim, transport, limit, lease, 0, false)
@@ -172,10 +173,20 @@ func (p *Persistence) claim(ctx context.Context, sql, transport string, limit in
 		out = append(out, m)
 		return m.ID, nil
 	}
-	if _, err := p.claims.begin(ctx, p.pool, ahead+lease, token, sql, args, scan); err != nil {
+	if _, err := p.claims.begin(ctx, p.pool, ahead+lease+claimGrace(lease), token, sql, args, scan); err != nil {
 		return bus.AheadClaim{}, fmt.Errorf("postgres: claim outgoing: %w", err)
 	}
 	return bus.AheadClaim{Rows: out, Now: now}, nil
+}
+
+// claimGrace is how long past its lease a claim's transaction may idle
+// before the server ends it: a settlement the dispatcher started before
+// the lease's end (it aims for a tenth of the lease before) still lands
+// on a loaded machine. A quarter of the lease, at most a second, about
+// what a lapsed lease of earlier versions left before another
+// dispatcher's next poll took the row.
+func claimGrace(lease time.Duration) time.Duration {
+	return min(max(lease, 0)/4, time.Second)
 }
 
 // newToken returns a random 128-bit claim token in hex.
