@@ -154,17 +154,23 @@ func startTakeover(t *testing.T, pool *pgxpool.Pool, schema string) *handOvers {
 	return tr
 }
 
-// waitAll waits until every row was handed over at least once.
+// waitAll waits until failoverN rows were handed over at least once.
 func waitAll(t *testing.T, tr *handOvers, within time.Duration) map[string][]time.Time {
+	t.Helper()
+	return waitN(t, tr, failoverN, within)
+}
+
+// waitN waits until n rows were handed over at least once.
+func waitN(t *testing.T, tr *handOvers, n int, within time.Duration) map[string][]time.Time {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
 		got := tr.snapshot()
-		if len(got) == failoverN {
+		if len(got) >= n {
 			return got
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %v, %d of %d rows handed over", within, len(got), failoverN)
+			t.Fatalf("after %v, %d of %d rows handed over", within, len(got), n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
