@@ -79,15 +79,17 @@ func failoverSetup(t *testing.T, ctx context.Context, pool *pgxpool.Pool, due ti
 	return p, schema, receipts
 }
 
-// waitHeld waits until every row of p's table is locked by a claim: a
-// SKIP LOCKED probe finds none of them free.
+// waitHeld waits until every row of p's table is held by a claim: a SKIP
+// LOCKED probe finds none of them free (nor leased, as claims of earlier
+// versions held rows, so that the test runs, and fails, against them).
 func waitHeld(t *testing.T, ctx context.Context, pool *pgxpool.Pool, p *postgres.Persistence) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var total, free int
 		err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM `+p.Table()+`),
-			(SELECT count(*) FROM (SELECT 1 FROM `+p.Table()+` FOR KEY SHARE SKIP LOCKED) AS f)`).Scan(&total, &free)
+			(SELECT count(*) FROM (SELECT 1 FROM `+p.Table()+`
+				WHERE lease_token IS NULL OR lease_until <= now() FOR KEY SHARE SKIP LOCKED) AS f)`).Scan(&total, &free)
 		if err != nil {
 			t.Fatal(err)
 		}
