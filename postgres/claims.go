@@ -133,10 +133,12 @@ func (r *claimRegistry) begin(ctx context.Context, pool *pgxpool.Pool, idle time
 		return nil, err
 	}
 	c := &openClaim{reg: r, token: token, idle: idle, conn: conn, pending: pending, used: time.Now()}
-	c.timer = time.AfterFunc(idle, c.expire)
+	c.mu.Lock() // the timer may fire at once: it finds the claim registered
+	defer c.mu.Unlock()
 	r.mu.Lock()
 	r.open[token] = c
 	r.mu.Unlock()
+	c.timer = time.AfterFunc(idle, c.expire)
 	return c, nil
 }
 
