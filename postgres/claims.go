@@ -188,7 +188,8 @@ func (c *openClaim) expire() {
 		c.timer.Reset(wait)
 		return
 	}
-	c.reg.log.Warn("postgres: a claim was not settled within its lease; its rows are claimable again", "unsettled", len(c.pending))
+	c.reg.log.Warn("postgres: a claim was not settled within its lease; its rows are claimable again",
+		"unsettled", len(c.pending), "idle", time.Since(c.used).Round(time.Millisecond))
 	c.finish("ROLLBACK")
 }
 
@@ -290,7 +291,8 @@ func (c *openClaim) settle(ctx context.Context, kind settleKind, ids []string, s
 		lapsed := c.lapsed(err)
 		c.finish("ROLLBACK")
 		if lapsed {
-			c.reg.log.Warn("postgres: the server ended a claim idle for its lease; its rows are claimable again", "unsettled", len(c.pending))
+			c.reg.log.Warn("postgres: the server ended a claim idle for its lease; its rows are claimable again",
+				"unsettled", len(c.pending), "idle", time.Since(c.used).Round(time.Millisecond))
 			return 0, nil
 		}
 		return 0, fmt.Errorf("claim transaction: %w", err)

@@ -102,12 +102,12 @@ func run(ctx context.Context, url, schema, name string, dispatcher bus.Dispatche
 		return err
 	}
 	defer recPool.Close()
-	p, err := postgres.New(storePool, postgres.Options{Schema: schema})
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("proc", name)
+	p, err := postgres.New(storePool, postgres.Options{Schema: schema, Logger: log})
 	if err != nil {
 		return err
 	}
 	receipts := pgx.Identifier{schema, "receipts"}.Sanitize()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("proc", name)
 	b, err := bus.New(bus.Config{
 		Endpoint:    Endpoint,
 		Transport:   newSyncTransport(),
