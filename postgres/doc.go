@@ -66,8 +66,8 @@
 // When a process dies its connections close, and the server frees its rows
 // at once: another dispatcher takes them at its next poll. A process that
 // freezes or loses its network leaves its transaction idle, and the server
-// ends it after the claim's window and lease (and a grace of a quarter of the
-// lease, at most a second: idle_in_transaction_session_timeout, set for the
+// ends it after the claim's window and lease (and a grace of half the lease,
+// at most two seconds: idle_in_transaction_session_timeout, set for the
 // claim's transaction); the process cannot commit when it wakes, and its
 // settlements settle nothing. The lease is therefore the bound on a frozen
 // process's rows, and the time the dispatcher has to hand rows over and

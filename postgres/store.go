@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -123,8 +124,8 @@ func micros(d time.Duration) int64 {
 // round trip. The now argument is ignored: due times compare with the
 // server's now(), so a skewed client clock cannot make a message early.
 // LeaseUntil is the server's now() + lease: the server ends the
-// transaction when it has been idle that long (and a grace of a quarter of
-// the lease, at most a second), which frees the rows of a process that
+// transaction when it has been idle that long (and a grace of half the
+// lease, at most two seconds), which frees the rows of a process that
 // froze or lost its network; a process that dies frees them
 // at once, its connection closing. See claims.go.
 func (p *Persistence) ClaimDueOutgoing(ctx context.Context, transport string, _ time.Time, limit int, lease time.Duration) ([]bus.OutgoingMessage, error) {
@@ -182,11 +183,9 @@ func (p *Persistence) claim(ctx context.Context, sql, transport string, limit in
 // claimGrace is how long past its lease a claim's transaction may idle
 // before the server ends it: a settlement the dispatcher started before
 // the lease's end (it aims for a tenth of the lease before) still lands
-// on a loaded machine. A quarter of the lease, at most a second, about
-// what a lapsed lease of earlier versions left before another
-// dispatcher's next poll took the row.
+// on a loaded machine. Half the lease, at most two seconds.
 func claimGrace(lease time.Duration) time.Duration {
-	return min(max(lease, 0)/4, time.Second)
+	return min(max(lease, 0)/2, 2*time.Second)
 }
 
 // newToken returns a random 128-bit claim token in hex.
@@ -245,8 +244,9 @@ func (p *Persistence) RecordOutgoingFailures(ctx context.Context, failures []bus
 }
 
 // settleClaims settles claims, grouped by token, each group in its
-// claim's transaction (failures, when kind is settleFail, parallels
-// claims). It stops at the first error, returning the rows settled before.
+// claim's transaction, the groups at once (failures, when kind is
+// settleFail, parallels claims). It returns the rows settled and the first
+// error.
 func (p *Persistence) settleClaims(ctx context.Context, kind settleKind, claims []bus.Claim, failures []bus.OutgoingFailure) (int, error) {
 	if len(claims) == 0 {
 		return 0, ctx.Err()
@@ -259,7 +259,12 @@ func (p *Persistence) settleClaims(ctx context.Context, kind settleKind, claims 
 		}
 		groups[c.Token] = append(groups[c.Token], i)
 	}
-	total := 0
+	var (
+		mu    sync.Mutex
+		total int
+		first error
+		wg    sync.WaitGroup
+	)
 	for _, token := range order {
 		c := p.claims.get(token)
 		if c == nil {
@@ -296,13 +301,18 @@ func (p *Persistence) settleClaims(ctx context.Context, kind settleKind, claims 
 				return []any{kept, errs, after, retry}
 			}
 		}
-		n, err := c.settle(ctx, kind, ids, sql, args)
-		total += n
-		if err != nil {
-			return total, err
-		}
+		wg.Go(func() {
+			n, err := c.settle(ctx, kind, ids, sql, args)
+			mu.Lock()
+			defer mu.Unlock()
+			total += n
+			if err != nil && first == nil {
+				first = err
+			}
+		})
 	}
-	return total, nil
+	wg.Wait()
+	return total, first
 }
 
 // RollbackClaims ends every claim of p that is still open, so that its
