@@ -32,8 +32,15 @@ import (
 // network) leaves the transaction idle; the server ends it after the
 // window and the lease (idle_in_transaction_session_timeout, set for the
 // claim's transaction only), and the process, when it wakes, cannot
-// commit. A local timer of the same length rolls back a claim whose
-// caller never settles it, so its connection returns to the pool.
+// commit.
+//
+// A process that runs keeps its open claims alive: a claim whose
+// transaction has been idle for a third of that limit gets a "SELECT 1",
+// so the rows it handed over and has not yet deleted stay locked while
+// its settlements are late (a loaded machine), rather than going to
+// another dispatcher, which would send them again. A claim still open
+// twice its window and lease after it began is rolled back, so a caller
+// that never settles it cannot hold its rows and connection for ever.
 
 // claimRegistry holds the open claims of a Persistence by token, and the
 // slots that bound how many connections they hold at once.
@@ -55,6 +62,7 @@ type openClaim struct {
 	pending map[string]struct{}
 	wrote   bool      // a settlement wrote a row: end with COMMIT
 	used    time.Time // when the transaction last ran a statement
+	born    time.Time // when the claim began
 	timer   *time.Timer
 	done    bool
 }
@@ -133,12 +141,13 @@ func (r *claimRegistry) begin(ctx context.Context, pool *pgxpool.Pool, idle time
 		return nil, err
 	}
 	c := &openClaim{reg: r, token: token, idle: idle, conn: conn, pending: pending, used: time.Now()}
+	c.born = c.used
 	c.mu.Lock() // the timer may fire at once: it finds the claim registered
 	defer c.mu.Unlock()
 	r.mu.Lock()
 	r.open[token] = c
 	r.mu.Unlock()
-	c.timer = time.AfterFunc(idle, c.expire)
+	c.timer = time.AfterFunc(c.idle/3, c.tick)
 	return c, nil
 }
 
@@ -176,21 +185,37 @@ func (r *claimRegistry) rollbackAll() {
 	}
 }
 
-// expire rolls back a claim left idle for its whole limit: the server
-// ends such a transaction itself; this returns the connection.
-func (c *openClaim) expire() {
+// tick keeps a claim's transaction alive once it has idled for a third of
+// its limit, and rolls the claim back once it is older than twice its
+// limit or its connection failed.
+func (c *openClaim) tick() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done {
 		return
 	}
-	if wait := c.idle - time.Since(c.used); wait > 0 { // a settlement ran since the timer was set
-		c.timer.Reset(wait)
+	age := time.Since(c.born)
+	if age >= 2*c.idle {
+		c.reg.log.Warn("postgres: a claim was not settled within twice its lease; its rows are claimable again",
+			"unsettled", len(c.pending), "age", age.Round(time.Millisecond))
+		c.finish("ROLLBACK")
 		return
 	}
-	c.reg.log.Warn("postgres: a claim was not settled within its lease; its rows are claimable again",
-		"unsettled", len(c.pending), "idle", time.Since(c.used).Round(time.Millisecond))
-	c.finish("ROLLBACK")
+	if wait := c.idle/3 - time.Since(c.used); wait > 0 { // a settlement ran since the timer was set
+		c.timer.Reset(min(wait, 2*c.idle-age))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.idle/3)
+	_, err := c.conn.Exec(ctx, "SELECT 1")
+	cancel()
+	if err != nil {
+		c.reg.log.Warn("postgres: a claim's transaction ended; its rows are claimable again",
+			"unsettled", len(c.pending), "idle", time.Since(c.used).Round(time.Millisecond), "error", err)
+		c.finish("ROLLBACK")
+		return
+	}
+	c.used = time.Now()
+	c.timer.Reset(min(c.idle/3, 2*c.idle-age))
 }
 
 // finish ends the transaction with sql unless it has ended, returns the
@@ -291,7 +316,7 @@ func (c *openClaim) settle(ctx context.Context, kind settleKind, ids []string, s
 		lapsed := c.lapsed(err)
 		c.finish("ROLLBACK")
 		if lapsed {
-			c.reg.log.Warn("postgres: the server ended a claim idle for its lease; its rows are claimable again",
+			c.reg.log.Warn("postgres: the server ended a claim idle past its lease; its rows are claimable again",
 				"unsettled", len(c.pending), "idle", time.Since(c.used).Round(time.Millisecond))
 			return 0, nil
 		}

@@ -66,17 +66,22 @@
 // When a process dies its connections close, and the server frees its rows
 // at once: another dispatcher takes them at its next poll. A process that
 // freezes or loses its network leaves its transaction idle, and the server
-// ends it after the claim's window and lease (and a grace of half the lease,
-// at most two seconds: idle_in_transaction_session_timeout, set for the
+// ends it after the claim's window and lease (and a grace of a quarter of the
+// lease, at most a second: idle_in_transaction_session_timeout, set for the
 // claim's transaction); the process cannot commit when it wakes, and its
 // settlements settle nothing. The lease is therefore the bound on a frozen
 // process's rows, and the time the dispatcher has to hand rows over and
 // settle them; LeaseUntil is the server's now() + the lease.
 //
+// A running process keeps its open claims alive (a "SELECT 1" on a claim
+// idle for a third of that time), so rows it handed over and has not yet
+// deleted stay locked while its settlements are late, rather than going to
+// another dispatcher; a claim is rolled back when it is twice its window and
+// lease old.
+//
 // Each open claim holds a connection; a Persistence keeps at most half the
 // pool's MaxConns in open claims (at least one), and a claim beyond waits
-// for one to end. A claim never settled is rolled back when its lease
-// lapses; RollbackClaims rolls back every open claim at once.
+// for one to end. RollbackClaims rolls back every open claim at once.
 //
 // CancelOutgoing, SendNow and the recurring schedules' cancellations skip a
 // row a claim holds (FOR UPDATE SKIP LOCKED) rather than wait for it: it is

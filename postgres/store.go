@@ -124,8 +124,8 @@ func micros(d time.Duration) int64 {
 // round trip. The now argument is ignored: due times compare with the
 // server's now(), so a skewed client clock cannot make a message early.
 // LeaseUntil is the server's now() + lease: the server ends the
-// transaction when it has been idle that long (and a grace of half the
-// lease, at most two seconds), which frees the rows of a process that
+// transaction when it has been idle that long (and a grace of a quarter of
+// the lease, at most a second), which frees the rows of a process that
 // froze or lost its network; a process that dies frees them
 // at once, its connection closing. See claims.go.
 func (p *Persistence) ClaimDueOutgoing(ctx context.Context, transport string, _ time.Time, limit int, lease time.Duration) ([]bus.OutgoingMessage, error) {
@@ -180,12 +180,12 @@ func (p *Persistence) claim(ctx context.Context, sql, transport string, limit in
 	return bus.AheadClaim{Rows: out, Now: now}, nil
 }
 
-// claimGrace is how long past its lease a claim's transaction may idle
-// before the server ends it: a settlement the dispatcher started before
-// the lease's end (it aims for a tenth of the lease before) still lands
-// on a loaded machine. Half the lease, at most two seconds.
+// claimGrace is how long past its window and lease a claim's transaction
+// may idle before the server ends it: a quarter of the lease, at most a
+// second, so that the keep-alive of a claim (claims.go) still lands when
+// the process was briefly starved of CPU.
 func claimGrace(lease time.Duration) time.Duration {
-	return min(max(lease, 0)/2, 2*time.Second)
+	return min(max(lease, 0)/4, time.Second)
 }
 
 // newToken returns a random 128-bit claim token in hex.
