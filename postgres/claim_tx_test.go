@@ -57,9 +57,11 @@ func TestClaimLostBeforeCommitReturnsTheError(t *testing.T) {
 	}
 }
 
-// Open claims hold at most half the pool: a claim beyond waits for a slot
-// (here until its context ends); RollbackClaims ends the open claims and
-// frees their rows at once. A claim that finds nothing holds no slot.
+// Open claims hold at most half the pool: a claim beyond waits briefly for
+// a slot, then returns no row (a dispatcher that waits for its claim before
+// settling the rows it holds must not wait on itself); RollbackClaims ends
+// the open claims and frees their rows at once. A claim that finds nothing
+// holds no slot.
 func TestOpenClaimsHoldAtMostHalfThePool(t *testing.T) {
 	t.Parallel()
 	pool, _ := claimAppPool(t)
@@ -82,10 +84,17 @@ func TestOpenClaimsHoldAtMostHalfThePool(t *testing.T) {
 		}
 		held = append(held, got...)
 	}
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	start := time.Now()
+	if got, err := p.ClaimDueOutgoing(ctx, testTransport, time.Now(), 1, time.Hour); err != nil || len(got) != 0 {
+		t.Fatalf("a third open claim on a pool of 4 = %v, %v; want no row while two claims are open", ids(got), err)
+	}
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Errorf("the third claim waited %v for a slot", waited)
+	}
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	if got, err := p.ClaimDueOutgoing(short, testTransport, time.Now(), 1, time.Hour); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("a third open claim on a pool of 4 = %v, %v; want it to wait for a slot until its context ends", ids(got), err)
+	if _, err := p.ClaimDueOutgoing(short, testTransport, time.Now(), 1, time.Hour); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a claim whose context ends while it waits for a slot = %v; want the context's error", err)
 	}
 	// The rest of the pool still serves other statements.
 	if _, _, err := p.NextDueOutgoing(ctx, testTransport); err != nil {

@@ -78,6 +78,32 @@ func newClaimRegistry(slots int, log *slog.Logger) *claimRegistry {
 	return &claimRegistry{log: log, open: map[string]*openClaim{}, slots: make(chan struct{}, slots)}
 }
 
+// slotWait is how long a claim waits for a slot before it returns no row:
+// the settlements that free a slot may be queued behind the caller's own
+// wait for this claim (a dispatcher that gathers its claim before it
+// settles the rows it holds), so a claim must not wait for them for long.
+const slotWait = 100 * time.Millisecond
+
+// takeSlot takes a claim slot, waiting up to slotWait. It reports false,
+// with ctx's error if ctx ended, when it took none.
+func (r *claimRegistry) takeSlot(ctx context.Context) (bool, error) {
+	select {
+	case r.slots <- struct{}{}:
+		return true, nil
+	default:
+	}
+	t := time.NewTimer(slotWait)
+	defer t.Stop()
+	select {
+	case r.slots <- struct{}{}:
+		return true, nil
+	case <-t.C:
+		return false, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
 // idleMillis is the idle limit of a claim's transaction in whole
 // milliseconds, rounded up, within the setting's range.
 func idleMillis(d time.Duration) int64 {
@@ -87,13 +113,12 @@ func idleMillis(d time.Duration) int64 {
 
 // begin takes a slot and a connection and runs, in one round trip, BEGIN,
 // the transaction's settings and the claim statement. It returns the open
-// claim, registered under token, and the rows; with no row it has ended
-// the transaction and returns a nil claim.
+// claim, registered under token, and the rows; with no row (none due, or
+// no slot free within slotWait) it has ended the transaction and returns a
+// nil claim.
 func (r *claimRegistry) begin(ctx context.Context, pool *pgxpool.Pool, idle time.Duration, token, sql string, args []any, scan func(pgx.Rows) (string, error)) (*openClaim, error) {
-	select {
-	case r.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if ok, err := r.takeSlot(ctx); !ok {
+		return nil, err // no slot: no row, or ctx's error
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {

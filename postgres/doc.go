@@ -80,8 +80,8 @@
 // lease old.
 //
 // Each open claim holds a connection; a Persistence keeps at most half the
-// pool's MaxConns in open claims (at least one), and a claim beyond waits
-// for one to end. RollbackClaims rolls back every open claim at once.
+// pool's MaxConns in open claims (at least one); a claim beyond waits up to
+// 100 ms for one to end, then returns no row. RollbackClaims rolls back every open claim at once.
 //
 // CancelOutgoing, SendNow and the recurring schedules' cancellations skip a
 // row a claim holds (FOR UPDATE SKIP LOCKED) rather than wait for it: it is
