@@ -133,6 +133,11 @@ func (p *Persistence) GetScheduled(ctx context.Context, id string) (bus.Outgoing
 //   - oldest takes the first claimable row of each transport in the claim
 //     index and keeps the earliest.
 //
+// Rows a claim holds locked are being delivered, not overdue: both parts
+// skip them (FOR KEY SHARE SKIP LOCKED, which takes a share lock on each
+// row counted for the statement's length, so a claim running at that
+// moment may skip such a row until its next poll).
+//
 // The now argument of StatsScheduled is ignored: "overdue" is judged on the
 // database clock, the one claims use.
 func statsSQL(n names) string {
@@ -151,12 +156,14 @@ SELECT (SELECT n FROM est),
             THEN (SELECT count(*) FROM (SELECT 1 FROM %[1]s LIMIT %[2]d + 1) AS c) END,
        (SELECT count(*) FROM (
             SELECT 1 FROM transports CROSS JOIN LATERAL (
-                SELECT 1 FROM %[1]s o WHERE o.transport = transports.t AND o.available_at <= now() LIMIT %[3]d) AS r
+                SELECT 1 FROM %[1]s o WHERE o.transport = transports.t AND o.available_at <= now() LIMIT %[3]d
+                FOR KEY SHARE SKIP LOCKED) AS r
             LIMIT %[3]d) AS c),
        (SELECT r.due_at FROM transports CROSS JOIN LATERAL (
             SELECT o.due_at, o.available_at, o.id FROM %[1]s o
             WHERE o.transport = transports.t AND o.available_at <= now()
-            ORDER BY o.available_at, o.id LIMIT 1) AS r
+            ORDER BY o.available_at, o.id LIMIT 1
+            FOR KEY SHARE SKIP LOCKED) AS r
         ORDER BY r.available_at, r.id LIMIT 1)`, n.table, exactCountLimit, bus.OverdueCap)
 }
 
@@ -328,12 +335,12 @@ WHERE c.oid = to_regclass($1)`, p.names.regTbl).Scan(&st.rows, &bounds, &mcv, &f
 	return st, nil
 }
 
-// SendNow makes a row that is not leased due at the database's now(), so
+// SendNow makes a row that no claim holds due at the database's now(), so
 // the next claim takes it, and reports whether it did. Unless notifications
 // are off it notifies the dispatchers in the same statement.
 func (p *Persistence) SendNow(ctx context.Context, id string) (bool, error) {
 	update := fmt.Sprintf(`UPDATE %s SET due_at = now(), available_at = now(), lease_until = NULL, lease_token = NULL
-WHERE id = $1 AND (lease_token IS NULL OR lease_until <= now()) RETURNING due_at`, p.names.table)
+WHERE %s RETURNING due_at`, p.names.table, notHeld(p.names.table, "id = $1"))
 	sql := `WITH u AS (` + update + `) SELECT count(*) FROM u`
 	if !storableID(id) {
 		return false, nil // no stored row has it

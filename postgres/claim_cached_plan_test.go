@@ -33,7 +33,10 @@ func TestClaimsOfABurstAfterAnIdleWhileReadNoWholeTable(t *testing.T) {
 }
 
 func claimsAfterIdle(t *testing.T, later int) {
-	pool := newPool(t, 1) // one connection: every statement reuses its plans
+	// Two connections: a claim holds one in its transaction until its rows
+	// are settled, the other runs the rest; every statement reuses its
+	// plans on them.
+	pool := newPool(t, 2)
 	p := newStore(t, pool, postgres.Options{})
 	ctx := ctxTimeout(t, 2*time.Minute)
 	// Settlements take a few rows, which the server finds through the
@@ -106,12 +109,15 @@ func claimsAfterIdle(t *testing.T, later int) {
 	}{
 		{"claim", claim},
 		{"delete", func() error { return count(settled)(p.DeleteOutgoing(ctx, claimsOf(claimed[:settled]))) }},
+		// The claim's other rows go back, which ends its transaction.
+		{"release the rest", func() error { return count(batch - settled)(p.ReleaseOutgoing(ctx, claimsOf(claimed[settled:]))) }},
 		{"look-ahead claim", func() error {
 			c, err := p.ClaimOutgoingAhead(ctx, testTransport, time.Now(), 250*time.Millisecond, batch, lease)
 			claimed = c.Rows
 			return count(batch)(len(c.Rows), err)
 		}},
 		{"release", func() error { return count(settled)(p.ReleaseOutgoing(ctx, claimsOf(claimed[:settled]))) }},
+		{"release the rest", func() error { return count(batch - settled)(p.ReleaseOutgoing(ctx, claimsOf(claimed[settled:]))) }},
 		{"claim again", claim},
 		{"failures", func() error {
 			failures := make([]bus.OutgoingFailure, settled)
@@ -120,6 +126,7 @@ func claimsAfterIdle(t *testing.T, later int) {
 			}
 			return count(settled)(p.RecordOutgoingFailures(ctx, failures))
 		}},
+		{"release the rest", func() error { return count(batch - settled)(p.ReleaseOutgoing(ctx, claimsOf(claimed[settled:]))) }},
 		{"cancel", func() error {
 			ok, err := p.CancelOutgoing(ctx, msgs[burst-1].ID)
 			if err == nil && !ok {

@@ -1,5 +1,5 @@
 // Package postgres is the durable PostgreSQL persistence of Postbus: a
-// scheduled-message store (bus.ScheduledStore) with leased claims and
+// scheduled-message store (bus.ScheduledStore) with claims that lock rows and
 // cross-instance wake-up (bus.DueNotifier), and the transactional outbox
 // and inbox (bus.OutboxStore) and saga instances (bus.SagaStore), on
 // github.com/jackc/pgx/v5.
@@ -23,9 +23,14 @@
 // own migration tool. Names are checked (*NameError) and always quoted.
 //
 // available_at is the single "next claimable" time: it starts as the due
-// time and is pushed forward by each claim (the lease) and each failure (the
-// retry time). Claiming and finding the next due time are therefore range
-// reads of one index, whatever the size of the backlog.
+// time and is pushed forward by each failure (the retry time); a claim does
+// not change it. Claiming and finding the next due time are therefore range
+// reads of one index, whatever the size of the backlog. The columns
+// lease_until, lease_token and prior_available_at, which the leasing claims
+// of v0.3.0 and earlier wrote, are no longer written; Setup keeps them so
+// that processes of both versions can share a table during a rolling
+// upgrade (a row leased by a v0.3.0 process has available_at = the end of
+// its lease, so this version takes it only after that lease).
 //
 // The envelope is stored as bytea: it is already bus.MarshalEnvelope's
 // compact binary encoding, which jsonb could only hold re-encoded as text
@@ -42,33 +47,56 @@
 // send each other's messages, while a send-only bus and a dispatching bus on
 // the same broker share their rows.
 //
-// # Claims, lease tokens and the database clock
+// # Claims lock rows; the database clock
 //
-// ClaimDueOutgoing is one autocommitted statement: a SELECT ... FOR UPDATE
-// SKIP LOCKED of the earliest claimable rows of the transport (one ordered
-// index scan for the transport, one for the empty transport, merged)
-// feeding an UPDATE that leases them and returns them. Concurrent
-// dispatchers in any number of processes skip each other's rows instead of
-// waiting, and no transaction stays open while messages are sent.
+// ClaimDueOutgoing takes a connection of the pool, begins a transaction and,
+// in the same round trip, locks the earliest claimable rows of the transport
+// with SELECT ... FOR UPDATE SKIP LOCKED (one ordered index scan for the
+// transport, then one for the empty transport to fill the batch), writing
+// nothing to them. Concurrent dispatchers in any number of processes skip
+// each other's rows instead of waiting. The transaction stays open while the
+// rows are handed over: delete, release and failure recording name each row
+// with the random 128-bit token of its claim, run in that claim's
+// transaction (a DELETE, nothing, an UPDATE), and the one that leaves no row
+// of the claim unsettled commits it, in the same round trip. So a row is
+// inserted, locked and deleted, with no new row version or index entry for
+// its claim. They return how many rows they settled; a token this store does
+// not hold open settles nothing.
 //
-// Every claim writes a new random 128-bit lease token into lease_token of
-// the rows it takes. Delete, release and record-failure name each row with
-// the token it was claimed with and change it only while the token matches
-// (one statement over unnest of the IDs and tokens), and they return how
-// many rows they changed: a dispatcher whose lease lapsed while another
-// claimed the row, or whose row was cancelled and stored again, changes
-// nothing. CancelOutgoing removes a row only when no lease on it is running.
+// When a process dies its connections close, and the server frees its rows
+// at once: another dispatcher takes them at its next poll. A process that
+// freezes or loses its network leaves its transaction idle, and the server
+// ends it after the claim's window and lease (and a grace of a quarter of the
+// lease, at most a second: idle_in_transaction_session_timeout, set for the
+// claim's transaction); the process cannot commit when it wakes, and its
+// settlements settle nothing. The lease is therefore the bound on a frozen
+// process's rows, and the time the dispatcher has to hand rows over and
+// settle them; LeaseUntil is the server's now() + the lease.
 //
-// Due, lease and retry times are compared with the server's now(), not the
-// caller's clock, and relative times are added to it in SQL: a row stored
-// with a Delay (bus.DeliverAfter, delayed retries) is due at now() + Delay,
-// a failure with a RetryAfter is retried at now() + RetryAfter, a lease
-// lasts until now() + lease. Instances whose clocks disagree with the
-// database therefore never dispatch a message early, and a lease means the
-// same thing to all of them. StoreNow returns the server's now()
-// (bus.ClockedStore). now() is the start time of the statement's
-// transaction, which for one autocommitted statement is the statement's
-// start; it is stable, so "available_at <= now()" is an index condition
+// A running process keeps its open claims alive (a "SELECT 1" on a claim
+// idle for a third of that time), so rows it handed over and has not yet
+// deleted stay locked while its settlements are late, rather than going to
+// another dispatcher; a claim is rolled back when it is twice its window and
+// lease old.
+//
+// Each open claim holds a connection; a Persistence keeps at most half the
+// pool's MaxConns in open claims (at least one); a claim beyond waits up to
+// 100 ms for one to end, then returns no row. RollbackClaims rolls back every open claim at once.
+//
+// CancelOutgoing, SendNow and the recurring schedules' cancellations skip a
+// row a claim holds (FOR UPDATE SKIP LOCKED) rather than wait for it: it is
+// being delivered, and they report it so. They skip a row leased by a
+// v0.3.0 process whose lease runs alike.
+//
+// Due and retry times are compared with the server's clock, not the
+// caller's, and relative times are added to it in SQL: a row stored with a
+// Delay (bus.DeliverAfter, delayed retries) is due at now() + Delay, a
+// failure with a RetryAfter is retried at the statement's time +
+// RetryAfter, and a claim's lease is timed by the server. Instances whose
+// clocks disagree with the database therefore never dispatch a message
+// early. StoreNow returns the server's now() (bus.ClockedStore). In a claim,
+// now() is the start of the claim's transaction, begun in the same round
+// trip; it is stable, so "available_at <= now()" is an index condition
 // (clock_timestamp() is volatile and is not).
 //
 // # Storing
@@ -78,7 +106,8 @@
 // call that finds no insert running inserts at once, alone; calls arriving
 // while Options.MaxConcurrentInserts inserts are in flight queue and go
 // together, as one multi-row INSERT over unnest arrays, when one finishes.
-// Delete, release and failure recording are one statement per call too.
+// Delete, release and failure recording are one statement per claim in a
+// call (none for a release that does not end its claim).
 //
 // # Notifications
 //

@@ -26,8 +26,10 @@ var (
 // Persistence is the durable PostgreSQL scheduled-message store. It is safe
 // for concurrent use by many goroutines and by many processes sharing one
 // table. Make one with New; the caller owns the pool and closes it after the
-// buses using this value have stopped. Persistence holds no goroutines or
-// connections of its own between calls, so it needs no Close.
+// buses using this value have stopped. Between calls Persistence holds
+// only the connections of its open claims (at most half the pool), each
+// until the claim is settled or its lease lapses; RollbackClaims ends them
+// at once.
 type Persistence struct {
 	pool  *pgxpool.Pool
 	opts  Options
@@ -39,8 +41,8 @@ type Persistence struct {
 	// sagaSQL is the SQL of the saga store (saga.go).
 	sagaSQL sagaStatements
 	batch   *batcher[bus.OutgoingMessage]
-	// replan makes the claims planned at each call (replan.go).
-	replan []any
+	// claims holds the open claims and bounds them (claims.go).
+	claims *claimRegistry
 }
 
 // New returns a Persistence on pool, configured by opts (zero values mean
@@ -60,7 +62,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
 	p.staged = newStagedStatements(p.names, !opts.DisableNotify)
 	p.sagaSQL = newSagaStatements(p.names)
 	p.batch = newBatcher(opts.MaxBatchRows, opts.MaxConcurrentInserts, p.insert)
-	p.replan = replanning(pool)
+	p.claims = newClaimRegistry(claimSlots(pool), opts.Logger)
 	return p, nil
 }
 

@@ -207,9 +207,10 @@ WHERE name = $1 AND generation = $2 AND last_tick IS NOT DISTINCT FROM $3 AND fi
 	return done, nil
 }
 
-// cancelManySQL deletes the rows named in $1 that are not leased.
+// cancelManySQL deletes the rows named in $1 that no claim holds,
+// skipping (not waiting for) the held ones.
 func (p *Persistence) cancelManySQL() string {
-	return fmt.Sprintf(`DELETE FROM %s WHERE id = ANY($1::text[]) AND (lease_token IS NULL OR lease_until <= now())`, p.names.table)
+	return fmt.Sprintf(`DELETE FROM %s WHERE %s`, p.names.table, notHeld(p.names.table, "id = ANY($1::text[])"))
 }
 
 // SetRecurringPaused pauses or resumes the record name; resuming moves

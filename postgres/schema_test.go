@@ -101,8 +101,8 @@ func TestQueriesUseTheIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 500 rows are due: 350 of this transport, 50 without one, 100 of
-	// the other transport. A claim of 100 takes the 100 earliest of the
-	// first 400.
+	// the other transport. A claim of 100 takes the 100 earliest of this
+	// transport's 350 (rows without a transport fill what they leave).
 	//
 	// Prepared statements get custom plans at first and may switch to a
 	// generic plan (parameters unknown) later: both must use the indexes.
@@ -114,8 +114,8 @@ func TestQueriesUseTheIndex(t *testing.T) {
 	// The look-ahead claim is the same statement with a window (1 ms here,
 	// so it takes the same rows).
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan", "force_generic_plan, enable_nestloop = off"} {
-		claimPlan := explain(t, pool, mode, postgres.ClaimSQL(p), testTransport, 100, time.Minute.Microseconds(), "token")
-		aheadPlan := explain(t, pool, mode, postgres.AheadSQL(p), testTransport, 100, time.Minute.Microseconds(), "token", int64(1000))
+		claimPlan := explain(t, pool, mode, postgres.ClaimSQL(p), testTransport, 100, time.Minute.Microseconds())
+		aheadPlan := explain(t, pool, mode, postgres.AheadSQL(p), testTransport, 100, time.Minute.Microseconds(), int64(1000))
 		nextPlan := explain(t, pool, mode, postgres.NextDueSQL(p), testTransport)
 		t.Logf("%s claim plan:\n%s\nlook-ahead claim plan:\n%s\nnext-due plan:\n%s", mode, claimPlan, aheadPlan, nextPlan)
 		for name, plan := range map[string]string{"claim": claimPlan, "look-ahead claim": aheadPlan, "next due": nextPlan} {

@@ -11,7 +11,6 @@ type statements struct {
 	claim    string
 	ahead    string // the claim with a look-ahead window
 	delete   string
-	release  string
 	failures string
 	cancel   string
 	nextDue  string
@@ -34,16 +33,15 @@ func newStatements(n names, notify bool) statements {
 		notifying = notifySQL(insert, "$8")
 	}
 	return statements{
-		insert:   insert,
-		notify:   notifying,
-		claim:    claimSQL(t, false),
-		ahead:    claimSQL(t, true),
-		delete:   fmt.Sprintf(`DELETE FROM %s AS o %s`, t, held("USING")),
-		release:  fmt.Sprintf(`UPDATE %s AS o SET available_at = coalesce(o.prior_available_at, o.due_at), lease_until = NULL, lease_token = NULL %s`, t, held("FROM")),
+		insert: insert,
+		notify: notifying,
+		claim:  claimSQL(t, false),
+		ahead:  claimSQL(t, true),
+		// In the claim's transaction, which holds the rows locked.
+		delete:   fmt.Sprintf(`DELETE FROM %s WHERE id = ANY($1::text[])`, t),
 		failures: failuresSQL(t),
-		// A leased row is being delivered; it is removed only once its
-		// lease has lapsed on the server's clock.
-		cancel: fmt.Sprintf(`DELETE FROM %s WHERE id = $1 AND (lease_token IS NULL OR lease_until <= statement_timestamp())`, t),
+		// A claimed row is being delivered: it is skipped, not waited for.
+		cancel: fmt.Sprintf(`DELETE FROM %s WHERE %s`, t, notHeld(t, "id = $1")),
 		// One index probe per transport value; least ignores NULLs.
 		nextDue: fmt.Sprintf(`SELECT least((SELECT min(available_at) FROM %[1]s WHERE transport = $1),
 	(SELECT min(available_at) FROM %[1]s WHERE transport = ''))`, t),
@@ -88,94 +86,85 @@ RETURNING due_at)
 SELECT pg_notify(%s, (extract(epoch FROM min(due_at)) * 1000000)::bigint::text) FROM ins HAVING count(*) > 0`, insert, channel)
 }
 
-// held is the condition of the settling statements: the rows named by the
-// claims ($1 IDs, $2 their lease tokens, pairwise) that the tokens still
-// hold. The redundant "o.id = ANY($1)" makes the primary key the way to the
-// rows under any plan, as in the claim.
-func held(join string) string {
-	return fmt.Sprintf(`%s unnest($1::text[], $2::text[]) AS c(id, token)
-WHERE o.id = ANY($1::text[]) AND o.id = c.id AND o.lease_token = c.token`, join)
-}
-
-// claimSQL leases the earliest claimable rows of transport $1 and of rows
-// stored without a transport (empty), at most $2, for $3 microseconds, under
-// the lease token $4.
+// claimSQL locks the earliest claimable rows of transport $1, at most $2,
+// and then rows stored without a transport (empty) to fill the limit, and
+// returns them with the end of the claim's lease: the server's now() + $3
+// microseconds. It writes nothing: the rows stay locked by the claim's
+// transaction until it settles them (see claims.go).
 //
 // Each transport value is its own ordered scan of the (transport,
 // available_at, id) index, locking with SKIP LOCKED as it goes, so
-// concurrent claimers never wait for or share a row; the two are merged and
-// cut to the limit. Rows of the second scan (empty transport) beyond the
-// limit stay locked only until the statement ends. The second scan is
+// concurrent claimers never wait for or share a row, and each scan stops
+// at its limit: every row locked is a row returned, since a row locked
+// and not returned would stay locked until the claim ends. So the rows
+// without a transport fill what the transport's own rows leave of the
+// limit (none when it is full, and the second scan then reads nothing),
+// rather than being merged with them by due time. The second scan is
 // skipped when $1 is empty itself, or it would return the same rows twice.
 //
-// The lease is applied with now(), the transaction start time, which in
-// this single-statement transaction is the statement start. now() is stable
-// within the statement, so "available_at <= now()" is an index condition;
-// clock_timestamp() is volatile and would turn it into a filter over the
-// whole table.
+// now() is the transaction start, which the claim's transaction begins
+// with, and is stable within the statement, so "available_at <= now()" is
+// an index condition; clock_timestamp() is volatile and would turn it into
+// a filter over the whole table.
 //
-// The redundant "o.id = ANY(ARRAY(...))" makes the primary key the way to
-// the rows being leased under any plan: pgx prepares the statement, and
-// PostgreSQL's generic plan for it estimates "LIMIT $2" at a tenth of the
-// table, and then hash-joins the CTE against a sequential scan of the whole
-// table (536 ms a claim behind a backlog of 1,000,000 rows, against 1.4 ms
-// with this condition).
-// A generic plan made while the table was nearly empty still reads it
-// whole, so the claims are planned at each call (replan.go). Planned for
-// its arguments on a table without statistics, a scan guesses a few dozen
-// due rows, below the limit, and reads every due row through a bitmap to
-// sort them; "LIMIT (SELECT $2)" keeps the limit unknown to the planner,
-// which then prefers the ordered index scan that stops at the limit.
+// A generic plan made while the table was nearly empty reads it whole, so
+// the claim's transaction sets plan_cache_mode to force_custom_plan and
+// the claim is planned at each call. Planned for its arguments on a table
+// without statistics, a scan guesses a few dozen due rows, below the
+// limit, and reads every due row through a bitmap to sort them; "LIMIT
+// (SELECT $2)" keeps the limit unknown to the planner, which then prefers
+// the ordered index scan that stops at the limit.
 //
-// With ahead, the claim looks $5 microseconds past now() (still a stable
-// bound, so still an index condition), leases for $5 + $3, and also
-// returns clock_timestamp() with each row: the server's time as the row
-// leaves, after the leasing, from which the client tells how far ahead of
-// its own clock each row falls due.
+// With ahead, the claim looks $4 microseconds past now() (still a stable
+// bound, so still an index condition), gives the lease as $4 + $3, and
+// also returns clock_timestamp() with each row: the server's time as the
+// row leaves, from which the client tells how far ahead of its own clock
+// each row falls due.
 func claimSQL(t string, ahead bool) string {
 	by, lease, now := "now()", "$3::bigint", ""
 	if ahead {
-		by, lease, now = "now() + $5::bigint "+microsSQL, "($3::bigint + $5::bigint)", ", clock_timestamp()"
+		by, lease, now = "now() + $4::bigint "+microsSQL, "($3::bigint + $4::bigint)", ", clock_timestamp()"
 	}
+	cols := "id, kind, envelope, due_at, failures, last_error, transport, message_type, available_at"
 	return fmt.Sprintf(`WITH own AS (
-	SELECT id, available_at FROM %[1]s
+	SELECT %[6]s FROM %[1]s
 	WHERE transport = $1::text AND available_at <= %[3]s
 	ORDER BY available_at, id
 	LIMIT (SELECT $2::bigint)
 	FOR UPDATE SKIP LOCKED
 ), legacy AS (
-	SELECT id, available_at FROM %[1]s
+	SELECT %[6]s FROM %[1]s
 	WHERE transport = '' AND $1::text <> '' AND available_at <= %[3]s
 	ORDER BY available_at, id
-	LIMIT (SELECT $2::bigint)
+	LIMIT (SELECT $2::bigint - (SELECT count(*) FROM own))
 	FOR UPDATE SKIP LOCKED
 ), due AS (
-	SELECT id, available_at FROM own
+	SELECT %[6]s FROM own
 	UNION ALL
-	SELECT id, available_at FROM legacy
-	ORDER BY available_at, id
-	LIMIT $2
-), leased AS (
-	UPDATE %[1]s AS o
-	SET prior_available_at = o.available_at,
-	    available_at = now() + %[4]s %[2]s,
-	    lease_until  = now() + %[4]s %[2]s,
-	    lease_token  = $4::text
-	WHERE o.id = ANY(ARRAY(SELECT id FROM due))
-	RETURNING o.id, o.kind, o.envelope, o.due_at, o.lease_until, o.failures, o.last_error, o.transport, o.message_type
+	SELECT %[6]s FROM legacy
 )
-SELECT l.id, l.kind, l.envelope, l.due_at, l.lease_until, l.failures, l.last_error, l.transport, l.message_type, due.available_at%[5]s
-FROM leased AS l JOIN due ON due.id = l.id`, t, microsSQL, by, lease, now)
+SELECT id, kind, envelope, due_at, now() + %[4]s %[2]s, failures, last_error, transport, message_type, available_at%[5]s
+FROM due ORDER BY available_at, id`, t, microsSQL, by, lease, now, cols)
 }
 
-// failuresSQL counts a failure on each row its token still holds ($1 IDs,
-// $2 tokens, $3 error texts), ends the lease, and makes the row claimable
-// at the server's now() + $4 microseconds when that is positive, else at
-// $5 (the client's retry time).
+// failuresSQL counts a failure on each row named ($1 IDs, $2 error
+// texts), which the claim's transaction holds locked, and makes it
+// claimable at the server's statement_timestamp() + $3 microseconds when
+// that is positive, else at $4 (the client's retry time). Not now(): in
+// the claim's transaction that is the time of the claim.
 func failuresSQL(t string) string {
 	return fmt.Sprintf(`UPDATE %s AS o
-SET failures = o.failures + 1, last_error = f.err, lease_until = NULL, lease_token = NULL,
-    available_at = CASE WHEN f.after_us > 0 THEN now() + f.after_us %s ELSE f.retry_at END
-FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[]) AS f(id, token, err, after_us, retry_at)
-WHERE o.id = ANY($1::text[]) AND o.id = f.id AND o.lease_token = f.token`, t, microsSQL)
+SET failures = o.failures + 1, last_error = f.err,
+    available_at = CASE WHEN f.after_us > 0 THEN statement_timestamp() + f.after_us %s ELSE f.retry_at END
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) AS f(id, err, after_us, retry_at)
+WHERE o.id = ANY($1::text[]) AND o.id = f.id`, t, microsSQL)
+}
+
+// notHeld is the condition a statement that writes rows outside a claim
+// puts on them: rows a claim holds locked are being delivered, and are
+// skipped rather than waited for (SKIP LOCKED), as are rows leased by a
+// process of an earlier version whose lease is running (lease_token and
+// lease_until, which this version no longer writes). where names the rows.
+func notHeld(t, where string) string {
+	return fmt.Sprintf(`id IN (SELECT id FROM %s WHERE %s AND (lease_token IS NULL OR lease_until <= statement_timestamp()) FOR UPDATE SKIP LOCKED)`, t, where)
 }

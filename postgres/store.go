@@ -1,13 +1,12 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -114,150 +113,220 @@ func micros(d time.Duration) int64 {
 	return int64((d + time.Microsecond - 1) / time.Microsecond)
 }
 
-// ClaimDueOutgoing leases up to limit rows of transport (and rows stored
+// ClaimDueOutgoing locks up to limit rows of transport (and rows stored
 // without a transport) that are claimable on the database clock, earliest
-// first, under a new random lease token, in one statement (FOR UPDATE SKIP
-// LOCKED, so concurrent claimers never wait for or share a row) that
-// commits at once: no transaction is held while the caller sends. The now
-// argument is ignored: due and lease times compare with the server's
-// now(), so a skewed client clock cannot make a message early, and the
-// lease runs until the server's now() + lease.
+// first, under a new random token, and returns them. The rows are locked,
+// not written: a transaction of the claim's own, on a connection of the
+// pool, holds them (FOR UPDATE SKIP LOCKED, so concurrent claimers never
+// wait for or share a row) until DeleteOutgoing, ReleaseOutgoing and
+// RecordOutgoingFailures have settled every one of them, and the last of
+// these commits it. BEGIN, the transaction's settings and the claim are one
+// round trip. The now argument is ignored: due times compare with the
+// server's now(), so a skewed client clock cannot make a message early.
+// LeaseUntil is the server's now() + lease: the server ends the
+// transaction when it has been idle that long (and a grace of a quarter of
+// the lease, at most a second), which frees the rows of a process that
+// froze or lost its network; a process that dies frees them
+// at once, its connection closing. See claims.go.
 func (p *Persistence) ClaimDueOutgoing(ctx context.Context, transport string, _ time.Time, limit int, lease time.Duration) ([]bus.OutgoingMessage, error) {
-	c, err := p.claim(ctx, p.sql.claim, transport, limit, lease)
+	c, err := p.claim(ctx, p.sql.claim, transport, limit, lease, 0, false)
 	return c.Rows, err
 }
 
 // ClaimOutgoingAhead is ClaimDueOutgoing for the rows claimable by the
-// server's now() + ahead, leased until now() + ahead + lease, in the same
-// one statement (bus.AheadClaimer). It returns each row's AvailableAt, and
-// as the claim's Now the server's clock_timestamp() as the last row left:
-// later than now(), the statement's start, so the caller's estimate of when
-// each row falls due is not late by the time the leasing took.
+// server's now() + ahead, held for ahead + lease (bus.AheadClaimer). It
+// returns each row's AvailableAt, and as the claim's Now the server's
+// clock_timestamp() as the last row left: later than now(), the
+// transaction's start, so the caller's estimate of when each row falls
+// due is not late by the time the claim took.
 func (p *Persistence) ClaimOutgoingAhead(ctx context.Context, transport string, _ time.Time, ahead time.Duration, limit int, lease time.Duration) (bus.AheadClaim, error) {
-	return p.claim(ctx, p.sql.ahead, transport, limit, lease, micros(ahead))
+	return p.claim(ctx, p.sql.ahead, transport, limit, lease, max(ahead, 0), true)
 }
 
 // claim runs a claim statement (p.sql.claim, or p.sql.ahead with its
-// window as the extra argument).
-func (p *Persistence) claim(ctx context.Context, sql, transport string, limit int, lease time.Duration, extra ...any) (bus.AheadClaim, error) {
+// window) in a new claim transaction.
+func (p *Persistence) claim(ctx context.Context, sql, transport string, limit int, lease, ahead time.Duration, withAhead bool) (bus.AheadClaim, error) {
 	if limit <= 0 {
 		return bus.AheadClaim{}, ctx.Err()
 	}
 	token := newToken()
-	rows, err := p.pool.Query(ctx, sql, replanned(p.replan, append([]any{cleanText(transport), limit, micros(lease), token}, extra...)...)...)
-	if err != nil {
-		return bus.AheadClaim{}, fmt.Errorf("postgres: claim outgoing: %w", err)
+	args := []any{cleanText(transport), limit, micros(lease)}
+	if withAhead {
+		args = append(args, micros(ahead))
 	}
-	defer rows.Close()
 	var now, rowNow time.Time
 	out := make([]bus.OutgoingMessage, 0, min(limit, 1024))
-	for rows.Next() {
+	scan := func(rows pgx.Rows) (string, error) {
 		var m bus.OutgoingMessage
 		var kind int16
 		var failures int32
 		dest := []any{&m.ID, &kind, &m.Envelope, &m.DueAt, &m.LeaseUntil, &failures, &m.LastError, &m.Transport, &m.Type, &m.AvailableAt}
-		if len(extra) > 0 {
+		if withAhead {
 			dest = append(dest, &rowNow)
 		}
 		if err := rows.Scan(dest...); err != nil {
-			return bus.AheadClaim{}, fmt.Errorf("postgres: claim outgoing: %w", err)
+			return "", err
 		}
 		if rowNow.After(now) {
 			now = rowNow
 		}
 		m.Kind, m.Failures, m.Token = bus.Kind(kind), int(failures), token
 		out = append(out, m)
+		return m.ID, nil
 	}
-	if err := rows.Err(); err != nil {
+	if _, err := p.claims.begin(ctx, p.pool, ahead+lease+claimGrace(lease), token, sql, args, scan); err != nil {
 		return bus.AheadClaim{}, fmt.Errorf("postgres: claim outgoing: %w", err)
 	}
-	// RETURNING has no order; restore the claim order.
-	slices.SortFunc(out, func(a, b bus.OutgoingMessage) int {
-		return cmp.Or(a.AvailableAt.Compare(b.AvailableAt), strings.Compare(a.ID, b.ID))
-	})
 	return bus.AheadClaim{Rows: out, Now: now}, nil
 }
 
-// newToken returns a random 128-bit lease token in hex.
+// claimGrace is how long past its window and lease a claim's transaction
+// may idle before the server ends it: a quarter of the lease, at most a
+// second, so that the keep-alive of a claim (claims.go) still lands when
+// the process was briefly starved of CPU.
+func claimGrace(lease time.Duration) time.Duration {
+	return min(max(lease, 0)/4, time.Second)
+}
+
+// newToken returns a random 128-bit claim token in hex.
 func newToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // never fails: crypto/rand.Read crashes the program instead
 	return hex.EncodeToString(b[:])
 }
 
-// DeleteOutgoing removes the claimed rows whose lease tokens still hold
-// them, in one statement, and returns how many it removed. Unknown IDs and
-// rows claimed again under another token are left alone.
+// DeleteOutgoing removes the claimed rows that their claims still hold, in
+// each claim's transaction, and returns how many it removed. The
+// settlement that leaves a claim with no row to settle commits it in the
+// same round trip; until then nothing is committed. When that commit
+// fails (the connection was lost), the error is returned and the rows,
+// not removed, are claimable again: they are delivered again under the
+// same message IDs. Unknown tokens, rows not named by their claim, and
+// claims whose lease lapsed (the server ended their transaction) match no
+// row.
 func (p *Persistence) DeleteOutgoing(ctx context.Context, claims []bus.Claim) (int, error) {
-	n, err := p.settle(ctx, p.sql.delete, claims)
+	n, err := p.settleClaims(ctx, settleDelete, claims, nil)
 	if err != nil {
-		return 0, fmt.Errorf("postgres: delete outgoing: %w", err)
+		return n, fmt.Errorf("postgres: delete outgoing: %w", err)
 	}
 	return n, nil
 }
 
-// ReleaseOutgoing ends the leases of the claimed rows whose tokens still
-// hold them, counting no failure, in one statement, and returns how many
-// it released. Each row is claimable again when it was before its claim
-// (prior_available_at: its due time, or the end of a failure's backoff).
+// ReleaseOutgoing gives back the claimed rows that their claims still
+// hold, counting no failure, and returns how many it released. The rows
+// are not written: each is claimable again when it was before its claim
+// (its due time, or the end of a failure's backoff) once its claim's
+// transaction ends, which the settlement of the claim's last row does.
 func (p *Persistence) ReleaseOutgoing(ctx context.Context, claims []bus.Claim) (int, error) {
-	n, err := p.settle(ctx, p.sql.release, claims)
+	n, err := p.settleClaims(ctx, settleRelease, claims, nil)
 	if err != nil {
-		return 0, fmt.Errorf("postgres: release outgoing: %w", err)
+		return n, fmt.Errorf("postgres: release outgoing: %w", err)
 	}
 	return n, nil
 }
 
-func (p *Persistence) settle(ctx context.Context, sql string, claims []bus.Claim) (int, error) {
+// RecordOutgoingFailures counts a failure on each row its claim still
+// holds, keeps the error text, and makes the row claimable again at the
+// server's statement time + RetryAfter (or at RetryAt when RetryAfter is
+// not positive), in the claim's transaction. It returns how many rows it
+// changed. Error text is made valid UTF-8 without NUL bytes, as PostgreSQL
+// text requires.
+func (p *Persistence) RecordOutgoingFailures(ctx context.Context, failures []bus.OutgoingFailure) (int, error) {
+	claims := make([]bus.Claim, len(failures))
+	for i, f := range failures {
+		claims[i] = bus.Claim{ID: f.ID, Token: f.Token}
+	}
+	n, err := p.settleClaims(ctx, settleFail, claims, failures)
+	if err != nil {
+		return n, fmt.Errorf("postgres: record outgoing failures: %w", err)
+	}
+	return n, nil
+}
+
+// settleClaims settles claims, grouped by token, each group in its
+// claim's transaction, the groups at once (failures, when kind is
+// settleFail, parallels claims). It returns the rows settled and the first
+// error.
+func (p *Persistence) settleClaims(ctx context.Context, kind settleKind, claims []bus.Claim, failures []bus.OutgoingFailure) (int, error) {
 	if len(claims) == 0 {
 		return 0, ctx.Err()
 	}
-	ids := make([]string, 0, len(claims))
-	tokens := make([]string, 0, len(claims))
-	for _, c := range claims {
-		if storableID(c.ID) && storableID(c.Token) { // any other matches no row
-			ids, tokens = append(ids, c.ID), append(tokens, c.Token)
+	groups := map[string][]int{}
+	var order []string
+	for i, c := range claims {
+		if _, ok := groups[c.Token]; !ok {
+			order = append(order, c.Token)
 		}
+		groups[c.Token] = append(groups[c.Token], i)
 	}
-	tag, err := p.pool.Exec(ctx, sql, ids, tokens)
-	if err != nil {
-		return 0, err
+	var (
+		mu    sync.Mutex
+		total int
+		first error
+		wg    sync.WaitGroup
+	)
+	for _, token := range order {
+		c := p.claims.get(token)
+		if c == nil {
+			continue // unknown, settled or lapsed: holds no row
+		}
+		idx := groups[token]
+		ids := make([]string, len(idx))
+		for j, i := range idx {
+			ids[j] = claims[i].ID
+		}
+		var sql string
+		var args func(keep []int) []any
+		switch kind {
+		case settleDelete:
+			sql = p.sql.delete
+			args = func(keep []int) []any {
+				kept := make([]string, len(keep))
+				for j, k := range keep {
+					kept[j] = ids[k]
+				}
+				return []any{kept}
+			}
+		case settleFail:
+			sql = p.sql.failures
+			args = func(keep []int) []any {
+				kept := make([]string, len(keep))
+				errs := make([]string, len(keep))
+				after := make([]int64, len(keep))
+				retry := make([]time.Time, len(keep))
+				for j, k := range keep {
+					f := &failures[idx[k]]
+					kept[j], errs[j], after[j], retry[j] = ids[k], cleanText(f.Error), micros(f.RetryAfter), f.RetryAt
+				}
+				return []any{kept, errs, after, retry}
+			}
+		}
+		wg.Go(func() {
+			n, err := c.settle(ctx, kind, ids, sql, args)
+			mu.Lock()
+			defer mu.Unlock()
+			total += n
+			if err != nil && first == nil {
+				first = err
+			}
+		})
 	}
-	return int(tag.RowsAffected()), nil
+	wg.Wait()
+	return total, first
 }
 
-// RecordOutgoingFailures counts a failure on each row its lease token still
-// holds, keeps the error text, ends the lease, and makes the row claimable
-// again at the server's now() + RetryAfter (or at RetryAt when RetryAfter
-// is not positive), in one statement. It returns how many rows it changed.
-// Error text is made valid UTF-8 without NUL bytes, as PostgreSQL text
-// requires.
-func (p *Persistence) RecordOutgoingFailures(ctx context.Context, failures []bus.OutgoingFailure) (int, error) {
-	if len(failures) == 0 {
-		return 0, ctx.Err()
-	}
-	ids := make([]string, 0, len(failures))
-	tokens := make([]string, 0, len(failures))
-	errs := make([]string, 0, len(failures))
-	after := make([]int64, 0, len(failures))
-	retry := make([]time.Time, 0, len(failures))
-	for _, f := range failures {
-		if !storableID(f.ID) || !storableID(f.Token) {
-			continue // matches no row
-		}
-		ids, tokens, errs = append(ids, f.ID), append(tokens, f.Token), append(errs, cleanText(f.Error))
-		after, retry = append(after, micros(f.RetryAfter)), append(retry, f.RetryAt)
-	}
-	tag, err := p.pool.Exec(ctx, p.sql.failures, ids, tokens, errs, after, retry)
-	if err != nil {
-		return 0, fmt.Errorf("postgres: record outgoing failures: %w", err)
-	}
-	return int(tag.RowsAffected()), nil
-}
+// RollbackClaims ends every claim of p that is still open, so that its
+// rows are claimable again at once and its connections return to the
+// pool. Call it before closing the pool when claims may be open (a bus
+// stopped before settling them); the settlements of the claims that it
+// ends match no row.
+func (p *Persistence) RollbackClaims() { p.claims.rollbackAll() }
 
-// CancelOutgoing removes a row that is not leased and reports whether it
-// did. A row whose lease is running on the server's clock is being
-// delivered: it stays, and the result is false.
+// CancelOutgoing removes a row that no claim holds and reports whether it
+// did. A row a claim holds locked is being delivered: it stays, and the
+// result is false at once (the statement skips the locked row rather than
+// waiting for it), as for a row leased by a process of an earlier version
+// whose lease is running.
 func (p *Persistence) CancelOutgoing(ctx context.Context, id string) (bool, error) {
 	if !storableID(id) {
 		return false, nil // no stored row has it

@@ -1,7 +1,7 @@
 // Command multiproc is the worker of the postgres package's multi-process
 // test. It is built and started by TestMultiProcess; it is not a tool.
 //
-//	multiproc run -schema S -name p1 [-lease 3s]
+//	multiproc run -schema S -name p1 [-lease 3s] [-lookahead 2s] [-hang-after N | -block]
 //
 // It starts a bus on its own pool whose dispatcher claims from the shared
 // table S.outgoing_messages and whose handler records every receipt in
@@ -51,7 +51,12 @@ func main() {
 	name := fs.String("name", "p", "process name recorded with receipts and claims")
 	lease := fs.Duration("lease", 3*time.Second, "dispatcher lease")
 	hangAfter := fs.Int64("hang-after", 0, `after handling this many messages, print "hung" and block every further handler call (0: never), so a kill lands mid-dispatch`)
+	block := fs.Bool("block", false, "block every handler call before it records anything, so the process holds the rows it claimed until it is killed")
+	lookAhead := fs.Duration("lookahead", 0, "dispatcher look-ahead window (0: the default)")
 	_ = fs.Parse(os.Args[2:])
+	if *block {
+		*hangAfter = -1
+	}
 	url := os.Getenv("POSTBUS_TEST_POSTGRES_URL")
 	if url == "" {
 		url = "postgres://root@127.0.0.1:5432/test?sslmode=disable"
@@ -61,7 +66,7 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "run":
-		err = run(ctx, url, *schema, *name, *lease, *hangAfter)
+		err = run(ctx, url, *schema, *name, bus.DispatcherConfig{Lease: *lease, LookAhead: *lookAhead}, *hangAfter)
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -85,7 +90,8 @@ func openPool(ctx context.Context, url string, maxConns int32, asyncCommit bool)
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-func run(ctx context.Context, url, schema, name string, lease time.Duration, hangAfter int64) error {
+// run runs the worker; hangAfter < 0 blocks every handler call.
+func run(ctx context.Context, url, schema, name string, dispatcher bus.DispatcherConfig, hangAfter int64) error {
 	storePool, err := openPool(ctx, url, 6, false)
 	if err != nil {
 		return err
@@ -96,18 +102,18 @@ func run(ctx context.Context, url, schema, name string, lease time.Duration, han
 		return err
 	}
 	defer recPool.Close()
-	p, err := postgres.New(storePool, postgres.Options{Schema: schema})
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("proc", name)
+	p, err := postgres.New(storePool, postgres.Options{Schema: schema, Logger: log})
 	if err != nil {
 		return err
 	}
 	receipts := pgx.Identifier{schema, "receipts"}.Sanitize()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("proc", name)
 	b, err := bus.New(bus.Config{
 		Endpoint:    Endpoint,
 		Transport:   newSyncTransport(),
 		Persistence: &claimLog{Persistence: p, pool: recPool, name: name, table: pgx.Identifier{schema, "claims"}.Sanitize()},
 		Logger:      log,
-		Dispatcher:  bus.DispatcherConfig{Lease: lease},
+		Dispatcher:  dispatcher,
 	})
 	if err != nil {
 		return err
@@ -115,7 +121,7 @@ func run(ctx context.Context, url, schema, name string, lease time.Duration, han
 	var handled atomic.Int64
 	var hung sync.Once
 	err = bus.Handle(b, func(ctx context.Context, m Tick) error {
-		if hangAfter > 0 && handled.Add(1) > hangAfter {
+		if hangAfter < 0 || hangAfter > 0 && handled.Add(1) > hangAfter {
 			hung.Do(func() { fmt.Println("hung") })
 			select {} // until SIGKILL: the claimed batch stays unsettled
 		}

@@ -1,0 +1,372 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Claims hold their rows locked, not leased.
+//
+// A claim takes a connection of the pool, begins a transaction and locks
+// the rows it returns with SELECT ... FOR UPDATE SKIP LOCKED, without
+// writing them. The transaction stays open while the caller sends; the
+// settlements run in it (a DELETE for the rows sent, an UPDATE for the
+// failures, nothing for the rows released) and the last one commits it
+// in the same round trip. A row is thus inserted, locked and deleted: no
+// new row version and no index entry for the claim.
+//
+// Other claimers skip the locked rows. When the claiming process dies,
+// its connection closes and the server rolls the transaction back at
+// once: its rows are claimable again at the next poll. A process that
+// stops without its connection closing (frozen, or cut off by the
+// network) leaves the transaction idle; the server ends it after the
+// window and the lease (idle_in_transaction_session_timeout, set for the
+// claim's transaction only), and the process, when it wakes, cannot
+// commit.
+//
+// A process that runs keeps its open claims alive: a claim whose
+// transaction has been idle for a third of that limit gets a "SELECT 1",
+// so the rows it handed over and has not yet deleted stay locked while
+// its settlements are late (a loaded machine), rather than going to
+// another dispatcher, which would send them again. A claim still open
+// twice its window and lease after it began is rolled back, so a caller
+// that never settles it cannot hold its rows and connection for ever.
+
+// claimRegistry holds the open claims of a Persistence by token, and the
+// slots that bound how many connections they hold at once.
+type claimRegistry struct {
+	log   *slog.Logger
+	mu    sync.Mutex
+	open  map[string]*openClaim
+	slots chan struct{}
+}
+
+// openClaim is one claim's transaction and the rows it has not settled.
+type openClaim struct {
+	reg   *claimRegistry
+	token string
+	idle  time.Duration // the server's idle limit for the transaction
+
+	mu      sync.Mutex // serialises the settlements and the expiry
+	conn    *pgxpool.Conn
+	pending map[string]struct{}
+	wrote   bool      // a settlement wrote a row: end with COMMIT
+	used    time.Time // when the transaction last ran a statement
+	born    time.Time // when the claim began
+	timer   *time.Timer
+	done    bool
+}
+
+// claimSlots is how many claim transactions a Persistence keeps open at
+// once: half the pool, at least one, so that the rest of the pool stays
+// free for stores, notifications and a transport sharing it.
+func claimSlots(pool *pgxpool.Pool) int {
+	return max(1, int(pool.Config().MaxConns)/2)
+}
+
+func newClaimRegistry(slots int, log *slog.Logger) *claimRegistry {
+	return &claimRegistry{log: log, open: map[string]*openClaim{}, slots: make(chan struct{}, slots)}
+}
+
+// slotWait is how long a claim waits for a slot before it returns no row:
+// the settlements that free a slot may be queued behind the caller's own
+// wait for this claim (a dispatcher that gathers its claim before it
+// settles the rows it holds), so a claim must not wait for them for long.
+const slotWait = 100 * time.Millisecond
+
+// takeSlot takes a claim slot, waiting up to slotWait. It reports false,
+// with ctx's error if ctx ended, when it took none.
+func (r *claimRegistry) takeSlot(ctx context.Context) (bool, error) {
+	select {
+	case r.slots <- struct{}{}:
+		return true, nil
+	default:
+	}
+	t := time.NewTimer(slotWait)
+	defer t.Stop()
+	select {
+	case r.slots <- struct{}{}:
+		return true, nil
+	case <-t.C:
+		return false, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// idleMillis is the idle limit of a claim's transaction in whole
+// milliseconds, rounded up, within the setting's range.
+func idleMillis(d time.Duration) int64 {
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return min(max(int64(ms), 1), math.MaxInt32)
+}
+
+// begin takes a slot and a connection and runs, in one round trip, BEGIN,
+// the transaction's settings and the claim statement. It returns the open
+// claim, registered under token, and the rows; with no row (none due, or
+// no slot free within slotWait) it has ended the transaction and returns a
+// nil claim.
+func (r *claimRegistry) begin(ctx context.Context, pool *pgxpool.Pool, idle time.Duration, token, sql string, args []any, scan func(pgx.Rows) (string, error)) (*openClaim, error) {
+	if ok, err := r.takeSlot(ctx); !ok {
+		return nil, err // no slot: no row, or ctx's error
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		<-r.slots
+		return nil, err
+	}
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	// plan_cache_mode: a prepared claim is planned for its arguments at
+	// every call, never with a generic plan (see claimSQL).
+	b.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true), set_config('plan_cache_mode', 'force_custom_plan', true)`,
+		strconv.FormatInt(idleMillis(idle), 10))
+	b.Queue(sql, args...)
+	pending := map[string]struct{}{}
+	err = func() error {
+		br := conn.SendBatch(ctx, b)
+		defer br.Close()
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			id, err := scan(rows)
+			if err != nil {
+				return err
+			}
+			pending[id] = struct{}{}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return br.Close()
+	}()
+	if err != nil || len(pending) == 0 {
+		endTx(conn, "ROLLBACK")
+		conn.Release()
+		<-r.slots
+		return nil, err
+	}
+	c := &openClaim{reg: r, token: token, idle: idle, conn: conn, pending: pending, used: time.Now()}
+	c.born = c.used
+	c.mu.Lock() // the timer may fire at once: it finds the claim registered
+	defer c.mu.Unlock()
+	r.mu.Lock()
+	r.open[token] = c
+	r.mu.Unlock()
+	c.timer = time.AfterFunc(c.idle/3, c.tick)
+	return c, nil
+}
+
+// endTx ends the connection's transaction with sql (COMMIT or ROLLBACK)
+// when the connection is still usable; a broken connection is dropped by
+// the pool when released.
+func endTx(conn *pgxpool.Conn, sql string) {
+	if conn.Conn().IsClosed() || conn.Conn().PgConn().TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = conn.Exec(ctx, sql)
+}
+
+// get returns the open claim of token, or nil.
+func (r *claimRegistry) get(token string) *openClaim {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.open[token]
+}
+
+// rollbackAll rolls back every open claim.
+func (r *claimRegistry) rollbackAll() {
+	r.mu.Lock()
+	open := make([]*openClaim, 0, len(r.open))
+	for _, c := range r.open {
+		open = append(open, c)
+	}
+	r.mu.Unlock()
+	for _, c := range open {
+		c.mu.Lock()
+		c.finish("ROLLBACK")
+		c.mu.Unlock()
+	}
+}
+
+// tick keeps a claim's transaction alive once it has idled for a third of
+// its limit, and rolls the claim back once it is older than twice its
+// limit or its connection failed.
+func (c *openClaim) tick() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return
+	}
+	age := time.Since(c.born)
+	if age >= 2*c.idle {
+		c.reg.log.Warn("postgres: a claim was not settled within twice its lease; its rows are claimable again",
+			"unsettled", len(c.pending), "age", age.Round(time.Millisecond))
+		c.finish("ROLLBACK")
+		return
+	}
+	if wait := c.idle/3 - time.Since(c.used); wait > 0 { // a settlement ran since the timer was set
+		c.timer.Reset(min(wait, 2*c.idle-age))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.idle/3)
+	_, err := c.conn.Exec(ctx, "SELECT 1")
+	cancel()
+	if err != nil {
+		c.reg.log.Warn("postgres: a claim's transaction ended; its rows are claimable again",
+			"unsettled", len(c.pending), "idle", time.Since(c.used).Round(time.Millisecond), "error", err)
+		c.finish("ROLLBACK")
+		return
+	}
+	c.used = time.Now()
+	c.timer.Reset(min(c.idle/3, 2*c.idle-age))
+}
+
+// finish ends the transaction with sql unless it has ended, returns the
+// connection and the slot, and forgets the claim. The caller holds c.mu.
+func (c *openClaim) finish(sql string) {
+	if c.done {
+		return
+	}
+	c.done = true
+	c.timer.Stop()
+	if sql != "" {
+		endTx(c.conn, sql)
+	}
+	c.conn.Release()
+	c.reg.mu.Lock()
+	delete(c.reg.open, c.token)
+	c.reg.mu.Unlock()
+	<-c.reg.slots
+}
+
+// settleKind says what a settlement does to its rows.
+type settleKind int
+
+const (
+	settleDelete settleKind = iota
+	settleRelease
+	settleFail
+)
+
+// settle runs one settlement of rows (the IDs of at, the claim's rows not
+// yet settled) in the claim's transaction: sql with args made from the
+// rows kept (nil for a release), then COMMIT, or ROLLBACK when nothing was
+// written, in the same round trip when these were the last rows. It
+// returns how many rows it settled. A claim whose transaction the server
+// has ended for idling (its lease lapsed) settles nothing and is no error.
+func (c *openClaim) settle(ctx context.Context, kind settleKind, ids []string, sql string, args func(keep []int) []any) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return 0, nil
+	}
+	keep := make([]int, 0, len(ids))
+	seen := make(map[string]struct{}, len(ids))
+	for i, id := range ids {
+		if _, ok := c.pending[id]; !ok {
+			continue
+		}
+		if _, dup := seen[id]; dup {
+			continue
+		}
+		seen[id] = struct{}{}
+		keep = append(keep, i)
+	}
+	if len(keep) == 0 {
+		return 0, nil
+	}
+	last := len(keep) == len(c.pending)
+	write := kind != settleRelease
+	end := ""
+	if last {
+		end = "ROLLBACK"
+		if c.wrote || write {
+			end = "COMMIT"
+		}
+	}
+	if !write && !last {
+		for id := range seen {
+			delete(c.pending, id)
+		}
+		return len(keep), nil
+	}
+	b := &pgx.Batch{}
+	if write {
+		b.Queue(sql, args(keep)...)
+	}
+	if end != "" {
+		b.Queue(end)
+	}
+	n := len(keep)
+	err := func() error {
+		br := c.conn.SendBatch(ctx, b)
+		defer br.Close()
+		if write {
+			tag, err := br.Exec()
+			if err != nil {
+				return err
+			}
+			n = int(tag.RowsAffected())
+		}
+		if end != "" {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		return br.Close()
+	}()
+	if err != nil {
+		lapsed := c.lapsed(err)
+		c.finish("ROLLBACK")
+		if lapsed {
+			c.reg.log.Warn("postgres: the server ended a claim idle past its lease; its rows are claimable again",
+				"unsettled", len(c.pending), "idle", time.Since(c.used).Round(time.Millisecond))
+			return 0, nil
+		}
+		return 0, fmt.Errorf("claim transaction: %w", err)
+	}
+	c.used = time.Now()
+	if write {
+		c.wrote = true
+	}
+	for id := range seen {
+		delete(c.pending, id)
+	}
+	if last {
+		c.finish("")
+	}
+	return n, nil
+}
+
+// lapsed reports whether err says the server ended the claim's
+// transaction for idling past its limit: the claim's lease lapsed, and
+// another claim may hold its rows by now.
+func (c *openClaim) lapsed(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "25P03" { // idle_in_transaction_session_timeout
+		return true
+	}
+	return c.conn.Conn().IsClosed() && time.Since(c.used) >= c.idle
+}
