@@ -187,6 +187,12 @@ func (t *Transport) enqueue(ctx context.Context, queue string, env *bus.Envelope
 	if err != nil {
 		return err
 	}
+	if c, ok := t.joined(ctx); ok { // a dispatcher's hand-over: see handover_join.go
+		if err := t.insertJoined(ctx, c, row); err != nil {
+			return fmt.Errorf("postgres: send %s: %w", env.ID, err)
+		}
+		return nil
+	}
 	err = t.sends.send(ctx, row)
 	if isUndefinedTable(err) { // sent before anything was provisioned
 		if err = t.ensureTables(ctx); err == nil {
