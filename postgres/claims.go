@@ -53,9 +53,9 @@ type claimRegistry struct {
 
 // openClaim is one claim's transaction and the rows it has not settled.
 type openClaim struct {
-	reg   *claimRegistry
-	token string
-	idle  time.Duration // the server's idle limit for the transaction
+	reg    *claimRegistry
+	tokens []string      // the claims in this transaction (see join)
+	idle   time.Duration // the server's idle limit for the transaction
 
 	mu      sync.Mutex // serialises the settlements and the expiry
 	conn    *pgxpool.Conn
@@ -116,9 +116,16 @@ func idleMillis(d time.Duration) int64 {
 // claim, registered under token, and the rows; with no row (none due, or
 // no slot free within slotWait) it has ended the transaction and returns a
 // nil claim.
-func (r *claimRegistry) begin(ctx context.Context, pool *pgxpool.Pool, idle time.Duration, token, sql string, args []any, scan func(pgx.Rows) (string, error)) (*openClaim, error) {
-	if ok, err := r.takeSlot(ctx); !ok {
-		return nil, err // no slot: no row, or ctx's error
+func (r *claimRegistry) begin(ctx context.Context, pool *pgxpool.Pool, idle time.Duration, token, sql, joinSQL string, args []any, scan func(pgx.Rows) (string, error)) (*openClaim, error) {
+	select {
+	case r.slots <- struct{}{}:
+	default:
+		if c, ok, err := r.join(ctx, idle, token, joinSQL, args, scan); ok {
+			return c, err
+		}
+		if ok, err := r.takeSlot(ctx); !ok {
+			return nil, err // no slot: no row, or ctx's error
+		}
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
@@ -165,7 +172,7 @@ func (r *claimRegistry) begin(ctx context.Context, pool *pgxpool.Pool, idle time
 		<-r.slots
 		return nil, err
 	}
-	c := &openClaim{reg: r, token: token, idle: idle, conn: conn, pending: pending, used: time.Now()}
+	c := &openClaim{reg: r, tokens: []string{token}, idle: idle, conn: conn, pending: pending, used: time.Now()}
 	c.born = c.used
 	c.mu.Lock() // the timer may fire at once: it finds the claim registered
 	defer c.mu.Unlock()
@@ -174,6 +181,102 @@ func (r *claimRegistry) begin(ctx context.Context, pool *pgxpool.Pool, idle time
 	r.mu.Unlock()
 	c.timer = time.AfterFunc(c.idle/3, c.tick)
 	return c, nil
+}
+
+// joinAge is how long after it began an open claim takes in further
+// claims when every slot is taken (see join): a claim commits only once
+// all its rows are settled, so the longer it takes in new ones, the more
+// rows delivered and not yet committed as deleted a crash would send
+// again.
+const joinAge = time.Second
+
+// join runs a claim in the youngest open claim's transaction, when every
+// slot is taken and that claim began less than joinAge ago (and a third
+// of its idle limit): a dispatcher's claims follow each other faster than
+// their rows are settled, and a small pool must not make a claim wait for
+// a slot while rows it holds fall due. The claim runs under a savepoint,
+// with the statement's time (the claim SQL reads statement_timestamp(),
+// not the transaction's start), and its rows join the open claim's: the
+// transaction commits once every row of both is settled. sql is the claim
+// that leaves out the rows named by one more argument: FOR UPDATE SKIP
+// LOCKED skips only the rows other transactions locked, so it would return
+// the open claim's own rows again. It reports false when no open claim
+// could take it in.
+func (r *claimRegistry) join(ctx context.Context, idle time.Duration, token, sql string, args []any, scan func(pgx.Rows) (string, error)) (*openClaim, bool, error) {
+	var c *openClaim
+	r.mu.Lock()
+	for _, o := range r.open {
+		if o.idle == idle && (c == nil || o.born.After(c.born)) {
+			c = o
+		}
+	}
+	r.mu.Unlock()
+	if c == nil {
+		return nil, false, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done || time.Since(c.born) >= min(joinAge, c.idle/3) {
+		return nil, false, nil
+	}
+	// Not cancelled with the caller: a statement cancelled half-way would
+	// abort the transaction, and the rows of the claims already in it.
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.idle/3)
+	defer cancel()
+	b := &pgx.Batch{}
+	held := make([]string, 0, len(c.pending))
+	for id := range c.pending {
+		held = append(held, id)
+	}
+	b.Queue("SAVEPOINT postbus_claim")
+	b.Queue(sql, append(args[:len(args):len(args)], held)...)
+	b.Queue("RELEASE SAVEPOINT postbus_claim")
+	var ids []string
+	err := func() error {
+		br := c.conn.SendBatch(qctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			id, err := scan(rows)
+			if err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		return br.Close()
+	}()
+	if err != nil {
+		if _, rerr := c.conn.Exec(qctx, "ROLLBACK TO SAVEPOINT postbus_claim"); rerr != nil {
+			c.finish("ROLLBACK")
+		}
+		return nil, true, err
+	}
+	c.used = time.Now()
+	if len(ids) == 0 {
+		return nil, true, nil
+	}
+	for _, id := range ids {
+		c.pending[id] = struct{}{}
+	}
+	c.tokens = append(c.tokens, token)
+	r.mu.Lock()
+	r.open[token] = c
+	r.mu.Unlock()
+	return c, true, nil
 }
 
 // endTx ends the connection's transaction with sql (COMMIT or ROLLBACK)
@@ -256,7 +359,9 @@ func (c *openClaim) finish(sql string) {
 	}
 	c.conn.Release()
 	c.reg.mu.Lock()
-	delete(c.reg.open, c.token)
+	for _, t := range c.tokens {
+		delete(c.reg.open, t)
+	}
 	c.reg.mu.Unlock()
 	<-c.reg.slots
 }

@@ -6,17 +6,19 @@ import "fmt"
 // the quoted names. Values always travel as parameters; arrays
 // (unnest / = ANY) make every batch one statement and one round trip.
 type statements struct {
-	insert   string // plain INSERT
-	notify   string // INSERT that also notifies; empty without notifications
-	claim    string
-	ahead    string // the claim with a look-ahead window
-	delete   string
-	failures string
-	cancel   string
-	nextDue  string
-	now      string
-	inbox    string // the inbox row of a handling
-	purge    string // expired inbox rows
+	insert    string // plain INSERT
+	notify    string // INSERT that also notifies; empty without notifications
+	claim     string
+	ahead     string // the claim with a look-ahead window
+	claimJoin string // claim and ahead leaving out the rows named by a last argument
+	aheadJoin string
+	delete    string
+	failures  string
+	cancel    string
+	nextDue   string
+	now       string
+	inbox     string // the inbox row of a handling
+	purge     string // expired inbox rows
 }
 
 // Durations travel as bigint microseconds and become intervals in SQL, so
@@ -33,10 +35,12 @@ func newStatements(n names, notify bool) statements {
 		notifying = notifySQL(insert, "$8")
 	}
 	return statements{
-		insert: insert,
-		notify: notifying,
-		claim:  claimSQL(t, false),
-		ahead:  claimSQL(t, true),
+		insert:    insert,
+		notify:    notifying,
+		claim:     claimSQL(t, false, false),
+		ahead:     claimSQL(t, true, false),
+		claimJoin: claimSQL(t, false, true),
+		aheadJoin: claimSQL(t, true, true),
 		// In the claim's transaction, which holds the rows locked.
 		delete:   fmt.Sprintf(`DELETE FROM %s WHERE id = ANY($1::text[])`, t),
 		failures: failuresSQL(t),
@@ -88,8 +92,8 @@ SELECT pg_notify(%s, (extract(epoch FROM min(due_at)) * 1000000)::bigint::text) 
 
 // claimSQL locks the earliest claimable rows of transport $1, at most $2,
 // and then rows stored without a transport (empty) to fill the limit, and
-// returns them with the end of the claim's lease: the server's now() + $3
-// microseconds. It writes nothing: the rows stay locked by the claim's
+// returns them with the end of the claim's lease: the server's
+// statement_timestamp() + $3 microseconds. It writes nothing: the rows stay locked by the claim's
 // transaction until it settles them (see claims.go).
 //
 // Each transport value is its own ordered scan of the (transport,
@@ -102,10 +106,12 @@ SELECT pg_notify(%s, (extract(epoch FROM min(due_at)) * 1000000)::bigint::text) 
 // rather than being merged with them by due time. The second scan is
 // skipped when $1 is empty itself, or it would return the same rows twice.
 //
-// now() is the transaction start, which the claim's transaction begins
-// with, and is stable within the statement, so "available_at <= now()" is
-// an index condition; clock_timestamp() is volatile and would turn it into
-// a filter over the whole table.
+// statement_timestamp() is the statement's start: in a new claim's
+// transaction the same as now(), and in an open claim that takes in
+// another (claims.go, join) the time of this claim, not of the first one.
+// It is stable within the statement, so "available_at <=
+// statement_timestamp()" is an index condition; clock_timestamp() is
+// volatile and would turn it into a filter over the whole table.
 //
 // A generic plan made while the table was nearly empty reads it whole, so
 // the claim's transaction sets plan_cache_mode to force_custom_plan and
@@ -115,15 +121,22 @@ SELECT pg_notify(%s, (extract(epoch FROM min(due_at)) * 1000000)::bigint::text) 
 // (SELECT $2)" keeps the limit unknown to the planner, which then prefers
 // the ordered index scan that stops at the limit.
 //
-// With ahead, the claim looks $4 microseconds past now() (still a stable
+// With ahead, the claim looks $4 microseconds past statement_timestamp() (still a stable
 // bound, so still an index condition), gives the lease as $4 + $3, and
 // also returns clock_timestamp() with each row: the server's time as the
 // row leaves, from which the client tells how far ahead of its own clock
 // each row falls due.
-func claimSQL(t string, ahead bool) string {
-	by, lease, now := "now()", "$3::bigint", ""
+//
+// With exclude, the rows whose IDs the last argument names are left out:
+// an open claim that takes in another (claims.go, join) holds them, and
+// SKIP LOCKED skips only other transactions' locks.
+func claimSQL(t string, ahead, exclude bool) string {
+	by, lease, now, last := "statement_timestamp()", "$3::bigint", "", 3
 	if ahead {
-		by, lease, now = "now() + $4::bigint "+microsSQL, "($3::bigint + $4::bigint)", ", clock_timestamp()"
+		by, lease, now, last = "statement_timestamp() + $4::bigint "+microsSQL, "($3::bigint + $4::bigint)", ", clock_timestamp()", 4
+	}
+	if exclude {
+		by += fmt.Sprintf(" AND id <> ALL($%d::text[])", last+1)
 	}
 	cols := "id, kind, envelope, due_at, failures, last_error, transport, message_type, available_at"
 	return fmt.Sprintf(`WITH own AS (
@@ -143,7 +156,7 @@ func claimSQL(t string, ahead bool) string {
 	UNION ALL
 	SELECT %[6]s FROM legacy
 )
-SELECT id, kind, envelope, due_at, now() + %[4]s %[2]s, failures, last_error, transport, message_type, available_at%[5]s
+SELECT id, kind, envelope, due_at, statement_timestamp() + %[4]s %[2]s, failures, last_error, transport, message_type, available_at%[5]s
 FROM due ORDER BY available_at, id`, t, microsSQL, by, lease, now, cols)
 }
 

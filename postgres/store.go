@@ -129,7 +129,7 @@ func micros(d time.Duration) int64 {
 // froze or lost its network; a process that dies frees them
 // at once, its connection closing. See claims.go.
 func (p *Persistence) ClaimDueOutgoing(ctx context.Context, transport string, _ time.Time, limit int, lease time.Duration) ([]bus.OutgoingMessage, error) {
-	c, err := p.claim(ctx, p.sql.claim, transport, limit, lease, 0, false)
+	c, err := p.claim(ctx, p.sql.claim, p.sql.claimJoin, transport, limit, lease, 0, false)
 	return c.Rows, err
 }
 
@@ -140,12 +140,13 @@ func (p *Persistence) ClaimDueOutgoing(ctx context.Context, transport string, _ 
 // transaction's start, so the caller's estimate of when each row falls
 // due is not late by the time the claim took.
 func (p *Persistence) ClaimOutgoingAhead(ctx context.Context, transport string, _ time.Time, ahead time.Duration, limit int, lease time.Duration) (bus.AheadClaim, error) {
-	return p.claim(ctx, p.sql.ahead, transport, limit, lease, max(ahead, 0), true)
+	return p.claim(ctx, p.sql.ahead, p.sql.aheadJoin, transport, limit, lease, max(ahead, 0), true)
 }
 
 // claim runs a claim statement (p.sql.claim, or p.sql.ahead with its
-// window) in a new claim transaction.
-func (p *Persistence) claim(ctx context.Context, sql, transport string, limit int, lease, ahead time.Duration, withAhead bool) (bus.AheadClaim, error) {
+// window) in a new claim transaction, or joinSQL, the same statement
+// leaving out the rows an open claim holds, in that claim's (claims.go).
+func (p *Persistence) claim(ctx context.Context, sql, joinSQL, transport string, limit int, lease, ahead time.Duration, withAhead bool) (bus.AheadClaim, error) {
 	if limit <= 0 {
 		return bus.AheadClaim{}, ctx.Err()
 	}
@@ -174,7 +175,7 @@ func (p *Persistence) claim(ctx context.Context, sql, transport string, limit in
 		out = append(out, m)
 		return m.ID, nil
 	}
-	if _, err := p.claims.begin(ctx, p.pool, ahead+lease+claimGrace(lease), token, sql, args, scan); err != nil {
+	if _, err := p.claims.begin(ctx, p.pool, ahead+lease+claimGrace(lease), token, sql, joinSQL, args, scan); err != nil {
 		return bus.AheadClaim{}, fmt.Errorf("postgres: claim outgoing: %w", err)
 	}
 	return bus.AheadClaim{Rows: out, Now: now}, nil
