@@ -32,10 +32,12 @@
 //
 // With DeliverAfter or DeliverAt, the last step of the outgoing pipeline
 // stores the message in the persistence's ScheduledStore instead of sending
-// it. A dispatcher on every started, receiving bus claims due rows with a
-// lease, hands them to the transport, and deletes them after the transport
-// accepted them: at least once, never early, each due message sent by one
-// instance when several share a store. The in-memory persistence is not
+// it. A dispatcher on every started, receiving bus claims due rows (locked
+// in a transaction on PostgreSQL and MySQL/MariaDB, so a crashed process's
+// rows are free at once; leased on the other stores), hands them to the
+// transport, and deletes them after the transport accepted them: at least
+// once, never early, each due message sent by one instance when several
+// share a store. The in-memory persistence is not
 // durable; the bus warns once when a delayed message goes to it.
 //
 // # Batches

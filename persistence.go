@@ -16,8 +16,11 @@ type Persistence interface {
 }
 
 // ScheduledStore stores messages until they are due, for the dispatcher.
-// Rows are claimable from their due time; a claim leases them so several bus
-// instances on one store dispatch each row once. bustest.ScheduledMessageTests
+// Rows are claimable from their due time; a claim holds them so several bus
+// instances on one store dispatch each row once: a lease written on the
+// rows, or (PostgreSQL, MySQL/MariaDB) row locks of a transaction that
+// stays open until the claim's rows are settled, which a crashed process's
+// connection gives back at once. bustest.ScheduledMessageTests
 // defines the contract.
 //
 // # Lease ownership
