@@ -114,7 +114,20 @@ func (t *Transport) ensureTables(ctx context.Context) error {
 	if t.setUp {
 		return nil
 	}
-	err := pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
+	// Only when something is missing: CREATE INDEX IF NOT EXISTS takes a
+	// SHARE lock on the table even when the index exists, which waits for
+	// every open transaction that wrote to it (a dispatcher's claim that
+	// hands over into it, an outbox handling) and holds up every write
+	// queued behind it, at each process start.
+	var present bool
+	err := t.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL AND to_regclass($3) IS NOT NULL
+	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'lease_owner' AND NOT attisdropped)`,
+		t.names.messages, t.names.subs, t.names.regIdx).Scan(&present)
+	if err == nil && present {
+		t.setUp = true
+		return nil
+	}
+	err = pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, t.names.lockKey); err != nil {
 			return err
 		}

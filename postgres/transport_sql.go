@@ -12,6 +12,7 @@ type tnames struct {
 	messages string // quoted schema.<prefix>_messages
 	subs     string // quoted schema.<prefix>_subscriptions
 	claimIdx string // quoted <prefix>_messages_claim_idx (unqualified)
+	regIdx   string // the same, qualified, for to_regclass
 	channel  string // NOTIFY channel, raw
 	lockKey  string // advisory lock key text
 }
@@ -22,6 +23,7 @@ func newTNames(o TransportOptions) tnames {
 		messages: pgx.Identifier{o.Schema, o.TablePrefix + messagesSuffix}.Sanitize(),
 		subs:     pgx.Identifier{o.Schema, o.TablePrefix + subsSuffix}.Sanitize(),
 		claimIdx: pgx.Identifier{o.TablePrefix + queueIdxSuffix}.Sanitize(),
+		regIdx:   pgx.Identifier{o.Schema, o.TablePrefix + queueIdxSuffix}.Sanitize(),
 		channel:  channelName(o.Schema, o.TablePrefix+messagesSuffix),
 		lockKey:  "postbus.setup." + o.Schema,
 	}
