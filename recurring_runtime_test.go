@@ -209,12 +209,11 @@ func TestRecurringPolicyCatchUpSkipsMissedTicksPastTheWindow(t *testing.T) {
 	t.Parallel()
 	r := every200(bus.MissedAll)
 	r.Policy.CatchUp = 500 * time.Millisecond
-	log, clock, _, before := outage(t, r, outageGap)
-	now := clock.Now()
+	o := outage(t, r, outageGap)
+	before, now := o.before, o.clock.Now()
 	inWindow := ticksIn(200*time.Millisecond, now.Add(-500*time.Millisecond), now)
-	log.waitLen(t, len(before)+len(inWindow))
-	time.Sleep(100 * time.Millisecond)
-	ticks, _ := log.snapshot()
+	o.log.waitLen(t, len(before)+len(inWindow))
+	ticks := o.settle(t)
 	got := slices.Clone(ticks[len(before):])
 	slices.SortFunc(got, time.Time.Compare)
 	if !slices.EqualFunc(got, inWindow, time.Time.Equal) {
