@@ -314,27 +314,14 @@ func (b *Bus) cancelAhead(ctx context.Context, st RecurringStore, name string, g
 		if err != nil || !ok || gen != 0 && rec.Generation != gen {
 			return err
 		}
-		now := b.clock.Now()
-		cut := now
-		if restart {
-			cut = now.Add(max(b.cfg.Dispatcher.LookAhead, 0))
+		c := recurring.CancelAhead(planState(rec), b.clock.Now(), b.cfg.Dispatcher.LookAhead, restart)
+		if c.Idle(planState(rec)) {
+			return nil
 		}
 		adv := RecurringAdvance{Name: name, Generation: rec.Generation, Fingerprint: rec.Fingerprint,
-			Paused: rec.Paused, From: rec.Last, Last: rec.Last, Due: rec.Due, Runs: rec.Runs, Skipped: rec.Skipped}
-		for _, t := range rec.Ticks {
-			if t.After(cut) {
-				adv.Cancel = append(adv.Cancel, recurringID(name, t, ""))
-				adv.Runs--
-			} else {
-				adv.Ticks = append(adv.Ticks, t)
-			}
-		}
-		adv.Runs = max(adv.Runs, 0)
-		if restart || rec.Last.After(now) {
-			adv.Last = cut // the ticks after it are planned again
-		}
-		if len(adv.Cancel) == 0 && adv.Last.Equal(rec.Last) {
-			return nil
+			Paused: rec.Paused, From: rec.Last, Last: c.Last, Ticks: c.Ticks, Due: rec.Due, Runs: c.Runs, Skipped: rec.Skipped}
+		for _, t := range c.Cancel {
+			adv.Cancel = append(adv.Cancel, recurringID(name, t, ""))
 		}
 		ok, err = st.AdvanceRecurring(ctx, adv)
 		if err != nil || ok {
