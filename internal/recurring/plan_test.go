@@ -207,6 +207,14 @@ func TestStep(t *testing.T) {
 			want: want{last: m(1).Add(30 * time.Second), ticks: ms(1), wake: m(9).Add(refresh), runs: 1, idle: true},
 		},
 		{
+			name: "resumed after a long pause (Last moved to the resume): the paused-over ticks are not sent",
+			s: state(func(s *State) {
+				s.Last, s.Ticks, s.Alive, s.Runs = m(9).Add(500*time.Millisecond), ms(1), m(1), 1
+			}),
+			now: m(9).Add(time.Second), pp: params(nil),
+			want: want{store: ms(10, 11), last: m(11), ticks: ms(1, 10, 11), due: m(10), wake: m(9).Add(11 * time.Second), runs: 3},
+		},
+		{
 			name: "superseded by a later generation: nothing planned",
 			s:    state(func(s *State) { outage(s); s.Generation = 2 }), now: m(10), pp: params(nil),
 			want: want{superseded: true, last: m(2), ticks: ms(1, 2), wake: m(10).Add(refresh), runs: 2, idle: true},
