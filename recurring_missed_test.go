@@ -15,17 +15,63 @@ import (
 // 30 s lease), within which a process is taken for behind, not stopped.
 const outageGap = 40 * time.Second
 
+// outageRun is what outage leaves: the log, the clock, the transport, the
+// store, the bus started after the outage, and the ticks handled before.
+type outageRun struct {
+	log    *tickLog
+	clock  *bustest.FakeClock
+	tr     *bus.MemoryTransport
+	store  *bus.MemoryPersistence
+	bus    *bus.Bus
+	before []time.Time
+}
+
+// settle settles the restarted bus (see settle).
+func (o *outageRun) settle(t *testing.T) []time.Time {
+	t.Helper()
+	return settle(t, o.tr, o.store, o.clock, o.log, o.bus)
+}
+
+// settle stops the buses that handle into log (nil: none), which waits
+// for the handlers under way, and fails unless nothing is left to deliver
+// by the clock's now: no message waiting in tr (queue "worker") and no row
+// in store due by then. It returns the ticks handled, which are then all
+// that arrive by now: with the clock still, the test need not wait in
+// real time for an occurrence that might.
+func settle(t *testing.T, tr *bus.MemoryTransport, store *bus.MemoryPersistence, clock *bustest.FakeClock, log *tickLog, buses ...*bus.Bus) []time.Time {
+	t.Helper()
+	for _, b := range buses {
+		if err := b.Stop(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := tr.Len("worker"); n > 0 {
+		t.Fatalf("%d messages still waiting in the transport", n)
+	}
+	rows, err := store.ListScheduled(ctxT(t), bus.ScheduledQuery{DueBefore: clock.Now().Add(time.Nanosecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) > 0 {
+		t.Fatalf("%d rows due by %v still stored when the buses stopped, the first due %v", len(rows), clock.Now(), rows[0].DueAt)
+	}
+	if log == nil {
+		return nil
+	}
+	ticks, _ := log.snapshot()
+	return ticks
+}
+
 // outage runs two buses declaring r for a second, stops both, lets gap
-// pass with no process running, and starts one bus again. It returns the
-// log, the clock, the store, and the ticks handled before the outage.
-func outage(t *testing.T, r bus.Recurring, gap time.Duration) (*tickLog, *bustest.FakeClock, *bus.MemoryPersistence, []time.Time) {
+// pass with no process running, and starts one bus again.
+func outage(t *testing.T, r bus.Recurring, gap time.Duration) *outageRun {
 	t.Helper()
 	return outageLease(t, r, gap, 0)
 }
 
 // outageLease is outage with the buses' Dispatcher.Lease set (0: the
 // default), which with the poll interval makes the grace period.
-func outageLease(t *testing.T, r bus.Recurring, gap, lease time.Duration) (*tickLog, *bustest.FakeClock, *bus.MemoryPersistence, []time.Time) {
+func outageLease(t *testing.T, r bus.Recurring, gap, lease time.Duration) *outageRun {
 	t.Helper()
 	clock := bustest.NewFakeClock(recT0)
 	tr, store := bus.NewMemoryTransport(), bus.NewMemoryPersistence()
@@ -42,9 +88,12 @@ func outageLease(t *testing.T, r bus.Recurring, gap, lease time.Duration) (*tick
 	if store.Len() == 0 {
 		t.Fatal("no occurrence stored ahead when the buses stopped")
 	}
+	if n := tr.Len("worker"); n > 0 {
+		t.Fatalf("%d messages left in the transport when the buses stopped", n)
+	}
 	clock.Advance(gap) // nobody runs
-	recBusLease(t, clock, tr, store, log, lease, r)
-	return log, clock, store, before
+	c := recBusLease(t, clock, tr, store, log, lease, r)
+	return &outageRun{log: log, clock: clock, tr: tr, store: store, bus: c, before: before}
 }
 
 // Two buses in one process share a memory store and declare Every(200ms);
@@ -54,11 +103,11 @@ func outageLease(t *testing.T, r bus.Recurring, gap, lease time.Duration) (*tick
 // occurrence for them: the latest.
 func TestRecurringTwoBusesStoppedForASecondCatchUpOnce(t *testing.T) {
 	t.Parallel()
-	log, clock, _, before := outageLease(t, every200(bus.MissedOnce), time.Second, 300*time.Millisecond)
-	log.waitLen(t, len(before)+1)
-	time.Sleep(200 * time.Millisecond) // another catch-up would show up now
-	ticks, _ := log.snapshot()
-	latest := clock.Now().Truncate(200 * time.Millisecond)
+	o := outageLease(t, every200(bus.MissedOnce), time.Second, 300*time.Millisecond)
+	before := o.before
+	o.log.waitLen(t, len(before)+1)
+	ticks := o.settle(t)
+	latest := o.clock.Now().Truncate(200 * time.Millisecond)
 	if len(ticks) != len(before)+1 || !ticks[len(before)].Equal(latest) {
 		t.Fatalf("after a second's stop: %v, want %v followed by one occurrence for the latest missed tick %v", ticks, before, latest)
 	}
@@ -71,28 +120,28 @@ func TestRecurringTwoBusesStoppedForASecondCatchUpOnce(t *testing.T) {
 
 func TestRecurringMissedOnceSendsOneOccurrenceForTheGap(t *testing.T) {
 	t.Parallel()
-	log, clock, _, before := outage(t, every200(bus.MissedOnce), outageGap)
-	log.waitLen(t, len(before)+1)
-	time.Sleep(100 * time.Millisecond) // another catch-up would show up now
-	ticks, _ := log.snapshot()
+	o := outage(t, every200(bus.MissedOnce), outageGap)
+	log, clock, before := o.log, o.clock, o.before
 	latest := clock.Now().Truncate(200 * time.Millisecond)
-	if len(ticks) != len(before)+1 || !ticks[len(before)].Equal(latest) {
-		t.Fatalf("after the outage: %v, want %v followed by one occurrence for the latest missed tick %v", ticks, before, latest)
-	}
 	// The schedule goes on from the next tick.
 	from := clock.Now()
 	walk(t, clock, log, 2, 25*time.Millisecond, from.Add(time.Second), func(now time.Time) int {
 		return len(before) + 1 + len(ticksIn(200*time.Millisecond, from, now))
 	})
+	ticks := o.settle(t)
+	want := slices.Concat(before, []time.Time{latest}, ticksIn(200*time.Millisecond, from, clock.Now()))
+	if !slices.EqualFunc(ticks, want, time.Time.Equal) {
+		t.Fatalf("after the outage: %v, want %v: one occurrence for the latest missed tick %v, then each tick", ticks, want, latest)
+	}
 }
 
 func TestRecurringMissedAllSendsEveryMissedTick(t *testing.T) {
 	t.Parallel()
-	log, clock, _, before := outage(t, every200(bus.MissedAll), outageGap)
-	missed := ticksIn(200*time.Millisecond, before[len(before)-1], clock.Now())
-	log.waitLen(t, len(before)+len(missed))
-	time.Sleep(100 * time.Millisecond)
-	ticks, _ := log.snapshot()
+	o := outage(t, every200(bus.MissedAll), outageGap)
+	before := o.before
+	missed := ticksIn(200*time.Millisecond, before[len(before)-1], o.clock.Now())
+	o.log.waitLen(t, len(before)+len(missed))
+	ticks := o.settle(t)
 	got := slices.Clone(ticks[len(before):])
 	slices.SortFunc(got, time.Time.Compare)
 	if !slices.EqualFunc(got, missed, time.Time.Equal) {
@@ -102,12 +151,8 @@ func TestRecurringMissedAllSendsEveryMissedTick(t *testing.T) {
 
 func TestRecurringMissedSkipSendsNoneAndCancelsStoredOnes(t *testing.T) {
 	t.Parallel()
-	log, clock, store, before := outage(t, every200(bus.MissedSkip), outageGap)
-	time.Sleep(100 * time.Millisecond)
-	if n := log.len(); n != len(before) {
-		ticks, _ := log.snapshot()
-		t.Fatalf("after the outage: %v, want nothing beyond %v", ticks, before)
-	}
+	o := outage(t, every200(bus.MissedSkip), outageGap)
+	log, clock, store, before := o.log, o.clock, o.store, o.before
 	if store.Len() != 2 {
 		t.Errorf("%d rows stored, want the 2 next ticks alone", store.Len())
 	}
@@ -115,18 +160,21 @@ func TestRecurringMissedSkipSendsNoneAndCancelsStoredOnes(t *testing.T) {
 	walk(t, clock, log, 2, 25*time.Millisecond, from.Add(time.Second), func(now time.Time) int {
 		return len(before) + len(ticksIn(200*time.Millisecond, from, now))
 	})
+	ticks := o.settle(t)
+	if want := slices.Concat(before, ticksIn(200*time.Millisecond, from, clock.Now())); !slices.EqualFunc(ticks, want, time.Time.Equal) {
+		t.Fatalf("after the outage: %v, want nothing for the gap, then each tick: %v", ticks, want)
+	}
 }
 
 // A stop shorter than a tick misses nothing: the occurrence stored for the
 // tick that passed is the one MissedOnce sends.
 func TestRecurringShortStopSendsTheStoredTickOnce(t *testing.T) {
 	t.Parallel()
-	log, clock, _, before := outage(t, every200(bus.MissedOnce), 100*time.Millisecond)
-	want := len(before) + len(ticksIn(200*time.Millisecond, before[len(before)-1], clock.Now()))
-	log.waitLen(t, want)
-	time.Sleep(100 * time.Millisecond)
-	if n := log.len(); n != want {
-		ticks, _ := log.snapshot()
+	o := outage(t, every200(bus.MissedOnce), 100*time.Millisecond)
+	before := o.before
+	want := len(before) + len(ticksIn(200*time.Millisecond, before[len(before)-1], o.clock.Now()))
+	o.log.waitLen(t, want)
+	if ticks := o.settle(t); len(ticks) != want {
 		t.Fatalf("after a short stop: %v, want %d occurrences", ticks, want)
 	}
 }

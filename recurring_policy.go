@@ -1,10 +1,10 @@
 package bus
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"time"
+
+	"github.com/postbus/bus/internal/recurring"
 )
 
 // OverlapPolicy says what a schedule does with a tick whose occurrence
@@ -94,70 +94,5 @@ func (p RecurringPolicy) check() (field, reason string) {
 // shape returns s with p's jitter and window applied, for the schedule
 // name: the schedule whose ticks are stored.
 func (p RecurringPolicy) shape(name string, s Schedule) Schedule {
-	if p.Jitter > 0 {
-		s = shifted{s: s, by: jitterOffset(name, p.Jitter)}
-	}
-	if !p.Start.IsZero() || !p.End.IsZero() {
-		s = windowed{s: s, start: p.Start, end: p.End}
-	}
-	return s
-}
-
-// jitterOffset is the offset in [0, jitter) of the schedule name, whole
-// milliseconds, from a SHA-256 of the name: the same on every process.
-func jitterOffset(name string, jitter time.Duration) time.Duration {
-	sum := sha256.Sum256([]byte("postbus.recurring.jitter\x00" + name))
-	ms := int64(jitter / time.Millisecond)
-	if ms <= 0 {
-		return 0
-	}
-	return time.Duration(binary.BigEndian.Uint64(sum[:8])%uint64(ms)) * time.Millisecond
-}
-
-// shifted is a schedule whose ticks are all moved by the same offset.
-type shifted struct {
-	s  Schedule
-	by time.Duration
-}
-
-// Next returns the first shifted tick after t.
-func (j shifted) Next(t time.Time) time.Time {
-	n := j.s.Next(t.Add(-j.by))
-	if n.IsZero() {
-		return n
-	}
-	return n.Add(j.by)
-}
-
-// String shows the schedule and its offset.
-func (j shifted) String() string { return fmt.Sprintf("%s +%v", scheduleText(j.s), j.by) }
-
-// windowed is a schedule with no tick before start or after end.
-type windowed struct {
-	s          Schedule
-	start, end time.Time
-}
-
-// Next returns the first tick after t within the window.
-func (w windowed) Next(t time.Time) time.Time {
-	if !w.start.IsZero() && t.Before(w.start) {
-		t = w.start.Add(-time.Nanosecond) // a tick at start counts
-	}
-	n := w.s.Next(t)
-	if n.IsZero() || !w.end.IsZero() && n.After(w.end) {
-		return time.Time{}
-	}
-	return n
-}
-
-// String shows the schedule and its window.
-func (w windowed) String() string {
-	s := scheduleText(w.s)
-	if !w.start.IsZero() {
-		s += " from " + w.start.UTC().Format(time.RFC3339)
-	}
-	if !w.end.IsZero() {
-		s += " until " + w.end.UTC().Format(time.RFC3339)
-	}
-	return s
+	return recurring.Shape(name, s, p.Jitter, p.Start, p.End)
 }

@@ -106,11 +106,6 @@ func TestRecurringDeleteDuringARollingDeployKeepsTheOldDefinitionOut(t *testing.
 	walk(t, clock, log, 4, 25*time.Millisecond, deployed.Add(2*time.Second), func(now time.Time) int {
 		return before + len(ticksIn(300*time.Millisecond, deployed, now))
 	})
-	time.Sleep(50 * time.Millisecond) // a tick of the old definition would show up now
-	ticks, _ := log.snapshot()
-	if want := ticksIn(300*time.Millisecond, deployed, clock.Now()); !slices.EqualFunc(ticks[before:], want, time.Time.Equal) {
-		t.Fatalf("after the delete and the deploy: %v, want the new definition's ticks alone: %v", ticks[before:], want)
-	}
 	infos, err := nb.Recurrings(ctxT(t))
 	if err != nil || len(infos) != 1 || infos[0].Generation < 2 || infos[0].Superseded {
 		t.Fatalf("new process's Recurrings = %+v, %v; want a generation after the deleted one's, not superseded", infos, err)
@@ -118,6 +113,10 @@ func TestRecurringDeleteDuringARollingDeployKeepsTheOldDefinitionOut(t *testing.
 	infos, err = old.Recurrings(ctxT(t))
 	if err != nil || len(infos) != 1 || !infos[0].Declared || !infos[0].Superseded || infos[0].Schedule != "every 300ms" {
 		t.Fatalf("old process's Recurrings = %+v, %v; want it declared here and superseded by every 300ms", infos, err)
+	}
+	ticks := settle(t, tr, store, clock, log, old, nb) // a tick of the old definition would be stored, waiting or handled now
+	if want := ticksIn(300*time.Millisecond, deployed, clock.Now()); !slices.EqualFunc(ticks[before:], want, time.Time.Equal) {
+		t.Fatalf("after the delete and the deploy: %v, want the new definition's ticks alone: %v", ticks[before:], want)
 	}
 }
 
@@ -222,11 +221,10 @@ func TestRecurringTwoTriggersInOneMillisecondAreTwoOccurrences(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	recBus(t, clock, tr, store, log)
+	b := recBus(t, clock, tr, store, log)
 	log.waitLen(t, 3)
-	time.Sleep(50 * time.Millisecond) // a duplicate would show up now
-	if n := log.len(); n != 3 {
-		ticks, _ := log.snapshot()
+	if ticks := settle(t, tr, store, clock, log, b); len(ticks) != 3 { // a duplicate would be stored, waiting or handled now
+		n := len(ticks)
 		t.Fatalf("%d occurrences %v, want 3: two triggers and one keyed trigger retried", n, ticks)
 	}
 	if err := ops.TriggerRecurring(ctxT(t), "tick", bus.TriggerKey("")); !errors.Is(err, bus.ErrInvalidRecurring) {
@@ -343,7 +341,7 @@ func TestRecurringOverlapSkipSkipsATickWhileThePreviousRuns(t *testing.T) {
 		defer mu.Unlock()
 		return len(handled) >= 2
 	}, "two ticks handled")
-	time.Sleep(50 * time.Millisecond)
+	settle(t, tr, store, clock, nil, b)
 	mu.Lock()
 	defer mu.Unlock()
 	if want := []time.Time{first, base.Add(600 * time.Millisecond)}; !slices.EqualFunc(handled, want, time.Time.Equal) {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/postbus/bus/internal/recurring"
 )
 
 // How recurring schedules run, with no leader.
@@ -30,7 +32,7 @@ import (
 // steps each with its record, which finds what other processes changed:
 // a resume, a new definition, a deleted record.
 //
-// A step keeps recurringAhead ticks ahead of now stored, and more when
+// A step keeps recurring.Ahead ticks ahead of now stored, and more when
 // this bus's latest pass over its due schedules took longer (the ticks
 // through twice that pass), so the occurrence after a tick is in the
 // store before that tick is handed over, a process that starts while
@@ -55,15 +57,9 @@ import (
 // is stored and cancelled for missed ticks; an occurrence stored for a
 // missed tick counts as missed too.
 
-const (
-	// recurringAhead is how many ticks after now a schedule keeps stored.
-	recurringAhead = 2
-	// recurringKeep bounds the ticks a record remembers.
-	recurringKeep = 32
-	// recurringSteps bounds the attempts of one step whose record keeps
-	// moving under it.
-	recurringSteps = 8
-)
+// recurringSteps bounds the attempts of one step whose record keeps
+// moving under it.
+const recurringSteps = 8
 
 // prepare readies the start of this bus's schedules, under the bus's
 // lock in Start, and returns the channel that startRecurring closes once
@@ -318,27 +314,14 @@ func (b *Bus) cancelAhead(ctx context.Context, st RecurringStore, name string, g
 		if err != nil || !ok || gen != 0 && rec.Generation != gen {
 			return err
 		}
-		now := b.clock.Now()
-		cut := now
-		if restart {
-			cut = now.Add(max(b.cfg.Dispatcher.LookAhead, 0))
+		c := recurring.CancelAhead(planState(rec), b.clock.Now(), b.cfg.Dispatcher.LookAhead, restart)
+		if c.Idle(planState(rec)) {
+			return nil
 		}
 		adv := RecurringAdvance{Name: name, Generation: rec.Generation, Fingerprint: rec.Fingerprint,
-			Paused: rec.Paused, From: rec.Last, Last: rec.Last, Due: rec.Due, Runs: rec.Runs, Skipped: rec.Skipped}
-		for _, t := range rec.Ticks {
-			if t.After(cut) {
-				adv.Cancel = append(adv.Cancel, recurringID(name, t, ""))
-				adv.Runs--
-			} else {
-				adv.Ticks = append(adv.Ticks, t)
-			}
-		}
-		adv.Runs = max(adv.Runs, 0)
-		if restart || rec.Last.After(now) {
-			adv.Last = cut // the ticks after it are planned again
-		}
-		if len(adv.Cancel) == 0 && adv.Last.Equal(rec.Last) {
-			return nil
+			Paused: rec.Paused, From: rec.Last, Last: c.Last, Ticks: c.Ticks, Due: rec.Due, Runs: c.Runs, Skipped: rec.Skipped}
+		for _, t := range c.Cancel {
+			adv.Cancel = append(adv.Cancel, recurringID(name, t, ""))
 		}
 		ok, err = st.AdvanceRecurring(ctx, adv)
 		if err != nil || ok {
@@ -375,56 +358,62 @@ func (b *Bus) stepRecurring(ctx context.Context, st RecurringStore, e *recurring
 			continue
 		}
 		now := b.clock.Now()
-		if rec.Generation != gen || rec.Fingerprint != e.fingerprint { // a later declaration runs it
+		b.recur.mu.Lock()
+		pp := b.planParams(b.recur.passes.estimate(now))
+		pp.stepped = e.stepped
+		b.recur.mu.Unlock()
+		p := planRecurring(e, gen, rec, now, pp)
+		if p.Superseded { // a later declaration runs it
 			b.noteSuperseded(e, rec)
-			return now.Add(b.recurringRefresh()), nil
+			return p.Wake, nil
 		}
 		b.recur.mu.Lock()
-		ran := !e.stepped.IsZero() && now.Sub(e.stepped) <= b.cfg.Dispatcher.PollInterval+b.cfg.Dispatcher.Lease
 		e.stepped = now
 		b.recur.mu.Unlock()
-		p, ok, err := b.applyStep(ctx, st, e, gen, rec, now, ran, b.recur.passes.estimate(now))
+		ok, err = b.applyStep(ctx, st, e, gen, rec, now, p, pp.pass)
 		if err != nil {
 			return time.Time{}, err
 		}
 		if ok {
-			return p.wake, nil
+			return p.Wake, nil
 		}
 	}
 	return b.clock.Now().Add(b.cfg.Dispatcher.PollInterval), nil
 }
 
-// applyStep plans a step of e (at generation gen) from rec at now and
-// applies it with one AdvanceRecurring, and reports false when the record
+// applyStep applies the plan p of a step of e (at generation gen) from
+// rec at now with one AdvanceRecurring, and reports false when the record
 // moved under it. A plan with nothing to write writes nothing, except the
 // Due of a runtime schedule.
 func (b *Bus) applyStep(ctx context.Context, st RecurringStore, e *recurringEntry, gen int64, rec RecurringRecord, now time.Time,
-	ran bool, pass time.Duration) (recurringPlan, bool, error) {
-	p := planRecurring(e, rec, now, ran, b.planParams(pass))
-	idle := len(p.store) == 0 && len(p.cancel) == 0 && p.skips == 0 && (!rec.Paused || p.last.Equal(rec.Last))
-	if idle && (e.spec == nil || p.due.Equal(rec.Due)) {
-		return p, true, nil
+	p recurring.Plan, pass time.Duration) (bool, error) {
+	if p.Idle(planState(rec)) && (e.spec == nil || p.Due.Equal(rec.Due)) {
+		return true, nil
 	}
-	rows := b.rows(b.occurrences(ctx, e, p.store), now)
+	rows := b.rows(b.occurrences(ctx, e, p.Store), now)
+	var cancel []string
+	for _, t := range p.Cancel {
+		cancel = append(cancel, recurringID(e.r.Name, t, ""))
+	}
 	adv := RecurringAdvance{Name: e.r.Name, Generation: gen, Fingerprint: e.fingerprint, Paused: rec.Paused,
-		From: rec.Last, Last: p.last, Ticks: p.ticks, Store: rows, Cancel: p.cancel, Due: p.due, Runs: p.runs, Skipped: p.skipped}
+		From: rec.Last, Last: p.Last, Ticks: p.Ticks, Store: rows, Cancel: cancel, Due: p.Due, Runs: p.Runs, Skipped: p.Skipped}
 	if !rec.Paused {
 		adv.Alive = now.Add(b.cfg.Dispatcher.PollInterval + 2*pass)
 	}
 	ok, err := st.AdvanceRecurring(ctx, adv)
 	if err != nil {
-		return p, false, fmt.Errorf("advance: %w", err)
+		return false, fmt.Errorf("advance: %w", err)
 	}
 	if !ok {
-		return p, false, nil
+		return false, nil
 	}
 	b.metrics.recurring.Add(uint64(len(rows)))
-	if p.skips > 0 {
+	if p.Skips > 0 {
 		b.log.Info("recurring schedule skipped ticks by its policies", slog.String("recurring", e.r.Name),
-			slog.Int(logKeyCount, p.skips), slog.String("missed", e.r.Missed.String()))
+			slog.Int(logKeyCount, p.Skips), slog.String("missed", e.r.Missed.String()))
 	}
-	if d := b.dispatcher.Load(); d != nil && len(p.store) > 0 {
-		d.poke(slices.MinFunc(p.store, time.Time.Compare))
+	if d := b.dispatcher.Load(); d != nil && len(p.Store) > 0 {
+		d.poke(slices.MinFunc(p.Store, time.Time.Compare))
 	}
-	return p, true, nil
+	return true, nil
 }

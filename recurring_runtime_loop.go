@@ -163,10 +163,15 @@ func (b *Bus) stepRuntime(ctx context.Context, st RecurringStore, e *recurringEn
 		} else if rec, ok, err = st.LoadRecurring(ctx, e.r.Name); err != nil {
 			return false, fmt.Errorf("load: %w", err)
 		}
-		if !ok || rec.Generation != e.gen || rec.Fingerprint != e.fingerprint {
+		if !ok {
 			return false, nil
 		}
-		if _, ok, err := b.applyStep(ctx, st, e, e.gen, rec, b.clock.Now(), false, pass); err != nil || ok {
+		now := b.clock.Now()
+		p := planRecurring(e, e.gen, rec, now, b.planParams(pass))
+		if p.Superseded {
+			return false, nil
+		}
+		if ok, err := b.applyStep(ctx, st, e, e.gen, rec, now, p, pass); err != nil || ok {
 			return ok, err
 		}
 	}

@@ -27,15 +27,15 @@ func tickSpec(name, every string) bus.RecurringSpec {
 
 func TestSetRecurringRunsOnEveryDispatcherEachTickOnce(t *testing.T) {
 	t.Parallel()
-	clock, tr, store, log := recWorld(t)
-	recBus(t, clock, tr, store, log)
+	clock, tr, store, log, w := recWorld(t)
+	w2 := recBus(t, clock, tr, store, log)
 	ops := opsBus(t, clock, tr, store)
 	if err := ops.SetRecurring(ctxT(t), tickSpec("tenant-a", "200ms")); err != nil {
 		t.Fatal(err)
 	}
 	end := recT0.Add(2 * time.Second)
 	walk(t, clock, log, 4, 25*time.Millisecond, end, func(now time.Time) int { return len(ticksIn(200*time.Millisecond, recT0, now)) })
-	time.Sleep(50 * time.Millisecond) // a duplicate would show up now
+	settle(t, tr, store, clock, log, w, w2) // a duplicate would be stored, waiting or handled now
 	ticks, at := log.snapshot()
 	if want := ticksIn(200*time.Millisecond, recT0, end); !slices.EqualFunc(ticks, want, time.Time.Equal) {
 		t.Fatalf("occurrences %v, want each tick once: %v", ticks, want)
@@ -53,7 +53,7 @@ func TestSetRecurringRunsOnEveryDispatcherEachTickOnce(t *testing.T) {
 
 func TestSetRecurringAgainKeepsOrReplacesTheDefinition(t *testing.T) {
 	t.Parallel()
-	clock, tr, store, log := recWorld(t)
+	clock, tr, store, log, w := recWorld(t)
 	ops := opsBus(t, clock, tr, store)
 	if err := ops.SetRecurring(ctxT(t), tickSpec("r", "200ms")); err != nil {
 		t.Fatal(err)
@@ -81,8 +81,8 @@ func TestSetRecurringAgainKeepsOrReplacesTheDefinition(t *testing.T) {
 	}
 	n := log.len()
 	advance(t, clock, 1, 50*time.Millisecond, clock.Now().Add(2*time.Second)) // the dispatcher; the recurring loop has no schedule left
-	time.Sleep(50 * time.Millisecond)
-	if got := log.len(); got > n+1 { // one a dispatcher already held may go out
+	// One a dispatcher already held may go out.
+	if got := len(settle(t, tr, store, clock, log, w)); got > n+1 {
 		t.Fatalf("%d occurrences after the delete, want at most 1", got-n)
 	}
 }
@@ -154,7 +154,7 @@ func TestListRecurringsPagesInNameOrder(t *testing.T) {
 
 func TestRecurringPolicyJitterShiftsEveryTickByOneOffset(t *testing.T) {
 	t.Parallel()
-	clock, tr, store, log := recWorld(t)
+	clock, tr, store, log, _ := recWorld(t)
 	spec := tickSpec("jittered", "200ms")
 	spec.Policy.Jitter = 150 * time.Millisecond
 	if err := opsBus(t, clock, tr, store).SetRecurring(ctxT(t), spec); err != nil {
@@ -179,7 +179,7 @@ func TestRecurringPolicyJitterShiftsEveryTickByOneOffset(t *testing.T) {
 
 func TestRecurringPolicyStartEndAndMaxRuns(t *testing.T) {
 	t.Parallel()
-	clock, tr, store, log := recWorld(t)
+	clock, tr, store, log, w := recWorld(t)
 	ops := opsBus(t, clock, tr, store)
 	base := recT0.Truncate(200 * time.Millisecond)
 	window := tickSpec("window", "200ms")
@@ -197,8 +197,7 @@ func TestRecurringPolicyStartEndAndMaxRuns(t *testing.T) {
 	walk(t, clock, log, 2, 25*time.Millisecond, recT0.Add(2*time.Second), func(now time.Time) int {
 		return len(slices.DeleteFunc(slices.Clone(want), func(t time.Time) bool { return t.After(now) }))
 	})
-	time.Sleep(50 * time.Millisecond)
-	ticks, _ := log.snapshot()
+	ticks := settle(t, tr, store, clock, log, w)
 	slices.SortFunc(ticks, time.Time.Compare)
 	if !slices.EqualFunc(ticks, want, time.Time.Equal) {
 		t.Fatalf("occurrences %v, want %v", ticks, want)
@@ -209,12 +208,11 @@ func TestRecurringPolicyCatchUpSkipsMissedTicksPastTheWindow(t *testing.T) {
 	t.Parallel()
 	r := every200(bus.MissedAll)
 	r.Policy.CatchUp = 500 * time.Millisecond
-	log, clock, _, before := outage(t, r, outageGap)
-	now := clock.Now()
+	o := outage(t, r, outageGap)
+	before, now := o.before, o.clock.Now()
 	inWindow := ticksIn(200*time.Millisecond, now.Add(-500*time.Millisecond), now)
-	log.waitLen(t, len(before)+len(inWindow))
-	time.Sleep(100 * time.Millisecond)
-	ticks, _ := log.snapshot()
+	o.log.waitLen(t, len(before)+len(inWindow))
+	ticks := o.settle(t)
 	got := slices.Clone(ticks[len(before):])
 	slices.SortFunc(got, time.Time.Compare)
 	if !slices.EqualFunc(got, inWindow, time.Time.Equal) {
@@ -239,10 +237,9 @@ func TestBackfillRecurringSendsEachTickOfTheRangeOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	recBus(t, clock, tr, store, log)
+	b := recBus(t, clock, tr, store, log)
 	log.waitLen(t, 4)
-	time.Sleep(50 * time.Millisecond)
-	ticks, _ := log.snapshot()
+	ticks := settle(t, tr, store, clock, log, b)
 	slices.SortFunc(ticks, time.Time.Compare)
 	want := []time.Time{from, from.Add(time.Hour), from.Add(2 * time.Hour), from.Add(3 * time.Hour)} // [09:00, 12:00:00.05)
 	if !slices.EqualFunc(ticks, want, time.Time.Equal) {
@@ -260,7 +257,7 @@ func TestBackfillRecurringSendsEachTickOfTheRangeOnce(t *testing.T) {
 // ends with one of them, and only its ticks are sent.
 func TestSetRecurringRacingSetLeavesOneDefinition(t *testing.T) {
 	t.Parallel()
-	clock, tr, store, log := recWorld(t)
+	clock, tr, store, log, _ := recWorld(t)
 	a, b := opsBus(t, clock, tr, store), opsBus(t, clock, tr, store)
 	var wg sync.WaitGroup
 	for _, c := range []struct {
@@ -351,7 +348,7 @@ func TestSetRecurringSchedulesAlikeButForTheirNamesEachTick(t *testing.T) {
 		defer mu.Unlock()
 		return len(got["tenant-a"]) >= len(want) && len(got["tenant-b"]) >= len(want) && len(got["tenant-c"]) >= len(want)
 	}, "%d ticks of each schedule", len(want))
-	time.Sleep(50 * time.Millisecond)
+	settle(t, tr, store, clock, nil, b)
 	mu.Lock()
 	defer mu.Unlock()
 	for name, ticks := range got {
@@ -377,11 +374,10 @@ func TestSetRecurringTicksBeforeTheFirstStepAreLateNotMissed(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Advance(700 * time.Millisecond) // no dispatcher runs yet
-	recBus(t, clock, tr, store, log)
+	b := recBus(t, clock, tr, store, log)
 	want := ticksIn(200*time.Millisecond, recT0, recT0.Add(700*time.Millisecond))
 	log.waitLen(t, len(want))
-	time.Sleep(50 * time.Millisecond)
-	ticks, _ := log.snapshot()
+	ticks := settle(t, tr, store, clock, log, b)
 	slices.SortFunc(ticks, time.Time.Compare)
 	if !slices.EqualFunc(ticks, want, time.Time.Equal) {
 		t.Fatalf("occurrences %v, want every tick since the schedule was set: %v", ticks, want)
@@ -389,12 +385,12 @@ func TestSetRecurringTicksBeforeTheFirstStepAreLateNotMissed(t *testing.T) {
 }
 
 // recWorld starts a bus that dispatches and handles Tick on a new memory
-// transport and store, at recT0 on a fake clock.
-func recWorld(t *testing.T) (*bustest.FakeClock, *bus.MemoryTransport, *bus.MemoryPersistence, *tickLog) {
+// transport and store, at recT0 on a fake clock, and returns it last.
+func recWorld(t *testing.T) (*bustest.FakeClock, *bus.MemoryTransport, *bus.MemoryPersistence, *tickLog, *bus.Bus) {
 	t.Helper()
 	clock := bustest.NewFakeClock(recT0)
 	tr, store := bus.NewMemoryTransport(), bus.NewMemoryPersistence()
 	log := &tickLog{clock: clock}
-	recBus(t, clock, tr, store, log)
-	return clock, tr, store, log
+	b := recBus(t, clock, tr, store, log)
+	return clock, tr, store, log, b
 }

@@ -127,11 +127,11 @@ func TestRecurringTwoBusesDeliverEachTickOnce(t *testing.T) {
 	clock := bustest.NewFakeClock(recT0)
 	tr, store := bus.NewMemoryTransport(), bus.NewMemoryPersistence()
 	log := &tickLog{clock: clock}
-	recBus(t, clock, tr, store, log, every200(bus.MissedOnce))
-	recBus(t, clock, tr, store, log, every200(bus.MissedOnce))
+	a := recBus(t, clock, tr, store, log, every200(bus.MissedOnce))
+	b := recBus(t, clock, tr, store, log, every200(bus.MissedOnce))
 	end := recT0.Add(2 * time.Second)
 	walk(t, clock, log, 4, 25*time.Millisecond, end, func(now time.Time) int { return len(ticksIn(200*time.Millisecond, recT0, now)) })
-	time.Sleep(100 * time.Millisecond) // a duplicate would show up now
+	settle(t, tr, store, clock, log, a, b) // a duplicate would be stored, waiting or handled now
 	ticks, at := log.snapshot()
 	if want := ticksIn(200*time.Millisecond, recT0, end); !slices.EqualFunc(ticks, want, time.Time.Equal) {
 		t.Fatalf("occurrences %v, want each tick once: %v", ticks, want)
