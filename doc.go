@@ -71,4 +71,11 @@
 // Transports and persistences for real brokers and databases live in their
 // own modules (postgres, sqlite, mongodb, rabbitmq, nats), so this module has
 // no dependencies. Package bustest holds the conformance suites they pass.
+//
+// What a transport or a store implements (Transport, Persistence,
+// ScheduledStore and their optional capabilities, the other store
+// interfaces and their records, Envelope and its codec) is declared in
+// package github.com/postbus/bus/backend, for the people who write them.
+// This package names each of those types by an alias (Transport is
+// backend.Transport), so either name may be used.
 package bus

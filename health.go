@@ -8,15 +8,6 @@ import (
 	"time"
 )
 
-// Pinger is implemented by transports and persistences that can check
-// cheaply that their broker or database answers (a connection pool's
-// ping, a round trip to the server). Bus.Health calls it; a backend
-// without it is reported with an unknown reachability.
-type Pinger interface {
-	// Ping returns nil when the server answered within ctx.
-	Ping(ctx context.Context) error
-}
-
 // DefaultHealthTimeout bounds Bus.Health when its ctx has no deadline of
 // its own, and is the default of HealthOptions.Timeout.
 const DefaultHealthTimeout = time.Second

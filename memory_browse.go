@@ -90,7 +90,7 @@ func (p *MemoryPersistence) StatsScheduled(ctx context.Context, now time.Time) (
 
 // DueHistogram counts the rows due in each bucket.
 func (p *MemoryPersistence) DueHistogram(ctx context.Context, from time.Time, width time.Duration, n int) ([]int64, error) {
-	if err := checkHistogram(width, n); err != nil {
+	if err := CheckHistogram(width, n); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {

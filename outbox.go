@@ -35,41 +35,6 @@ type OutboxConfig struct {
 // defaultInboxRetention is OutboxConfig.Retention's default.
 const defaultInboxRetention = 7 * 24 * time.Hour
 
-// OutboxStore is implemented by persistences that can run a handling in one
-// database transaction with the messages it sends (the transactional
-// outbox) and remember which messages an endpoint handled (the inbox).
-type OutboxStore interface {
-	Persistence
-	ScheduledStore
-	// BeginHandling opens the transaction of one handling of messageID at
-	// endpoint and inserts its inbox row. When the endpoint already handled
-	// the message (its row is there, committed), it returns a nil
-	// HandlingTx and handled true, with nothing left open. Two concurrent
-	// calls for one message and endpoint: the second waits for the first
-	// to commit (then handled) or roll back (then it proceeds).
-	BeginHandling(ctx context.Context, endpoint, messageID string) (tx HandlingTx, handled bool, err error)
-	// StoreOutgoingInCallerTx stores msgs in the caller's own transaction
-	// when ctx carries one (such as postgres.WithTx), and reports whether
-	// it did. Without one it does nothing and returns false.
-	StoreOutgoingInCallerTx(ctx context.Context, msgs []OutgoingMessage) (bool, error)
-	// PurgeInbox deletes up to limit inbox rows older than olderThan (on
-	// the store's clock) and returns how many it deleted.
-	PurgeInbox(ctx context.Context, olderThan time.Duration, limit int) (int, error)
-}
-
-// HandlingTx is the database transaction of one handling.
-type HandlingTx interface {
-	// Context returns ctx carrying the transaction, for the handler (the
-	// driver's accessor, such as postgres.Tx, finds it there).
-	Context(ctx context.Context) context.Context
-	// StoreOutgoing stores the handler's messages in the transaction.
-	StoreOutgoing(ctx context.Context, msgs []OutgoingMessage) error
-	// Commit commits the handling: inbox row, handler writes, messages.
-	Commit(ctx context.Context) error
-	// Rollback abandons the transaction; after Commit it does nothing.
-	Rollback(ctx context.Context) error
-}
-
 // dueNow is the Delay of an outbox row for an immediate message: due at
 // once on the store's clock.
 const dueNow = time.Nanosecond

@@ -28,19 +28,6 @@ import (
 //   - ScheduledBacklog, which reads the store through other queries, fails
 //     with ErrCannotJoinTx.
 
-// TxCanceler is implemented by an OutboxStore that can cancel a scheduled
-// message in the transaction a ctx carries: an outbox handling's
-// (HandlingTx.Context) or a caller's (such as postgres.WithTx), so that the
-// cancel commits or rolls back with it. Bus.CancelScheduled and saga
-// completion use it.
-type TxCanceler interface {
-	// CancelOutgoingInTx is CancelOutgoing run in the transaction ctx
-	// carries; joined reports whether ctx carried one. Without one it does
-	// nothing and returns false, false, nil. A transaction the store cannot
-	// use (finished, or on another database) is an error.
-	CancelOutgoingInTx(ctx context.Context, id string) (cancelled, joined bool, err error)
-}
-
 // handlingTxScope returns the scope of the outbox handling ctx belongs to
 // when that handling's transaction is on this bus's persistence, and nil
 // otherwise.
@@ -105,18 +92,6 @@ func (b *Bus) storeInHandlingTx(ctx context.Context, ps ...pending) (bool, error
 		}
 	})
 	return true, nil
-}
-
-// TxCarrier is implemented by persistences whose callers pass a
-// transaction of their own in a ctx (postgres.WithTx, sqlite.WithTx,
-// mysql.WithTx): CarriesTx reports whether ctx carries one. The bus runs
-// every call it can in that transaction (Send, Publish and SendBatch store
-// their messages in it; CancelScheduled cancels in it) and refuses the
-// others with ErrCannotJoinTx rather than run them beside it on another
-// connection, where they would escape the caller's rollback (or, on
-// SQLite, wait for the one connection the transaction holds).
-type TxCarrier interface {
-	CarriesTx(ctx context.Context) bool
 }
 
 // checkNoTx refuses a call that would read or write the store outside the

@@ -59,6 +59,7 @@ func apiDiff(ctx context.Context, r *repo, ref string, w io.Writer) error {
 	fmt.Fprintf(w, "API changes since %s (%s, VERSION %s)\n", ref, strings.TrimSpace(short), baseVersion)
 
 	worst := bumpPatch
+	var known []move // types moved within a module, aliased where they were
 	for _, m := range r.modules {
 		if notLibrary(m) {
 			continue
@@ -75,6 +76,9 @@ func apiDiff(ctx context.Context, r *repo, ref string, w io.Writer) error {
 			}
 		}
 		report := apidiff.ModuleChanges(&apidiff.Module{Path: m.path, Packages: oldPkgs}, &apidiff.Module{Path: m.path, Packages: newPkgs})
+		moves := findMoves(oldPkgs, newPkgs)
+		known = append(known, moves...)
+		report = applyMoves(report, oldPkgs, moves, known)
 		need := bumpFor(report, oldPkgs == nil, baseVersion)
 		worst = max(worst, need)
 		fmt.Fprintf(w, "\n== %s: %s\n", m.path, need)

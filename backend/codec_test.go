@@ -1,4 +1,4 @@
-package bus_test
+package backend_test
 
 import (
 	"errors"
@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend"
 )
 
-func fullEnvelope() *bus.Envelope {
+func fullEnvelope() *backend.Envelope {
 	now := time.Date(2026, 11, 29, 10, 0, 0, 123456789, time.UTC)
-	return &bus.Envelope{
-		ID: "01938a7e-0000-7000-8000-000000000001", Type: "sales.PlaceOrder", Kind: bus.KindEvent,
+	return &backend.Envelope{
+		ID: "01938a7e-0000-7000-8000-000000000001", Type: "sales.PlaceOrder", Kind: backend.KindEvent,
 		Body: []byte(`{"a":1}`), ContentType: "application/json",
 		Headers: map[string]string{"h": "v", "empty": ""}, CorrelationID: "c",
 		Attributes: map[string]string{"a": "1"}, StickyAttributes: map[string]string{"s": "2"},
@@ -22,8 +22,8 @@ func fullEnvelope() *bus.Envelope {
 
 func TestEnvelopeCodecRoundTrip(t *testing.T) {
 	t.Parallel()
-	for _, e := range []*bus.Envelope{fullEnvelope(), {ID: "x"}} {
-		got, err := bus.UnmarshalEnvelope(bus.MarshalEnvelope(e))
+	for _, e := range []*backend.Envelope{fullEnvelope(), {ID: "x"}} {
+		got, err := backend.UnmarshalEnvelope(backend.MarshalEnvelope(e))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +38,7 @@ func TestEnvelopeCodecRoundTrip(t *testing.T) {
 
 func TestEnvelopeCodecRejectsGarbage(t *testing.T) {
 	t.Parallel()
-	good := bus.MarshalEnvelope(fullEnvelope())
+	good := backend.MarshalEnvelope(fullEnvelope())
 	for name, data := range map[string][]byte{
 		"empty":     nil,
 		"magic":     []byte("XX\x01"),
@@ -46,25 +46,25 @@ func TestEnvelopeCodecRejectsGarbage(t *testing.T) {
 		"truncated": good[:len(good)-3],
 		"trailing":  append(append([]byte{}, good...), 0),
 	} {
-		if _, err := bus.UnmarshalEnvelope(data); !errors.Is(err, bus.ErrMalformedEnvelope) {
+		if _, err := backend.UnmarshalEnvelope(data); !errors.Is(err, backend.ErrMalformedEnvelope) {
 			t.Errorf("%s: err = %v, want ErrMalformedEnvelope", name, err)
 		}
 	}
 }
 
 func FuzzUnmarshalEnvelope(f *testing.F) {
-	f.Add(bus.MarshalEnvelope(fullEnvelope()))
-	f.Add(bus.MarshalEnvelope(&bus.Envelope{}))
+	f.Add(backend.MarshalEnvelope(fullEnvelope()))
+	f.Add(backend.MarshalEnvelope(&backend.Envelope{}))
 	f.Add([]byte{'P', 1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		e, err := bus.UnmarshalEnvelope(data)
+		e, err := backend.UnmarshalEnvelope(data)
 		if err != nil {
-			if !errors.Is(err, bus.ErrMalformedEnvelope) {
+			if !errors.Is(err, backend.ErrMalformedEnvelope) {
 				t.Fatalf("error %v does not wrap ErrMalformedEnvelope", err)
 			}
 			return
 		}
-		again, err := bus.UnmarshalEnvelope(bus.MarshalEnvelope(e))
+		again, err := backend.UnmarshalEnvelope(backend.MarshalEnvelope(e))
 		if err != nil {
 			t.Fatalf("re-encoding a decoded envelope fails: %v", err)
 		}
@@ -75,14 +75,14 @@ func FuzzUnmarshalEnvelope(f *testing.F) {
 }
 
 func TestKindTextRoundTrips(t *testing.T) {
-	for _, k := range []bus.Kind{0, bus.KindCommand, bus.KindEvent, bus.KindReply, 200} {
+	for _, k := range []backend.Kind{0, backend.KindCommand, backend.KindEvent, backend.KindReply, 200} {
 		text, _ := k.MarshalText()
-		var back bus.Kind
+		var back backend.Kind
 		if err := back.UnmarshalText(text); err != nil || back != k {
 			t.Errorf("kind %d -> %q -> %d, %v", k, text, back, err)
 		}
 	}
-	var k bus.Kind
+	var k backend.Kind
 	if err := k.UnmarshalText([]byte("telegram")); err == nil {
 		t.Error("an unknown kind name decoded")
 	}
