@@ -64,16 +64,25 @@ func multiProcess(t *testing.T, db *sql.DB, kill bool) {
 	})
 	procs := map[string]*exec.Cmd{}
 	var hung <-chan string
-	for _, name := range []string{"p1", "p2", "p3"} {
-		hangAfter := 0
-		if kill && name == "p2" {
-			hangAfter = 50 // p2 blocks mid-batch: the SIGKILL lands with claimed rows unsettled
+	start := func(names ...string) {
+		for _, name := range names {
+			hangAfter := 0
+			if kill && name == "p2" {
+				hangAfter = 50 // p2 blocks mid-batch: the SIGKILL lands with claimed rows unsettled
+			}
+			var lines <-chan string
+			procs[name], lines = startWorker(t, fmt.Sprintf("%s|%s|%d", table, name, hangAfter))
+			if name == "p2" {
+				hung = lines
+			}
 		}
-		var lines <-chan string
-		procs[name], lines = startWorker(t, fmt.Sprintf("%s|%s|%d", table, name, hangAfter))
-		if name == "p2" {
-			hung = lines
-		}
+	}
+	// With a kill, p2 starts alone and the others once it hangs: started
+	// together, the other two could claim every row before p2 handled 50.
+	if kill {
+		start("p2")
+	} else {
+		start("p1", "p2", "p3")
 	}
 	// Due within one second, starting on the second after next, stored in
 	// one call as the bus would store them.
@@ -104,6 +113,7 @@ func multiProcess(t *testing.T, db *sql.DB, kill bool) {
 		case <-time.After(2 * time.Minute):
 			t.Fatal("p2 never reached its hang point")
 		}
+		start("p1", "p3")
 		if err := procs[victim].Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
