@@ -17,7 +17,7 @@ import (
 
 // Claims hold their rows locked, not leased.
 //
-// A claim takes a connection of the pool, begins a transaction and locks
+// A claim takes a connection of its own (see claimConns), begins a transaction and locks
 // the rows it returns with SELECT ... FOR UPDATE SKIP LOCKED, without
 // writing them. The transaction stays open while the caller sends; the
 // settlements run in it (a DELETE for the rows sent, an UPDATE for the
@@ -49,6 +49,61 @@ type claimRegistry struct {
 	mu    sync.Mutex
 	open  map[string]*openClaim
 	slots chan struct{}
+	conns claimConns
+}
+
+// claimConns are the connections claims run on, kept apart from the pool:
+// a claim holds its connection while the dispatcher hands its rows over,
+// and a hand-over that needs a connection of the pool (the PostgreSQL
+// transport on the same pool, an outbox) must never wait for one that a
+// claim holds while the claim waits for the hand-over. At most one per
+// slot is open; idle ones are kept for the next claim.
+type claimConns struct {
+	cfg  *pgx.ConnConfig
+	mu   sync.Mutex
+	idle []*pgx.Conn
+}
+
+// get returns an idle connection, or opens one.
+func (cc *claimConns) get(ctx context.Context) (*pgx.Conn, error) {
+	cc.mu.Lock()
+	if n := len(cc.idle); n > 0 {
+		conn := cc.idle[n-1]
+		cc.idle = cc.idle[:n-1]
+		cc.mu.Unlock()
+		return conn, nil
+	}
+	cc.mu.Unlock()
+	return pgx.ConnectConfig(ctx, cc.cfg.Copy())
+}
+
+// put keeps conn for the next claim when it is usable and outside a
+// transaction; it closes it otherwise.
+func (cc *claimConns) put(conn *pgx.Conn) {
+	if conn.IsClosed() || conn.PgConn().TxStatus() != 'I' {
+		closeConn(conn)
+		return
+	}
+	cc.mu.Lock()
+	cc.idle = append(cc.idle, conn)
+	cc.mu.Unlock()
+}
+
+// closeAll closes the idle connections.
+func (cc *claimConns) closeAll() {
+	cc.mu.Lock()
+	idle := cc.idle
+	cc.idle = nil
+	cc.mu.Unlock()
+	for _, conn := range idle {
+		closeConn(conn)
+	}
+}
+
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
 }
 
 // openClaim is one claim's transaction and the rows it has not settled.
@@ -58,7 +113,7 @@ type openClaim struct {
 	idle   time.Duration // the server's idle limit for the transaction
 
 	mu      sync.Mutex // serialises the settlements and the expiry
-	conn    *pgxpool.Conn
+	conn    *pgx.Conn
 	pending map[string]struct{}
 	wrote   bool      // a settlement wrote a row: end with COMMIT
 	used    time.Time // when the transaction last ran a statement
@@ -68,14 +123,14 @@ type openClaim struct {
 }
 
 // claimSlots is how many claim transactions a Persistence keeps open at
-// once: half the pool, at least one, so that the rest of the pool stays
-// free for stores, notifications and a transport sharing it.
+// once, each on a connection of its own beside the pool: half the pool's
+// size, at least two.
 func claimSlots(pool *pgxpool.Pool) int {
-	return max(1, int(pool.Config().MaxConns)/2)
+	return max(2, int(pool.Config().MaxConns)/2)
 }
 
-func newClaimRegistry(slots int, log *slog.Logger) *claimRegistry {
-	return &claimRegistry{log: log, open: map[string]*openClaim{}, slots: make(chan struct{}, slots)}
+func newClaimRegistry(slots int, cfg *pgx.ConnConfig, log *slog.Logger) *claimRegistry {
+	return &claimRegistry{log: log, open: map[string]*openClaim{}, slots: make(chan struct{}, slots), conns: claimConns{cfg: cfg}}
 }
 
 // slotWait is how long a claim waits for a slot before it returns no row:
@@ -116,7 +171,7 @@ func idleMillis(d time.Duration) int64 {
 // claim, registered under token, and the rows; with no row (none due, or
 // no slot free within slotWait) it has ended the transaction and returns a
 // nil claim.
-func (r *claimRegistry) begin(ctx context.Context, pool *pgxpool.Pool, idle time.Duration, token, sql, joinSQL string, args []any, scan func(pgx.Rows) (string, error)) (*openClaim, error) {
+func (r *claimRegistry) begin(ctx context.Context, idle time.Duration, token, sql, joinSQL string, args []any, scan func(pgx.Rows) (string, error)) (*openClaim, error) {
 	select {
 	case r.slots <- struct{}{}:
 	default:
@@ -127,7 +182,7 @@ func (r *claimRegistry) begin(ctx context.Context, pool *pgxpool.Pool, idle time
 			return nil, err // no slot: no row, or ctx's error
 		}
 	}
-	conn, err := pool.Acquire(ctx)
+	conn, err := r.conns.get(ctx)
 	if err != nil {
 		<-r.slots
 		return nil, err
@@ -168,7 +223,7 @@ func (r *claimRegistry) begin(ctx context.Context, pool *pgxpool.Pool, idle time
 	}()
 	if err != nil || len(pending) == 0 {
 		endTx(conn, "ROLLBACK")
-		conn.Release()
+		r.conns.put(conn)
 		<-r.slots
 		return nil, err
 	}
@@ -281,9 +336,9 @@ func (r *claimRegistry) join(ctx context.Context, idle time.Duration, token, sql
 
 // endTx ends the connection's transaction with sql (COMMIT or ROLLBACK)
 // when the connection is still usable; a broken connection is dropped by
-// the pool when released.
-func endTx(conn *pgxpool.Conn, sql string) {
-	if conn.Conn().IsClosed() || conn.Conn().PgConn().TxStatus() == 'I' {
+// claimConns.put.
+func endTx(conn *pgx.Conn, sql string) {
+	if conn.IsClosed() || conn.PgConn().TxStatus() == 'I' {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -357,7 +412,7 @@ func (c *openClaim) finish(sql string) {
 	if sql != "" {
 		endTx(c.conn, sql)
 	}
-	c.conn.Release()
+	c.reg.conns.put(c.conn)
 	c.reg.mu.Lock()
 	for _, t := range c.tokens {
 		delete(c.reg.open, t)
@@ -473,5 +528,5 @@ func (c *openClaim) lapsed(err error) bool {
 	if errors.As(err, &pgErr) && pgErr.Code == "25P03" { // idle_in_transaction_session_timeout
 		return true
 	}
-	return c.conn.Conn().IsClosed() && time.Since(c.used) >= c.idle
+	return c.conn.IsClosed() && time.Since(c.used) >= c.idle
 }

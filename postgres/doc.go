@@ -79,9 +79,13 @@
 // another dispatcher; a claim is rolled back when it is twice its window and
 // lease old.
 //
-// Each open claim holds a connection; a Persistence keeps at most half the
-// pool's MaxConns in open claims (at least one); a claim beyond waits up to
-// 100 ms for one to end, then returns no row. RollbackClaims rolls back every open claim at once.
+// Each open claim holds a connection of its own, beside the pool (with its
+// configuration), so that a hand-over needing a connection of the pool
+// never waits for one a claim holds; a Persistence keeps at most half the
+// pool's MaxConns in open claims (at least two). A claim beyond joins the
+// youngest open claim when it began under a second ago, or waits up to
+// 100 ms for one to end, then returns no row. RollbackClaims rolls back
+// every open claim at once and closes the claims' connections.
 //
 // CancelOutgoing, SendNow and the recurring schedules' cancellations skip a
 // row a claim holds (FOR UPDATE SKIP LOCKED) rather than wait for it: it is

@@ -26,10 +26,11 @@ var (
 // Persistence is the durable PostgreSQL scheduled-message store. It is safe
 // for concurrent use by many goroutines and by many processes sharing one
 // table. Make one with New; the caller owns the pool and closes it after the
-// buses using this value have stopped. Between calls Persistence holds
-// only the connections of its open claims (at most half the pool), each
-// until the claim is settled or its lease lapses; RollbackClaims ends them
-// at once.
+// buses using this value have stopped. Claims run on connections of their
+// own, opened with the pool's configuration and kept beside it (at most
+// half the pool's MaxConns, at least two), each held until its claim is
+// settled or its lease lapses; RollbackClaims ends the claims and closes
+// those connections.
 type Persistence struct {
 	pool  *pgxpool.Pool
 	opts  Options
@@ -62,7 +63,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
 	p.staged = newStagedStatements(p.names, !opts.DisableNotify)
 	p.sagaSQL = newSagaStatements(p.names)
 	p.batch = newBatcher(opts.MaxBatchRows, opts.MaxConcurrentInserts, p.insert)
-	p.claims = newClaimRegistry(claimSlots(pool), opts.Logger)
+	p.claims = newClaimRegistry(claimSlots(pool), pool.Config().ConnConfig, opts.Logger)
 	return p, nil
 }
 

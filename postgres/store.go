@@ -175,7 +175,7 @@ func (p *Persistence) claim(ctx context.Context, sql, joinSQL, transport string,
 		out = append(out, m)
 		return m.ID, nil
 	}
-	if _, err := p.claims.begin(ctx, p.pool, ahead+lease+claimGrace(lease), token, sql, joinSQL, args, scan); err != nil {
+	if _, err := p.claims.begin(ctx, ahead+lease+claimGrace(lease), token, sql, joinSQL, args, scan); err != nil {
 		return bus.AheadClaim{}, fmt.Errorf("postgres: claim outgoing: %w", err)
 	}
 	return bus.AheadClaim{Rows: out, Now: now}, nil
@@ -317,11 +317,17 @@ func (p *Persistence) settleClaims(ctx context.Context, kind settleKind, claims 
 }
 
 // RollbackClaims ends every claim of p that is still open, so that its
-// rows are claimable again at once and its connections return to the
-// pool. Call it before closing the pool when claims may be open (a bus
-// stopped before settling them); the settlements of the claims that it
-// ends match no row.
-func (p *Persistence) RollbackClaims() { p.claims.rollbackAll() }
+// rows are claimable again at once, and closes the connections claims run
+// on (claims open new ones when they need them). Claims hold connections
+// of their own beside the pool, at most half the pool's MaxConns (at
+// least two), so that a hand-over that needs the pool never waits for a
+// connection a claim holds. Call it when a process is done with p, or
+// when claims may be open (a bus stopped before settling them); the
+// settlements of the claims that it ends match no row.
+func (p *Persistence) RollbackClaims() {
+	p.claims.rollbackAll()
+	p.claims.conns.closeAll()
+}
 
 // CancelOutgoing removes a row that no claim holds and reports whether it
 // did. A row a claim holds locked is being delivered: it stays, and the
