@@ -209,9 +209,9 @@ func claimKilled(t *testing.T, pool *pgxpool.Pool, bin string) {
 		t.Fatal(err)
 	}
 	_ = worker.Wait()
-	got := waitAll(t, tr, 30*time.Second)
+	waitAll(t, tr, 30*time.Second)
 	time.Sleep(500 * time.Millisecond) // room for a duplicate to show
-	got = tr.snapshot()
+	got := tr.snapshot()
 	var last time.Duration
 	for id, at := range got {
 		if len(at) != 1 {
