@@ -242,7 +242,11 @@ func split(evs []event) (handled, handOvers []event, parked bool) {
 // began; or, for a store fault, it began between two hand-overs of the
 // message (redispatchedAfter). A publish whose confirm the cut lost is published again, an
 // acknowledgement the cut lost is delivered again, a row whose delete it
-// lost is dispatched again.
+// lost is dispatched again. On the PostgreSQL transport a store fault
+// also ends the consumers' liveness-lock sessions: other consumers free
+// the rows the consumer holds at once, while it goes on handling them
+// until it notices, within livenessWindow, so a message it handled that
+// long after the fault began may be handled again.
 func connectionLoss(m *message, d duplicate, handOvers []event, ev evidence, margin time.Duration) *fault {
 	viaStore := ev.dbIsBroker || ev.committed != nil || len(handOvers) > 0
 	moments := []time.Time{m.due.Add(-m.delay), d.first.at}
@@ -258,14 +262,24 @@ func connectionLoss(m *message, d duplicate, handOvers []event, ev evidence, mar
 		if f.failed != nil || !reaches || !d.second.at.After(f.start) {
 			continue
 		}
+		end := f.end.Add(slack)
+		if ev.dbIsBroker && storeFault {
+			end = end.Add(livenessWindow)
+		}
 		if slices.ContainsFunc(moments, func(t time.Time) bool {
-			return !t.Before(f.start.Add(-margin)) && !t.After(f.end.Add(slack))
+			return !t.Before(f.start.Add(-margin)) && !t.After(end)
 		}) || storeFault && redispatchedAfter(f, handOvers, d.second.at) {
 			return f
 		}
 	}
 	return nil
 }
+
+// livenessWindow is how long after a store fault a PostgreSQL transport
+// consumer may still handle a message whose row others freed when the
+// fault ended its liveness lock: it checks the lock every second, and a
+// message it had received before may start its handling up to then.
+const livenessWindow = 2 * time.Second
 
 // redispatchedAfter reports whether a store fault f fell while the
 // message's row was still in the store after a hand-over: between a

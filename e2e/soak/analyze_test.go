@@ -114,6 +114,12 @@ func TestAnalyzeExplainsDuplicates(t *testing.T) {
 			[]fault{dbCut}, true, causeConnection},
 		{"a backend termination of the PostgreSQL transport", 19.8, []event{handled("m", 1, 19.9), handled("m", 2, 50)},
 			[]fault{terminate}, true, causeConnection},
+		{"handled after a termination ended the PostgreSQL consumer's liveness lock", 10, []event{handled("m", 1, 20.7), handled("m", 2, 20.8)},
+			[]fault{terminate}, true, causeConnection},
+		{"handled long after a termination of the PostgreSQL transport", 10, []event{handled("m", 1, 25), handled("m", 2, 25.1)},
+			[]fault{terminate}, true, ""},
+		{"handled after a termination, on a broker", 10, []event{handled("m", 1, 20.7), handled("m", 2, 20.8)},
+			[]fault{terminate}, false, ""},
 		{"a backend termination never reaches a message on the broker", 19.8, []event{handled("m", 1, 19.9), handled("m", 2, 50)},
 			[]fault{terminate}, false, ""},
 	}
