@@ -242,7 +242,8 @@ func split(evs []event) (handled, handOvers []event, parked bool) {
 // began; or, for a store fault, it began between two hand-overs of the
 // message (redispatchedAfter). A publish whose confirm the cut lost is published again, an
 // acknowledgement the cut lost is delivered again, a row whose delete it
-// lost is dispatched again. On the PostgreSQL transport a store fault
+// lost is dispatched again; a row due during a store fault was held by a
+// claim the fault ended, and goes out again from another dispatcher. On the PostgreSQL transport a store fault
 // also ends the consumers' liveness-lock sessions: other consumers free
 // the rows the consumer holds at once, while it goes on handling them
 // until it notices, within livenessWindow, so a message it handled that
@@ -250,6 +251,12 @@ func split(evs []event) (handled, handOvers []event, parked bool) {
 func connectionLoss(m *message, d duplicate, handOvers []event, ev evidence, margin time.Duration) *fault {
 	viaStore := ev.dbIsBroker || ev.committed != nil || len(handOvers) > 0
 	moments := []time.Time{m.due.Add(-m.delay), d.first.at}
+	if len(handOvers) > 0 {
+		// Due during a store fault: a dispatcher held its row then, in a
+		// claim the fault ended, and may hand it over as its connections
+		// come back while another dispatcher claims the freed row.
+		moments = append(moments, m.due)
+	}
 	for _, h := range handOvers {
 		if !h.at.After(d.second.at) {
 			moments = append(moments, h.at)

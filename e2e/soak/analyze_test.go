@@ -266,3 +266,26 @@ func TestAnalyzeMeasuresTheLatenessOfDelayedMessages(t *testing.T) {
 		t.Errorf("max %v, want 31s", got)
 	}
 }
+
+// A delayed message due during a database cut was held by a claim the cut
+// ended: handed over by its holder as the connections came back and by
+// another dispatcher that claimed the freed row, it is explained by the
+// cut; one due well before the cut is not.
+func TestAnalyzeExplainsARowDueDuringADatabaseCut(t *testing.T) {
+	t.Parallel()
+	dbCut := fault{kind: faultCut, what: "database", start: at(20), end: at(23)}
+	for _, tt := range []struct {
+		due  float64
+		want string
+	}{{21.5, causeConnection}, {12, ""}} {
+		m := &message{id: "m", due: at(tt.due), delay: 10 * time.Second, sent: true}
+		events := []event{handOver("m", 1, 23.3), handled("m", 1, 23.4), handOver("m", 2, 24), handled("m", 2, 24.1)}
+		r := analyze([]*message{m}, events, evidence{faults: []fault{dbCut}})
+		if len(r.duplicates) != 1 {
+			t.Fatalf("due %v: duplicates %d, want 1", tt.due, len(r.duplicates))
+		}
+		if got := r.duplicates[0].cause; got != tt.want {
+			t.Errorf("due %v: cause %q, want %q", tt.due, got, tt.want)
+		}
+	}
+}
