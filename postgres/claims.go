@@ -194,33 +194,11 @@ func (r *claimRegistry) begin(ctx context.Context, idle time.Duration, token, sq
 	b.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true), set_config('plan_cache_mode', 'force_custom_plan', true)`,
 		strconv.FormatInt(idleMillis(idle), 10))
 	b.Queue(sql, args...)
-	pending := map[string]struct{}{}
-	err = func() error {
-		br := conn.SendBatch(ctx, b)
-		defer br.Close()
-		for range 2 {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			id, err := scan(rows)
-			if err != nil {
-				return err
-			}
-			pending[id] = struct{}{}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		return br.Close()
-	}()
+	ids, err := claimBatch(ctx, conn, b, 2, 0, scan)
+	pending := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		pending[id] = struct{}{}
+	}
 	if err != nil || len(pending) == 0 {
 		endTx(conn, "ROLLBACK")
 		r.conns.put(conn)
@@ -286,34 +264,7 @@ func (r *claimRegistry) join(ctx context.Context, idle time.Duration, token, sql
 	b.Queue("SAVEPOINT postbus_claim")
 	b.Queue(sql, append(args[:len(args):len(args)], held)...)
 	b.Queue("RELEASE SAVEPOINT postbus_claim")
-	var ids []string
-	err := func() error {
-		br := c.conn.SendBatch(qctx, b)
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			id, err := scan(rows)
-			if err != nil {
-				return err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		return br.Close()
-	}()
+	ids, err := claimBatch(qctx, c.conn, b, 1, 1, scan)
 	if err != nil {
 		if _, rerr := c.conn.Exec(qctx, "ROLLBACK TO SAVEPOINT postbus_claim"); rerr != nil {
 			c.finish("ROLLBACK")
@@ -332,6 +283,42 @@ func (r *claimRegistry) join(ctx context.Context, idle time.Duration, token, sql
 	r.open[token] = c
 	r.mu.Unlock()
 	return c, true, nil
+}
+
+// claimBatch sends b, whose statements are before statements, the claim,
+// and after statements, and returns the IDs scan reads from the claim's
+// rows.
+func claimBatch(ctx context.Context, conn *pgx.Conn, b *pgx.Batch, before, after int, scan func(pgx.Rows) (string, error)) ([]string, error) {
+	br := conn.SendBatch(ctx, b)
+	defer br.Close()
+	for range before {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for rows.Next() {
+		id, err := scan(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for range after {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	return ids, br.Close()
 }
 
 // endTx ends the connection's transaction with sql (COMMIT or ROLLBACK)
