@@ -1,0 +1,9 @@
+package sqlstore
+
+import (
+	"testing"
+
+	"github.com/postbus/bus/internal/leakcheck"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
