@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 var (
@@ -46,6 +47,8 @@ type Persistence struct {
 	packetLimit atomic.Int64
 	// claims are the open claim transactions, by token (claims.go).
 	claims claimRegistry
+	// sagas is the saga store (saga.go).
+	*sagas
 
 	mu         sync.Mutex
 	transports map[string]struct{} // the transports claimed for through this value, for WatchDue
@@ -71,6 +74,7 @@ func New(db *sql.DB, opts Options) (*Persistence, error) {
 	p := &Persistence{db: db, opts: opts, n: n, q: newStatements(n), log: opts.Logger,
 		transports: map[string]struct{}{}}
 	p.group = &grouper{flush: p.flushRows}
+	p.sagas = sqlstore.NewSagas(newDialect(), sqlstore.FromDB(db, nil), sagaSQL(n))
 	return p, nil
 }
 
@@ -90,9 +94,6 @@ func (p *Persistence) Table() string { return p.n.table }
 
 // InboxTable returns the quoted name of the inbox table.
 func (p *Persistence) InboxTable() string { return p.n.inbox }
-
-// SagaTable returns the quoted name of the saga table.
-func (p *Persistence) SagaTable() string { return p.n.sagas }
 
 // StoreNow returns the server's clock, UTC_TIMESTAMP(6): the clock every
 // due, lease and retry time is compared on.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 var (
@@ -39,9 +40,9 @@ type Persistence struct {
 	sql   statements
 	// staged is the SQL of bulk inserts through a staging table (copy.go).
 	staged stagedStatements
-	// sagaSQL is the SQL of the saga store (saga.go).
-	sagaSQL sagaStatements
-	batch   *batcher[bus.OutgoingMessage]
+	// sagas is the saga store (saga.go).
+	*sagas
+	batch *batcher[bus.OutgoingMessage]
 	// claims holds the open claims and bounds them (claims.go).
 	claims *claimRegistry
 }
@@ -61,7 +62,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
 	p := &Persistence{pool: pool, opts: opts, names: newNames(opts), log: opts.Logger}
 	p.sql = newStatements(p.names, !opts.DisableNotify)
 	p.staged = newStagedStatements(p.names, !opts.DisableNotify)
-	p.sagaSQL = newSagaStatements(p.names)
+	p.sagas = sqlstore.NewSagas(newDialect(), newKitDB(pool), sagaSQL(p.names))
 	p.batch = newBatcher(opts.MaxBatchRows, opts.MaxConcurrentInserts, p.insert)
 	p.claims = newClaimRegistry(claimSlots(pool), pool.Config().ConnConfig, opts.Logger)
 	return p, nil

@@ -66,9 +66,9 @@ func TestSQLiteDocShowsTheSchemaSetupCreates(t *testing.T) {
 	for _, c := range q.addColumns {
 		upgrade = append(upgrade, c.ddl)
 	}
-	saga, ok := byName[q.sagas.table]
+	saga, ok := byName[q.sagas.sql.Table]
 	if !ok {
-		t.Fatalf("Setup made no table %s", q.sagas.table)
+		t.Fatalf("Setup made no table %s", q.sagas.sql.Table)
 	}
 	var recurringUpgrade []string
 	for _, c := range recurringAddColumns(DefaultTable) {
@@ -84,7 +84,7 @@ func TestSQLiteDocShowsTheSchemaSetupCreates(t *testing.T) {
 		t.Errorf("%s: the column table of %s: %s", sqliteDoc, DefaultTable, diff)
 	}
 	if diff := docblock.SameNames(docblock.Table(t, sqliteDoc, "saga-columns"), docblock.Columns(saga)); diff != "" {
-		t.Errorf("%s: the column table of %s: %s", sqliteDoc, q.sagas.table, diff)
+		t.Errorf("%s: the column table of %s: %s", sqliteDoc, q.sagas.sql.Table, diff)
 	}
 	recurring := DefaultTable + "_recurring"
 	if diff := docblock.SameNames(docblock.Table(t, sqliteDoc, "recurring-columns"), docblock.Columns(byName[recurring])); diff != "" {
