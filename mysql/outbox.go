@@ -9,6 +9,7 @@ import (
 
 	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 // txKey is the context key of the transaction Tx returns.
@@ -38,15 +39,6 @@ func WithTx(ctx context.Context, tx *sql.Tx) context.Context {
 }
 
 var _ bus.TxCarrier = (*Persistence)(nil)
-
-// CarriesTx reports whether ctx carries a transaction (WithTx, or a
-// handling's): see bus.TxCarrier. The bus calls that cannot run in it
-// (the recurring calls, ScheduledBacklog) refuse such a ctx with
-// bus.ErrCannotJoinTx.
-func (p *Persistence) CarriesTx(ctx context.Context) bool {
-	_, ok := Tx(ctx)
-	return ok
-}
 
 // ErrUnusableTx is wrapped by every *TxError.
 var ErrUnusableTx = errors.New("mysql: unusable transaction")
@@ -97,94 +89,35 @@ func isDuplicate(err error) bool {
 	return errors.As(err, &me) && me.Number == errDuplicate
 }
 
-// BeginHandling opens the transaction of one handling (at
-// Options.Isolation, READ COMMITTED by default) and inserts the inbox row
-// (endpoint, messageID). When the row is already there, committed, the
-// endpoint handled the message: it rolls back and returns handled true. A
-// concurrent handling of the same message at the same endpoint that has
-// inserted the row but not committed makes this call wait on the row's
-// key (up to innodb_lock_wait_timeout): then it finds the row (handled) if
-// that handling commits, or inserts it if that one rolls back.
-//
-// The transaction holds a connection of db's pool until Commit or
-// Rollback: size the pool (SetMaxOpenConns) above Concurrency plus one
-// for the dispatcher.
-func (p *Persistence) BeginHandling(ctx context.Context, endpoint, messageID string) (bus.HandlingTx, bool, error) {
-	tx, err := p.db.BeginTx(ctx, &sql.TxOptions{Isolation: p.opts.Isolation})
-	if err != nil {
-		return nil, false, fmt.Errorf("mysql: begin handling: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, p.q.inbox, []byte(endpoint), []byte(messageID)); err != nil {
-		rerr := tx.Rollback()
-		if !isDuplicate(err) {
-			return nil, false, fmt.Errorf("mysql: begin handling: insert the inbox row: %w", err)
-		}
-		if rerr != nil {
-			return nil, false, fmt.Errorf("mysql: begin handling: roll back a duplicate: %w", rerr)
-		}
-		return nil, true, nil
-	}
-	return &handlingTx{p: p, tx: tx}, false, nil
-}
+// outbox is the outbox and inbox, whose methods (BeginHandling,
+// StoreOutgoingInCallerTx, CancelOutgoingInTx, PurgeInbox, CarriesTx)
+// Persistence promotes. A handling runs at Options.Isolation (READ
+// COMMITTED by default); a concurrent handling of the same message waits
+// on the inbox row's key up to innodb_lock_wait_timeout. Its transaction
+// holds a connection of db's pool until Commit or Rollback: size the pool
+// (SetMaxOpenConns) above Concurrency plus one for the dispatcher. Other
+// processes' dispatchers find the rows a handling or a caller's
+// transaction stored through WatchDue, within Options.WatchInterval; the
+// bus wakes its own after a handling.
+type outbox = sqlstore.Outbox
 
-// handlingTx is the bus.HandlingTx of BeginHandling.
-type handlingTx struct {
-	p  *Persistence
-	tx *sql.Tx
-}
-
-// Context returns ctx carrying the transaction, for Tx.
-func (h *handlingTx) Context(ctx context.Context) context.Context { return WithTx(ctx, h.tx) }
-
-// StoreOutgoing inserts msgs in the transaction, as
-// Persistence.StoreOutgoing does in its own; the rows become visible at
-// commit.
-func (h *handlingTx) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMessage) error {
-	if err := h.p.insertRows(ctx, h.tx, msgs); err != nil {
-		return fmt.Errorf("mysql: store in the handling's transaction: %w", err)
-	}
-	return nil
-}
-
-// Commit commits the handling. Other processes' dispatchers find the new
-// rows through WatchDue; the bus wakes its own.
-func (h *handlingTx) Commit(context.Context) error {
-	if err := h.tx.Commit(); err != nil {
-		return fmt.Errorf("mysql: commit the handling: %w", err)
-	}
-	return nil
-}
-
-// Rollback rolls the handling back; after Commit it does nothing.
-func (h *handlingTx) Rollback(context.Context) error {
-	if err := h.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
-		return fmt.Errorf("mysql: roll back the handling: %w", err)
-	}
-	return nil
-}
-
-// StoreOutgoingInCallerTx stores msgs in the transaction ctx carries (see
-// WithTx) and reports true; without one it does nothing and reports
-// false. It first checks through the transaction which database and
-// server it is on: a finished transaction or one elsewhere is refused
-// with a *TxError, and nothing is stored. After the caller commits, the
-// dispatchers of every process (this one included) find the rows within
-// Options.WatchInterval (WatchDue).
-func (p *Persistence) StoreOutgoingInCallerTx(ctx context.Context, msgs []bus.OutgoingMessage) (bool, error) {
-	tx, ok := Tx(ctx)
-	if !ok {
-		return false, nil
-	}
-	if err := checkRows(msgs); err != nil {
-		return false, err
-	}
-	if err := p.checkTx(ctx, tx); err != nil {
-		return false, err
-	}
-	if err := p.insertRows(ctx, tx, msgs); err != nil {
-		return false, fmt.Errorf("mysql: store in the caller's transaction: %w", err)
-	}
-	return true, nil
+// newOutbox returns the outbox of p.
+func newOutbox(p *Persistence, d *sqlstore.Dialect) *outbox {
+	native := func(tx sqlstore.Tx) *sql.Tx { t, _ := sqlstore.SQLTx(tx); return t }
+	db := sqlstore.FromDB(p.db, &sql.TxOptions{Isolation: p.opts.Isolation})
+	return sqlstore.NewOutbox(d, db, sqlstore.OutboxSQL{Inbox: p.q.inbox, Purge: p.q.purge}, sqlstore.OutboxHooks{
+		Insert: func(ctx context.Context, tx sqlstore.Tx, msgs []bus.OutgoingMessage, _ bool) error {
+			return p.insertRows(ctx, native(tx), msgs)
+		},
+		Validate: checkRows,
+		Cancel: func(ctx context.Context, tx sqlstore.Tx, id string) (int64, error) {
+			n, err := p.cancelIn1(ctx, native(tx), id)
+			return int64(n), err
+		},
+		Context:  func(ctx context.Context, tx sqlstore.Tx) context.Context { return WithTx(ctx, native(tx)) },
+		Check:    p.checkTx,
+		PurgeArg: func(olderThan time.Duration) any { return durMicros(olderThan) },
+	})
 }
 
 // originSQL names the database and server a connection is on.
@@ -192,9 +125,9 @@ const originSQL = "SELECT CONCAT_WS('/', @@hostname, @@port, DATABASE())"
 
 // checkTx compares the database and server tx is on with the store's: a
 // finished transaction or one elsewhere is a *TxError.
-func (p *Persistence) checkTx(ctx context.Context, tx *sql.Tx) error {
+func (p *Persistence) checkTx(ctx context.Context, tx sqlstore.Tx) error {
 	var theirs string
-	if err := tx.QueryRowContext(ctx, originSQL).Scan(&theirs); err != nil {
+	if err := tx.QueryRow(ctx, originSQL).Scan(&theirs); err != nil {
 		return &TxError{Reason: "a query through it failed", Err: err}
 	}
 	p.mu.Lock()
@@ -212,38 +145,4 @@ func (p *Persistence) checkTx(ctx context.Context, tx *sql.Tx) error {
 		return &TxError{Reason: fmt.Sprintf("it is on %q, the store on %q; begin it on the store's database", theirs, ours)}
 	}
 	return nil
-}
-
-// CancelOutgoingInTx is CancelOutgoing run in the transaction ctx carries
-// (Tx: the outbox handling's, or the caller's from WithTx), so the cancel
-// commits or rolls back with it; joined reports whether ctx carried one.
-// Without one it does nothing. A finished transaction or one on another
-// database is a *TxError. Until the transaction ends, the row stays
-// locked: dispatchers skip it.
-func (p *Persistence) CancelOutgoingInTx(ctx context.Context, id string) (cancelled, joined bool, err error) {
-	tx, ok := Tx(ctx)
-	if !ok {
-		return false, false, nil
-	}
-	if err := p.checkTx(ctx, tx); err != nil {
-		return false, true, err
-	}
-	n, err := p.cancelIn1(ctx, tx, id)
-	if err != nil {
-		return false, true, fmt.Errorf("mysql: cancel in the transaction: %w", err)
-	}
-	return n > 0, true, nil
-}
-
-// PurgeInbox deletes up to limit inbox rows handled more than olderThan
-// before the server's now, oldest first, and returns how many it deleted.
-func (p *Persistence) PurgeInbox(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
-	if limit <= 0 {
-		return 0, ctx.Err()
-	}
-	n, err := execCount(ctx, p.db, p.q.purge, durMicros(olderThan), limit)
-	if err != nil {
-		return 0, fmt.Errorf("mysql: purge inbox: %w", err)
-	}
-	return n, nil
 }

@@ -49,6 +49,8 @@ type Persistence struct {
 	claims claimRegistry
 	// sagas is the saga store (saga.go).
 	*sagas
+	// outbox is the outbox and inbox (outbox.go).
+	*outbox
 
 	mu         sync.Mutex
 	transports map[string]struct{} // the transports claimed for through this value, for WatchDue
@@ -74,7 +76,9 @@ func New(db *sql.DB, opts Options) (*Persistence, error) {
 	p := &Persistence{db: db, opts: opts, n: n, q: newStatements(n), log: opts.Logger,
 		transports: map[string]struct{}{}}
 	p.group = &grouper{flush: p.flushRows}
-	p.sagas = sqlstore.NewSagas(newDialect(), sqlstore.FromDB(db, nil), sagaSQL(n))
+	d := newDialect()
+	p.sagas = sqlstore.NewSagas(d, sqlstore.FromDB(db, nil), sagaSQL(n))
+	p.outbox = newOutbox(p, d)
 	return p, nil
 }
 

@@ -42,6 +42,8 @@ type Persistence struct {
 	staged stagedStatements
 	// sagas is the saga store (saga.go).
 	*sagas
+	// outbox is the outbox and inbox (outbox.go).
+	*outbox
 	batch *batcher[bus.OutgoingMessage]
 	// claims holds the open claims and bounds them (claims.go).
 	claims *claimRegistry
@@ -62,7 +64,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
 	p := &Persistence{pool: pool, opts: opts, names: newNames(opts), log: opts.Logger}
 	p.sql = newStatements(p.names, !opts.DisableNotify)
 	p.staged = newStagedStatements(p.names, !opts.DisableNotify)
-	p.sagas = sqlstore.NewSagas(newDialect(), newKitDB(pool), sagaSQL(p.names))
+	d := newDialect()
+	p.sagas = sqlstore.NewSagas(d, newKitDB(pool), sagaSQL(p.names))
+	p.outbox = newOutbox(p, d)
 	p.batch = newBatcher(opts.MaxBatchRows, opts.MaxConcurrentInserts, p.insert)
 	p.claims = newClaimRegistry(claimSlots(pool), pool.Config().ConnConfig, opts.Logger)
 	return p, nil

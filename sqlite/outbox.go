@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 // queryFile names the main database's file as SQLite resolved it ("" for
@@ -51,15 +52,6 @@ func WithTx(ctx context.Context, tx *sql.Tx) context.Context {
 
 var _ bus.TxCarrier = (*Persistence)(nil)
 
-// CarriesTx reports whether ctx carries a transaction (WithTx, or a
-// handling's): see bus.TxCarrier. The bus calls that cannot run in it
-// (the recurring calls, ScheduledBacklog) refuse such a ctx with
-// bus.ErrCannotJoinTx instead of waiting for the connection it holds.
-func (p *Persistence) CarriesTx(ctx context.Context) bool {
-	_, ok := Tx(ctx)
-	return ok
-}
-
 // ErrUnusableTx is wrapped by every *TxError.
 var ErrUnusableTx = errors.New("sqlite: unusable transaction")
 
@@ -88,99 +80,47 @@ func (e *TxError) Unwrap() []error {
 	return []error{ErrUnusableTx, e.Err}
 }
 
-// BeginHandling opens the write transaction of one handling (BEGIN
-// IMMEDIATE) and inserts the inbox row (endpoint, messageID). When the row
-// is already there the endpoint handled the message: it rolls back and
-// returns handled true.
-//
-// The transaction holds the store's single connection until Commit or
+// outbox is the outbox and inbox, whose methods (BeginHandling,
+// StoreOutgoingInCallerTx, CancelOutgoingInTx, PurgeInbox, CarriesTx)
+// Persistence promotes. A handling is a write transaction (BEGIN
+// IMMEDIATE) that holds the store's single connection until Commit or
 // Rollback, so the handlings of a process, its dispatcher and its other
 // store calls run one after another; other processes on the file wait for
-// the write lock up to Options.BusyTimeout.
-func (p *Persistence) BeginHandling(ctx context.Context, endpoint, messageID string) (bus.HandlingTx, bool, error) {
-	tx, err := p.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, false, fmt.Errorf("sqlite: begin handling: %w", err)
-	}
-	res, err := tx.ExecContext(ctx, p.q.inboxInsert, endpoint, messageID, nanos(p.now()))
-	if err == nil {
-		var n int64
-		if n, err = res.RowsAffected(); err == nil && n == 0 {
-			if err := tx.Rollback(); err != nil {
-				return nil, false, fmt.Errorf("sqlite: begin handling: roll back a duplicate: %w", err)
+// the write lock up to Options.BusyTimeout. CancelOutgoingInTx must run in
+// the transaction: CancelOutgoing would wait for it to end. After a
+// caller commits rows it stored, this process's dispatcher wakes within
+// Options.WatchInterval (WatchDue), other processes' as for any commit.
+// Inbox rows are purged on the store's clock.
+type outbox = sqlstore.Outbox
+
+// newOutbox returns the outbox of p.
+func newOutbox(p *Persistence, d *sqlstore.Dialect) *outbox {
+	native := func(tx sqlstore.Tx) *sql.Tx { t, _ := sqlstore.SQLTx(tx); return t }
+	return sqlstore.NewOutbox(d, sqlstore.FromDB(p.db, nil), sqlstore.OutboxSQL{Inbox: p.q.inboxInsert, Purge: p.q.inboxPurge}, sqlstore.OutboxHooks{
+		Insert: func(ctx context.Context, tx sqlstore.Tx, msgs []bus.OutgoingMessage, caller bool) error {
+			err := p.insertRows(ctx, native(tx), msgs, p.now())
+			if err == nil && caller {
+				p.stored.Store(true)
 			}
-			return nil, true, nil
-		}
-	}
-	if err != nil {
-		_ = tx.Rollback()
-		return nil, false, fmt.Errorf("sqlite: begin handling: insert the inbox row: %w", err)
-	}
-	return &handlingTx{p: p, tx: tx}, false, nil
-}
-
-// handlingTx is the bus.HandlingTx of BeginHandling.
-type handlingTx struct {
-	p  *Persistence
-	tx *sql.Tx
-}
-
-// Context returns ctx carrying the transaction, for Tx.
-func (h *handlingTx) Context(ctx context.Context) context.Context { return WithTx(ctx, h.tx) }
-
-// StoreOutgoing inserts msgs in the transaction, as Persistence.StoreOutgoing
-// does in its own.
-func (h *handlingTx) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMessage) error {
-	if err := h.p.insertRows(ctx, h.tx, msgs, h.p.now()); err != nil {
-		return fmt.Errorf("sqlite: store in the handling's transaction: %w", err)
-	}
-	return nil
-}
-
-// Commit commits the handling. Other processes' dispatchers see the new
-// rows through WatchDue; the bus wakes its own.
-func (h *handlingTx) Commit(context.Context) error {
-	if err := h.tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: commit the handling: %w", err)
-	}
-	return nil
-}
-
-// Rollback rolls the handling back; after Commit it does nothing.
-func (h *handlingTx) Rollback(context.Context) error {
-	if err := h.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
-		return fmt.Errorf("sqlite: roll back the handling: %w", err)
-	}
-	return nil
-}
-
-// StoreOutgoingInCallerTx stores msgs in the transaction ctx carries (see
-// WithTx) and reports true; without one it does nothing and reports false.
-// It first queries through the transaction which file it is on: a finished
-// transaction or one on another database is refused with a *TxError, and
-// nothing is stored. After the caller commits, this process's dispatcher
-// wakes within Options.WatchInterval (WatchDue), other processes' as for
-// any commit.
-func (p *Persistence) StoreOutgoingInCallerTx(ctx context.Context, msgs []bus.OutgoingMessage) (bool, error) {
-	tx, ok := Tx(ctx)
-	if !ok {
-		return false, nil
-	}
-	if err := p.checkTx(ctx, tx); err != nil {
-		return false, err
-	}
-	if err := p.insertRows(ctx, tx, msgs, p.now()); err != nil {
-		return false, fmt.Errorf("sqlite: store in the caller's transaction: %w", err)
-	}
-	p.stored.Store(true)
-	return true, nil
+			return err
+		},
+		Cancel: func(ctx context.Context, tx sqlstore.Tx, id string) (int64, error) {
+			return tx.Exec(ctx, p.q.cancelOne, id, nanos(p.now()))
+		},
+		Context: func(ctx context.Context, tx sqlstore.Tx) context.Context { return WithTx(ctx, native(tx)) },
+		Check:   p.checkTx,
+		InboxArgs: func(endpoint, messageID string) ([]any, error) {
+			return []any{endpoint, messageID, nanos(p.now())}, nil
+		},
+		PurgeArg: func(olderThan time.Duration) any { return nanos(p.now().Add(-olderThan)) },
+	})
 }
 
 // checkTx queries through tx which file it is on: a finished transaction
 // or one on another database is a *TxError.
-func (p *Persistence) checkTx(ctx context.Context, tx *sql.Tx) error {
+func (p *Persistence) checkTx(ctx context.Context, tx sqlstore.Tx) error {
 	var file string
-	if err := tx.QueryRowContext(ctx, queryFile).Scan(&file); err != nil {
+	if err := tx.QueryRow(ctx, queryFile).Scan(&file); err != nil {
 		return &TxError{Reason: "a query through it failed", Err: err}
 	}
 	if file != p.file {
@@ -189,51 +129,9 @@ func (p *Persistence) checkTx(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// CancelOutgoingInTx is CancelOutgoing run in the transaction ctx carries
-// (Tx: the outbox handling's, or the caller's from WithTx), so the cancel
-// commits or rolls back with it; joined reports whether ctx carried one.
-// Without one it does nothing. The transaction holds the store's only
-// connection: CancelOutgoing would wait for it to end. A finished
-// transaction or one on another database is a *TxError.
-func (p *Persistence) CancelOutgoingInTx(ctx context.Context, id string) (cancelled, joined bool, err error) {
-	tx, ok := Tx(ctx)
-	if !ok {
-		return false, false, nil
-	}
-	if err := p.checkTx(ctx, tx); err != nil {
-		return false, true, err
-	}
-	res, err := tx.ExecContext(ctx, p.q.cancelOne, id, nanos(p.now()))
-	var n int64
-	if err == nil {
-		n, err = res.RowsAffected()
-	}
-	if err != nil {
-		return false, true, fmt.Errorf("sqlite: cancel in the transaction: %w", err)
-	}
-	return n > 0, true, nil
-}
-
 // ConnectionPool describes the store's pool for bus.Start's check: one
 // connection, which every caller of the process takes in turn (an outbox
 // handling holds it until it commits).
 func (p *Persistence) ConnectionPool(bus.Transport) bus.ConnectionPool {
 	return bus.ConnectionPool{MaxConns: p.db.Stats().MaxOpenConnections, Serialized: true}
-}
-
-// PurgeInbox deletes up to limit inbox rows written more than olderThan
-// before the store's now, oldest first, and returns how many it deleted.
-func (p *Persistence) PurgeInbox(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
-	if limit <= 0 {
-		return 0, ctx.Err()
-	}
-	res, err := p.db.ExecContext(ctx, p.q.inboxPurge, nanos(p.now().Add(-olderThan)), limit)
-	if err != nil {
-		return 0, fmt.Errorf("sqlite: purge inbox: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("sqlite: purge inbox: %w", err)
-	}
-	return int(n), nil
 }

@@ -118,6 +118,8 @@ type Persistence struct {
 
 	// sagas is the saga store (saga.go).
 	*sagas
+	// outbox is the outbox and inbox (outbox.go).
+	*outbox
 }
 
 // Open opens (creating if needed) the SQLite database at path, switches it
@@ -181,7 +183,9 @@ func Open(path string, opts Options) (*Persistence, error) {
 		transports: map[string]struct{}{}}
 	sagaSQL := p.q.sagas.sql
 	sagaSQL.Now = p.now
-	p.sagas = sqlstore.NewSagas(newDialect(), sqlstore.FromDB(db, nil), sagaSQL)
+	d := newDialect()
+	p.sagas = sqlstore.NewSagas(d, sqlstore.FromDB(db, nil), sagaSQL)
+	p.outbox = newOutbox(p, d)
 	return p, nil
 }
 
