@@ -114,6 +114,8 @@ type Persistence struct {
 
 	mu         sync.Mutex
 	transports map[string]struct{} // the transports this handle claimed for, for WatchDue
+
+	*recurrings // the recurring store (recurring.go)
 }
 
 // Open opens (creating if needed) the SQLite database at path, switches it
@@ -173,8 +175,10 @@ func Open(path string, opts Options) (*Persistence, error) {
 			"path", path, "journal_mode", mode)
 	}
 	opts.Logger.Debug("sqlite: opened", "path", path, "journal_mode", mode)
-	return &Persistence{db: db, path: path, log: opts.Logger, q: newQueries(opts.Table), memory: memory, watch: opts.WatchInterval, file: file,
-		transports: map[string]struct{}{}}, nil
+	p := &Persistence{db: db, path: path, log: opts.Logger, q: newQueries(opts.Table), memory: memory, watch: opts.WatchInterval, file: file,
+		transports: map[string]struct{}{}}
+	p.recurrings = p.newRecurrings()
+	return p, nil
 }
 
 // Close closes the database. Calls after Close fail.
