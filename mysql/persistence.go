@@ -50,6 +50,8 @@ type Persistence struct {
 	mu         sync.Mutex
 	transports map[string]struct{} // the transports claimed for through this value, for WatchDue
 	origin     string              // the database and server of p.db, for checkTx; empty until read
+
+	*recurrings // the recurring store (recurring.go)
 }
 
 // New returns a Persistence on db, configured by opts (zero values mean
@@ -71,6 +73,7 @@ func New(db *sql.DB, opts Options) (*Persistence, error) {
 	p := &Persistence{db: db, opts: opts, n: n, q: newStatements(n), log: opts.Logger,
 		transports: map[string]struct{}{}}
 	p.group = &grouper{flush: p.flushRows}
+	p.recurrings = p.newRecurrings()
 	return p, nil
 }
 
