@@ -55,6 +55,8 @@ type Persistence struct {
 	mu         sync.Mutex
 	transports map[string]struct{} // the transports claimed for through this value, for WatchDue
 	origin     string              // the database and server of p.db, for checkTx; empty until read
+
+	*recurrings // the recurring store (recurring.go)
 }
 
 // New returns a Persistence on db, configured by opts (zero values mean
@@ -79,6 +81,7 @@ func New(db *sql.DB, opts Options) (*Persistence, error) {
 	d := newDialect()
 	p.sagas = sqlstore.NewSagas(d, sqlstore.FromDB(db, nil), sagaSQL(n))
 	p.outbox = newOutbox(p, d)
+	p.recurrings = p.newRecurrings()
 	return p, nil
 }
 

@@ -47,6 +47,8 @@ type Persistence struct {
 	batch *batcher[bus.OutgoingMessage]
 	// claims holds the open claims and bounds them (claims.go).
 	claims *claimRegistry
+
+	*recurrings // the recurring store (recurring.go)
 }
 
 // New returns a Persistence on pool, configured by opts (zero values mean
@@ -69,6 +71,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
 	p.outbox = newOutbox(p, d)
 	p.batch = newBatcher(opts.MaxBatchRows, opts.MaxConcurrentInserts, p.insert)
 	p.claims = newClaimRegistry(claimSlots(pool), pool.Config().ConnConfig, opts.Logger)
+	p.recurrings = p.newRecurrings()
 	return p, nil
 }
 

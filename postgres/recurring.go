@@ -2,18 +2,23 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 var (
 	_ bus.RecurringStore        = (*Persistence)(nil)
 	_ bus.RecurringRuntimeStore = (*Persistence)(nil)
+	_ bus.RecurringRunGuard     = (*Persistence)(nil)
 )
+
+// recurrings is the kit's recurring-schedule store: its methods
+// (DeclareRecurring, ClaimDueRecurring, BeginRecurringRun…) are
+// Persistence's.
+type recurrings = sqlstore.Recurrings
 
 // recurringSuffix names the recurring-schedule table: <Table>_recurring.
 const recurringSuffix = "_recurring"
@@ -72,181 +77,112 @@ func recurringDueDDL(n names) string {
 	return fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (due_at, name) WHERE spec IS NOT NULL`, n.recurDue, n.recur)
 }
 
+// runsSuffix names the table of the recurring runs under way: <Table>_runs.
+const runsSuffix = "_runs"
+
+// runsDDL is the table of the recurring occurrences being handled
+// (bus.RecurringRunGuard, for RecurringPolicy's OverlapSkip): one row per
+// schedule with a run under way, the occurrence's message ID and when the
+// run counts as finished.
+func runsDDL(n names) string {
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+	name      text        COLLATE "C" PRIMARY KEY,
+	run_id    text        COLLATE "C" NOT NULL,
+	run_until timestamptz NOT NULL
+)`, n.runs)
+}
+
 // RecurringTable returns the quoted, schema-qualified table of recurring
 // schedules: Options.Table + "_recurring".
 func (p *Persistence) RecurringTable() string { return p.names.recur }
 
-const recurringColumns = `name, fingerprint, schedule, generation, paused, last_tick, ticks, alive_until, spec, due_at, runs, skipped`
+// recurringColumns are the columns of a record (sqlstore.RecurringSQL).
+const recurringColumns = `name, fingerprint, schedule, generation, paused, last_tick, ticks, alive_until, spec, due_at, runs, skipped,
+	spec IS NOT NULL`
 
-func scanRecurring(row pgx.Row) (bus.RecurringRecord, error) {
-	var r bus.RecurringRecord
-	var last, alive, due *time.Time
-	if err := row.Scan(&r.Name, &r.Fingerprint, &r.Schedule, &r.Generation, &r.Paused, &last, &r.Ticks, &alive,
-		&r.Spec, &due, &r.Runs, &r.Skipped); err != nil {
-		return bus.RecurringRecord{}, err
-	}
-	if last != nil {
-		r.Last = last.UTC()
-	}
-	if alive != nil {
-		r.Alive = alive.UTC()
-	}
-	if due != nil {
-		r.Due = due.UTC()
-	}
-	if len(r.Ticks) == 0 {
-		r.Ticks = nil
-	}
-	for i := range r.Ticks {
-		r.Ticks[i] = r.Ticks[i].UTC()
-	}
-	return r, nil
+// newRecurrings returns the recurring store of p: times as timestamptz
+// (NULL for none), ticks as a timestamptz[]. A step's inserts notify
+// dispatchers as StoreOutgoing's do, and its cancels skip the rows a claim
+// holds.
+func (p *Persistence) newRecurrings() *recurrings {
+	cancel := fmt.Sprintf(`DELETE FROM %s WHERE %s`, p.names.table, notHeld(p.names.table, "id = ANY($1::text[])"))
+	return sqlstore.NewRecurrings(newDialect(), newKitDB(p.pool), recurringSQL(p.names), sqlstore.RecurringHooks{
+		Check: func(rows []bus.OutgoingMessage) error {
+			for i := range rows {
+				if err := checkRow(&rows[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		Write: func(ctx context.Context, tx sqlstore.Tx, ids []string, rows []bus.OutgoingMessage) error {
+			if len(ids) > 0 {
+				if _, err := tx.Exec(ctx, cancel, ids); err != nil {
+					return err
+				}
+			}
+			if len(rows) == 0 {
+				return nil
+			}
+			return p.insertOn(ctx, tx.(kitTx).tx, rows, true) // a transaction of newKitDB's
+		},
+		Ticks: pgTicks{},
+		Page:  recurringPage(p.names),
+	})
 }
 
-// nullTime is t, or NULL for the zero time.
-func nullTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
+// recurringSQL are the statements of the recurring store. A step's
+// compare-and-set update comes first in its transaction, so racing steps
+// queue on the record's row lock and all but one find it changed.
+func recurringSQL(n names) sqlstore.RecurringSQL {
+	t := n.recur
+	sel := `SELECT ` + recurringColumns + ` FROM ` + t
+	return sqlstore.RecurringSQL{
+		Load:   sel + ` WHERE name = $1 AND fingerprint <> ''`,
+		List:   sel + ` WHERE fingerprint <> '' ORDER BY name`,
+		Lock:   `SELECT fingerprint FROM ` + t + ` WHERE name = $1 FOR UPDATE`,
+		Insert: `INSERT INTO ` + t + ` (name, fingerprint, schedule, generation, spec, due_at) VALUES ($1, $2, $3, 1, $4, $5)`,
+		Replace: `UPDATE ` + t + ` SET fingerprint = $1, schedule = $2, spec = $3, due_at = $4, generation = generation + 1,
+	updated_at = now() WHERE name = $5`,
+		Advance: `UPDATE ` + t + ` SET last_tick = $1, ticks = $2, alive_until = greatest(alive_until, $3), due_at = $4, runs = $5,
+	skipped = $6, updated_at = now()
+WHERE name = $7 AND generation = $8 AND last_tick IS NOT DISTINCT FROM $9 AND fingerprint = $10 AND paused = $11`,
+		SetPaused: `UPDATE ` + t + ` SET paused = $1, due_at = $2, updated_at = now(),
+	last_tick = CASE WHEN NOT $1 AND (last_tick IS NULL OR last_tick < $2) THEN $2 ELSE last_tick END
+WHERE name = $3 AND fingerprint <> ''`,
+		Delete: `UPDATE ` + t + ` SET fingerprint = '', schedule = '', paused = false, last_tick = NULL, ticks = '{}', alive_until = NULL,
+	spec = NULL, due_at = NULL, runs = 0, skipped = 0, updated_at = now()
+WHERE name = $1 AND fingerprint <> ''`,
+		Claim: claimRecurringSQL(n),
+		RunBegin: `INSERT INTO ` + n.runs + ` AS r (name, run_id, run_until) VALUES ($1, $2, $3)
+ON CONFLICT (name) DO UPDATE SET run_id = EXCLUDED.run_id, run_until = EXCLUDED.run_until
+WHERE r.run_id = EXCLUDED.run_id OR r.run_until <= $4`,
+		RunEnd: `DELETE FROM ` + n.runs + ` WHERE name = $1 AND run_id = $2`,
 	}
-	return &t
 }
 
-// DeclareRecurring inserts the schedule's record, or replaces its
-// definition when the fingerprint differs, raising the generation, in one
-// statement (see bus.RecurringStore).
-func (p *Persistence) DeclareRecurring(ctx context.Context, rec bus.RecurringRecord) (bus.RecurringRecord, bool, error) {
-	t := p.names.recur
-	got, err := scanRecurring(p.pool.QueryRow(ctx, fmt.Sprintf(`INSERT INTO %[1]s AS r (name, fingerprint, schedule, generation, spec, due_at)
-VALUES ($1, $2, $3, 1, $4, $5)
-ON CONFLICT (name) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, schedule = EXCLUDED.schedule,
-	spec = EXCLUDED.spec, due_at = EXCLUDED.due_at, generation = r.generation + 1, updated_at = now()
-WHERE r.fingerprint <> EXCLUDED.fingerprint
-RETURNING %[2]s`, t, recurringColumns), rec.Name, rec.Fingerprint, rec.Schedule, rec.Spec, nullTime(rec.Due)))
-	if err == nil {
-		return got, true, nil
+// pgTicks carries a record's Ticks as a timestamptz[].
+type pgTicks struct{}
+
+func (pgTicks) Arg(ticks []time.Time) any {
+	if ticks == nil {
+		return []time.Time{}
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return bus.RecurringRecord{}, false, fmt.Errorf("postgres: declare recurring %q: %w", rec.Name, err)
-	}
-	got, ok, err := p.LoadRecurring(ctx, rec.Name)
-	if err == nil && !ok {
-		err = errors.New("the record was deleted meanwhile")
-	}
-	if err != nil {
-		return bus.RecurringRecord{}, false, fmt.Errorf("postgres: declare recurring %q: %w", rec.Name, err)
-	}
-	return got, false, nil
+	return ticks
 }
 
-// LoadRecurring returns the record name.
-func (p *Persistence) LoadRecurring(ctx context.Context, name string) (bus.RecurringRecord, bool, error) {
-	r, err := scanRecurring(p.pool.QueryRow(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE name = $1 AND fingerprint <> ''`, recurringColumns, p.names.recur), name))
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return bus.RecurringRecord{}, false, nil
-	case err != nil:
-		return bus.RecurringRecord{}, false, fmt.Errorf("postgres: load recurring %q: %w", name, err)
+func (pgTicks) Scan(src any) ([]time.Time, error) {
+	list, ok := src.([]any)
+	if !ok && src != nil {
+		return nil, fmt.Errorf("ticks as %T", src)
 	}
-	return r, true, nil
-}
-
-// ListRecurring returns every record, by name.
-func (p *Persistence) ListRecurring(ctx context.Context) ([]bus.RecurringRecord, error) {
-	rows, err := p.pool.Query(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE fingerprint <> '' ORDER BY name`, recurringColumns, p.names.recur))
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list recurring: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (bus.RecurringRecord, error) { return scanRecurring(r) })
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list recurring: %w", err)
+	var out []time.Time
+	for _, v := range list {
+		t, ok := v.(time.Time)
+		if !ok {
+			return nil, fmt.Errorf("a tick as %T", v)
+		}
+		out = append(out, t.UTC())
 	}
 	return out, nil
-}
-
-// AdvanceRecurring applies adv in one transaction: the compare-and-set
-// update of the record first (so that racing steps queue on its row lock
-// and all but one find it changed), then the cancellations (rows whose
-// lease runs on the server's clock are kept), then the inserts, which
-// notify dispatchers like StoreOutgoing.
-func (p *Persistence) AdvanceRecurring(ctx context.Context, adv bus.RecurringAdvance) (bool, error) {
-	for i := range adv.Store {
-		if err := checkRow(&adv.Store[i]); err != nil {
-			return false, err
-		}
-	}
-	ticks := adv.Ticks
-	if ticks == nil {
-		ticks = []time.Time{}
-	}
-	var done bool
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE %s SET last_tick = $4, ticks = $5, updated_at = now(),
-	alive_until = greatest(alive_until, $6), due_at = $9, runs = $10, skipped = $11
-WHERE name = $1 AND generation = $2 AND last_tick IS NOT DISTINCT FROM $3 AND fingerprint = $7 AND paused = $8`, p.names.recur),
-			adv.Name, adv.Generation, nullTime(adv.From), nullTime(adv.Last), ticks, nullTime(adv.Alive), adv.Fingerprint, adv.Paused,
-			nullTime(adv.Due), adv.Runs, adv.Skipped)
-		if err != nil || tag.RowsAffected() == 0 {
-			return err
-		}
-		if len(adv.Cancel) > 0 {
-			if _, err := tx.Exec(ctx, p.cancelManySQL(), adv.Cancel); err != nil {
-				return err
-			}
-		}
-		if len(adv.Store) > 0 {
-			if err := p.insertOn(ctx, tx, adv.Store, true); err != nil {
-				return err
-			}
-		}
-		done = true
-		return nil
-	})
-	if err != nil {
-		return false, fmt.Errorf("postgres: advance recurring %q: %w", adv.Name, err)
-	}
-	return done, nil
-}
-
-// cancelManySQL deletes the rows named in $1 that no claim holds,
-// skipping (not waiting for) the held ones.
-func (p *Persistence) cancelManySQL() string {
-	return fmt.Sprintf(`DELETE FROM %s WHERE %s`, p.names.table, notHeld(p.names.table, "id = ANY($1::text[])"))
-}
-
-// SetRecurringPaused pauses or resumes the record name; resuming moves
-// last_tick forward to at. Both make the record due at at.
-func (p *Persistence) SetRecurringPaused(ctx context.Context, name string, paused bool, at time.Time) (bool, error) {
-	tag, err := p.pool.Exec(ctx, fmt.Sprintf(`UPDATE %s SET paused = $2, updated_at = now(), due_at = $4,
-	last_tick = CASE WHEN NOT $2 AND (last_tick IS NULL OR last_tick < $3) THEN $3 ELSE last_tick END
-WHERE name = $1 AND fingerprint <> ''`, p.names.recur), name, paused, at, nullTime(at))
-	if err != nil {
-		return false, fmt.Errorf("postgres: pause recurring %q: %w", name, err)
-	}
-	return tag.RowsAffected() > 0, nil
-}
-
-// DeleteRecurring removes the record name, leaving a tombstone (an empty
-// fingerprint) that keeps its generation, and cancels the rows named, in
-// one transaction.
-func (p *Persistence) DeleteRecurring(ctx context.Context, name string, cancel []string) (bool, error) {
-	var done bool
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE %s SET fingerprint = '', schedule = '', paused = false,
-	last_tick = NULL, ticks = '{}', alive_until = NULL, spec = NULL, due_at = NULL, runs = 0, skipped = 0, updated_at = now()
-WHERE name = $1 AND fingerprint <> ''`, p.names.recur), name)
-		if err != nil || tag.RowsAffected() == 0 {
-			return err
-		}
-		if len(cancel) > 0 {
-			if _, err := tx.Exec(ctx, p.cancelManySQL(), cancel); err != nil {
-				return err
-			}
-		}
-		done = true
-		return nil
-	})
-	if err != nil {
-		return false, fmt.Errorf("postgres: delete recurring %q: %w", name, err)
-	}
-	return done, nil
 }

@@ -1,46 +1,16 @@
 package postgres
 
 import (
-	"cmp"
-	"context"
 	"fmt"
-	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/postbus/bus"
 )
 
-// ClaimDueRecurring returns up to limit runtime records (spec IS NOT NULL)
-// whose due_at is not after now, earliest first, and moves their due_at to
-// now plus lease, in one statement: the rows are picked through the
-// partial due index and locked with FOR UPDATE SKIP LOCKED, so that racing
-// claimers take disjoint records and none waits for another. A row a
-// racing claim moved meanwhile is re-checked against due_at <= now and
-// left out. The records returned carry the Due the claim replaced.
-func (p *Persistence) ClaimDueRecurring(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]bus.RecurringRecord, error) {
-	if limit <= 0 {
-		return nil, ctx.Err()
-	}
-	rows, err := p.pool.Query(ctx, claimRecurringSQL(p.names), now, now.Add(lease), limit)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: claim due recurring: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (bus.RecurringRecord, error) { return scanRecurring(r) })
-	if err != nil {
-		return nil, fmt.Errorf("postgres: claim due recurring: %w", err)
-	}
-	slices.SortFunc(out, func(a, b bus.RecurringRecord) int {
-		return cmp.Or(a.Due.Compare(b.Due), strings.Compare(a.Name, b.Name))
-	})
-	return out, nil
-}
-
 // claimRecurringSQL claims the runtime records due at $1, at most $3,
-// moving their due_at to $2, and returns them with the due_at it replaced.
-// The update finds its rows by = ANY(ARRAY(...)), probes of the primary
+// moving their due_at to $2, and returns them with the due_at it replaced,
+// in one statement: the rows are picked through the partial due index and
+// locked with FOR UPDATE SKIP LOCKED, so that racing claimers take
+// disjoint records and none waits for another. The update finds its rows by = ANY(ARRAY(...)), probes of the primary
 // key, as the outgoing claim does: joined to the picked rows (UPDATE ...
 // FROM), the planner hashes them against a scan of the whole table.
 func claimRecurringSQL(n names) string {
@@ -57,7 +27,7 @@ func claimRecurringSQL(n names) string {
 		r.spec, r.runs, r.skipped
 )
 SELECT c.name, c.fingerprint, c.schedule, c.generation, c.paused, c.last_tick, c.ticks, c.alive_until,
-	c.spec, due.due_at, c.runs, c.skipped
+	c.spec, due.due_at, c.runs, c.skipped, c.spec IS NOT NULL
 FROM claimed AS c JOIN due ON due.name = c.name`, n.recur)
 }
 
@@ -70,49 +40,41 @@ WHERE fingerprint <> '' AND %s
 ORDER BY name LIMIT $1`, recurringColumns, n.recur, cond)
 }
 
-// ListRecurringPage returns up to limit records whose names start with
-// prefix and sort after after, by name (byte order: names are COLLATE
-// "C"). The prefix is matched as a range of the primary key, name >=
-// prefix AND name < the least string after every name with it, so it is
-// literal (no LIKE wildcards) and reads only the page. A prefix or an
-// after that text cannot hold (cut UTF-8, NUL) is compared as bytes,
-// within the range of its longest part that text can hold.
-func (p *Persistence) ListRecurringPage(ctx context.Context, prefix, after string, limit int) ([]bus.RecurringRecord, error) {
-	if limit <= 0 {
-		return nil, ctx.Err()
+// recurringPage makes the page of records whose names start with prefix
+// and sort after after, by name (byte order: names are COLLATE "C"), at
+// most limit (sqlstore.RecurringHooks.Page). The prefix is matched as a
+// range of the primary key, name >= prefix AND name < the least string
+// after every name with it, so it is literal (no LIKE wildcards) and reads
+// only the page. A prefix or an after that text cannot hold (cut UTF-8,
+// NUL) is compared as bytes, within the range of its longest part that
+// text can hold.
+func recurringPage(n names) func(prefix, after string, limit int) (string, []any) {
+	return func(prefix, after string, limit int) (string, []any) {
+		var cond []string
+		args := []any{limit}
+		add := func(c string, v any) {
+			args = append(args, v)
+			cond = append(cond, fmt.Sprintf(c, len(args)))
+		}
+		text := storablePrefix(after)
+		if text == after {
+			add(`name > $%d`, after)
+		} else {
+			add(`name >= $%d`, text)
+			add(`convert_to(name, 'UTF8') > $%d::bytea`, []byte(after))
+		}
+		text = storablePrefix(prefix)
+		if text != "" {
+			add(`name >= $%d`, text)
+		}
+		if end, ok := prefixEnd(text); ok {
+			add(`name < $%d`, end)
+		}
+		if text != prefix {
+			add(`substr(convert_to(name, 'UTF8'), 1, octet_length($%[1]d::bytea)) = $%[1]d::bytea`, []byte(prefix))
+		}
+		return recurringPageSQL(n, strings.Join(cond, " AND ")), args
 	}
-	var cond []string
-	args := []any{limit}
-	add := func(c string, v any) {
-		args = append(args, v)
-		cond = append(cond, fmt.Sprintf(c, len(args)))
-	}
-	text := storablePrefix(after)
-	if text == after {
-		add(`name > $%d`, after)
-	} else {
-		add(`name >= $%d`, text)
-		add(`convert_to(name, 'UTF8') > $%d::bytea`, []byte(after))
-	}
-	text = storablePrefix(prefix)
-	if text != "" {
-		add(`name >= $%d`, text)
-	}
-	if end, ok := prefixEnd(text); ok {
-		add(`name < $%d`, end)
-	}
-	if text != prefix {
-		add(`substr(convert_to(name, 'UTF8'), 1, octet_length($%[1]d::bytea)) = $%[1]d::bytea`, []byte(prefix))
-	}
-	rows, err := p.pool.Query(ctx, recurringPageSQL(p.names, strings.Join(cond, " AND ")), args...)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list recurring page: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (bus.RecurringRecord, error) { return scanRecurring(r) })
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list recurring page: %w", err)
-	}
-	return out, nil
 }
 
 // storablePrefix is the longest prefix of s that PostgreSQL text can

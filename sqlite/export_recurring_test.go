@@ -1,5 +1,5 @@
 package sqlite
 
 // The statements of runtime schedules, for their query-plan test.
-func ClaimDueSQL(p *Persistence) string { return p.claimDueSQL() }
-func ListPageSQL(p *Persistence) string { return p.listPageSQL(true) }
+func ClaimDueSQL(p *Persistence) string { return recurringSQL(p.q.table).ClaimSelect }
+func ListPageSQL(p *Persistence) string { return recurringSQL(p.q.table).PageBefore }

@@ -46,7 +46,7 @@ func TestRuntimeRecurringQueriesUseIndexes(t *testing.T) {
 		args             []any
 	}{
 		{"claim", sqlite.ClaimDueSQL(p), "outgoing_messages_recurring_due_idx", []any{now, 500}},
-		{"page", sqlite.ListPageSQL(p), "sqlite_autoindex_outgoing_messages_recurring_1", []any{"tenant-0001", "tenant-00011", 100, "tenant-0002"}},
+		{"page", sqlite.ListPageSQL(p), "sqlite_autoindex_outgoing_messages_recurring_1", []any{"tenant-00011", "tenant-0001", "tenant-0002", 100}},
 	} {
 		rows, err := p.DB().QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+c.sql, c.args...)
 		if err != nil {

@@ -36,6 +36,18 @@ func recurringDDL(table string) string {
 )`, table+"_recurring")
 }
 
+// runsDDL is the table of the recurring occurrences being handled
+// (bus.RecurringRunGuard, for RecurringPolicy's OverlapSkip): one row per
+// schedule with a run under way, the occurrence's message ID and the time
+// (Unix nanoseconds) after which the run counts as finished.
+func runsDDL(table string) string {
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s_recurring_runs (
+	name      TEXT    NOT NULL PRIMARY KEY,
+	run_id    TEXT    NOT NULL,
+	run_until INTEGER NOT NULL
+)`, table)
+}
+
 // recurringIndexDDL is the index of the runtime records that have a next
 // step (ClaimDueRecurring): partial, so declared schedules and runtime
 // ones with nothing due are not in it, and a claim reads the due entries

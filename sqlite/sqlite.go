@@ -120,6 +120,7 @@ type Persistence struct {
 	*sagas
 	// outbox is the outbox and inbox (outbox.go).
 	*outbox
+	*recurrings // the recurring store (recurring.go)
 }
 
 // Open opens (creating if needed) the SQLite database at path, switches it
@@ -186,6 +187,7 @@ func Open(path string, opts Options) (*Persistence, error) {
 	d := newDialect()
 	p.sagas = sqlstore.NewSagas(d, sqlstore.FromDB(db, nil), sagaSQL)
 	p.outbox = newOutbox(p, d)
+	p.recurrings = p.newRecurrings()
 	return p, nil
 }
 

@@ -130,3 +130,11 @@ func Rollback(ctx context.Context, tx Tx) error {
 	}
 	return nil
 }
+
+// SQLTx returns the database/sql transaction under tx when it is one (a
+// transaction of FromDB's pool, or FromTx's), for code of a store that
+// still takes a *sql.Tx.
+func SQLTx(tx Tx) (*sql.Tx, bool) {
+	t, ok := tx.(sqlTx)
+	return t.tx, ok
+}

@@ -278,10 +278,3 @@ func (o *Outbox) PurgeInbox(ctx context.Context, olderThan time.Duration, limit 
 	}
 	return int(n), nil
 }
-
-// SQLTx returns the database/sql transaction tx adapts (FromTx, or a
-// transaction of FromDB), and false for a transaction of another client.
-func SQLTx(tx Tx) (*sql.Tx, bool) {
-	t, ok := tx.(sqlTx)
-	return t.tx, ok
-}
