@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
@@ -114,6 +115,9 @@ type Persistence struct {
 
 	mu         sync.Mutex
 	transports map[string]struct{} // the transports this handle claimed for, for WatchDue
+
+	*failed  // the failed-message store (failed.go)
+	*browser // listing scheduled rows (browse.go)
 }
 
 // Open opens (creating if needed) the SQLite database at path, switches it
@@ -173,8 +177,11 @@ func Open(path string, opts Options) (*Persistence, error) {
 			"path", path, "journal_mode", mode)
 	}
 	opts.Logger.Debug("sqlite: opened", "path", path, "journal_mode", mode)
+	kit, d := sqlstore.FromDB(db, nil), newDialect()
 	return &Persistence{db: db, path: path, log: opts.Logger, q: newQueries(opts.Table), memory: memory, watch: opts.WatchInterval, file: file,
-		transports: map[string]struct{}{}}, nil
+		transports: map[string]struct{}{},
+		failed:     sqlstore.NewFailed(d, kit, newFailedSQL(opts.Table+"_failed")),
+		browser:    sqlstore.NewBrowser(d, kit, newBrowseSQL(opts.Table))}, nil
 }
 
 // Close closes the database. Calls after Close fail.
