@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 var (
@@ -50,6 +51,9 @@ type Persistence struct {
 	mu         sync.Mutex
 	transports map[string]struct{} // the transports claimed for through this value, for WatchDue
 	origin     string              // the database and server of p.db, for checkTx; empty until read
+
+	*failed  // the failed-message store (failed.go)
+	*browser // listing scheduled rows (browse.go)
 }
 
 // New returns a Persistence on db, configured by opts (zero values mean
@@ -71,6 +75,9 @@ func New(db *sql.DB, opts Options) (*Persistence, error) {
 	p := &Persistence{db: db, opts: opts, n: n, q: newStatements(n), log: opts.Logger,
 		transports: map[string]struct{}{}}
 	p.group = &grouper{flush: p.flushRows}
+	kit, d := sqlstore.FromDB(db, &sql.TxOptions{Isolation: sql.LevelReadCommitted}), newDialect()
+	p.failed = sqlstore.NewFailed(d, kit, newFailedSQL(n.failed))
+	p.browser = sqlstore.NewBrowser(d, kit, newBrowseSQL(n.table))
 	return p, nil
 }
 
