@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 var (
@@ -44,6 +45,9 @@ type Persistence struct {
 	batch   *batcher[bus.OutgoingMessage]
 	// claims holds the open claims and bounds them (claims.go).
 	claims *claimRegistry
+
+	*failed  // the failed-message store (failed.go)
+	*browser // listing scheduled rows (browse.go)
 }
 
 // New returns a Persistence on pool, configured by opts (zero values mean
@@ -64,6 +68,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
 	p.sagaSQL = newSagaStatements(p.names)
 	p.batch = newBatcher(opts.MaxBatchRows, opts.MaxConcurrentInserts, p.insert)
 	p.claims = newClaimRegistry(claimSlots(pool), pool.Config().ConnConfig, opts.Logger)
+	kit, d := newKitDB(pool), newDialect()
+	p.failed = sqlstore.NewFailed(d, kit, newFailedSQL(p.names.failed))
+	p.browser = sqlstore.NewBrowser(d, kit, newBrowseSQL(p.names.table))
 	return p, nil
 }
 
