@@ -123,23 +123,9 @@ func (p *Persistence) DueHistogram(ctx context.Context, from time.Time, width ti
 	start = max(start, minMicros)
 	// Bucket arithmetic in DECIMAL nanoseconds: no BIGINT overflow, and
 	// widths below a microsecond work too.
-	rows, err := p.db.QueryContext(ctx, "SELECT FLOOR((CAST("+us("due_at")+" AS DECIMAL(30,0)) - ?) * 1000 / ?), COUNT(*) FROM "+p.n.table+
+	out, err := sqlstore.CountBuckets(ctx, sqlstore.FromDB(p.db, nil), n, "SELECT FLOOR((CAST("+us("due_at")+" AS DECIMAL(30,0)) - ?) * 1000 / ?), COUNT(*) FROM "+p.n.table+
 		" WHERE due_at >= "+atSQL+" AND due_at < "+atSQL+" GROUP BY 1", from.UnixMicro(), int64(width), start, end)
 	if err != nil {
-		return nil, fmt.Errorf("mysql: due histogram: %w", err)
-	}
-	defer func() { _ = rows.Close() }()
-	out := make([]int64, n)
-	for rows.Next() {
-		var b, c int64
-		if err := rows.Scan(&b, &c); err != nil {
-			return nil, fmt.Errorf("mysql: due histogram: %w", err)
-		}
-		if b >= 0 && b < int64(n) {
-			out[b] += c
-		}
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("mysql: due histogram: %w", err)
 	}
 	return out, nil

@@ -88,22 +88,8 @@ func (p *Persistence) DueHistogram(ctx context.Context, from time.Time, width ti
 	if span := int64(width); span <= (math.MaxInt64-max(start, 0))/int64(n) {
 		end = start + span*int64(n)
 	}
-	rows, err := p.db.QueryContext(ctx, p.histogramSQL(), start, int64(width), end)
+	out, err := sqlstore.CountBuckets(ctx, sqlstore.FromDB(p.db, nil), n, p.histogramSQL(), start, int64(width), end)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: due histogram: %w", err)
-	}
-	defer func() { _ = rows.Close() }()
-	out := make([]int64, n)
-	for rows.Next() {
-		var b, c int64
-		if err := rows.Scan(&b, &c); err != nil {
-			return nil, fmt.Errorf("sqlite: due histogram: %w", err)
-		}
-		if b >= 0 && b < int64(n) {
-			out[b] += c
-		}
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: due histogram: %w", err)
 	}
 	return out, nil

@@ -228,3 +228,28 @@ func (b *binder) add(v any) string {
 	b.args = append(b.args, v)
 	return b.ph(len(b.args))
 }
+
+// CountBuckets runs query on q, whose rows are a bucket's index and the
+// rows due in it, and returns the counts of buckets 0 to n-1 (rows of
+// other buckets are left out): DueHistogram's reading of its statement.
+func CountBuckets(ctx context.Context, q Querier, n int, query string, args ...any) ([]int64, error) {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	out := make([]int64, n)
+	for rows.Next() {
+		var b, c int64
+		if err := rows.Scan(&b, &c); err != nil {
+			return nil, err
+		}
+		if b >= 0 && b < int64(n) {
+			out[b] += c
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
