@@ -56,10 +56,12 @@ type FailedSQL struct {
 	// Before is the condition of a page: the messages before ({at}, {id})
 	// in (last_failed, id) order.
 	Before string
-	// Store stores messages: the upsert bus.FailedStore describes. Its
-	// parameters are those of one message, in Select's column order
-	// (first_failed no later than last_failed, failures at least 1, the
-	// envelope not nil), or StoreArgs of a batch.
+	// Store stores messages: the upsert backend.FailedStore describes,
+	// its parameters written in Placeholder's style (not a template).
+	// They are those of one message, in Select's column order (text
+	// through Text, times through Times; first_failed no later than
+	// last_failed, failures at least 1, the envelope not nil), or
+	// StoreArgs of a batch.
 	Store string
 	// StoreArgs, when set, makes the parameters of Store for a batch of
 	// messages with distinct IDs (an upsert touches a row once).
@@ -83,7 +85,8 @@ type FailedSQL struct {
 
 // StoreFailed inserts or updates the messages (see backend.FailedStore) in
 // one transaction: a statement per batch of distinct IDs (StoreArgs), in
-// order, or a statement per message.
+// order, or a statement per message. A transaction the server rolled back
+// (a deadlock victim) runs again, up to failedTxTries times in all.
 func (f *Failed) StoreFailed(ctx context.Context, msgs []backend.FailedMessage) error {
 	if len(msgs) == 0 {
 		return ctx.Err()
