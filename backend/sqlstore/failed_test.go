@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"testing"
@@ -84,5 +85,20 @@ func TestDistinctRoundsKeepOrder(t *testing.T) {
 	want := [][]string{{"a", "b", "c"}, {"a", "b"}, {"a"}}
 	if !slices.EqualFunc(got, want, slices.Equal[[]string]) {
 		t.Errorf("rounds %v, want %v", got, want)
+	}
+}
+
+func TestUnixNanosClampFarTimes(t *testing.T) {
+	t.Parallel()
+	u := UnixTimes{Unit: time.Nanosecond}
+	far, early := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)
+	if got := u.Arg(far); got != int64(math.MaxInt64) {
+		t.Errorf("year 9999: %v, want MaxInt64", got)
+	}
+	if got := u.Arg(early); got != int64(math.MinInt64) {
+		t.Errorf("year 1000: %v, want MinInt64", got)
+	}
+	if got := u.Arg(time.Unix(0, 42)); got != int64(42) {
+		t.Errorf("in range: %v", got)
 	}
 }
