@@ -3,12 +3,11 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 var _ bus.ScheduledBrowser = (*Persistence)(nil)
@@ -17,83 +16,23 @@ var _ bus.ScheduledBrowser = (*Persistence)(nil)
 // by one; beyond it the count is the server's estimate.
 const exactCountLimit = 100_000
 
-func browseColumns() string {
-	return "id, kind, message_type, envelope, " + us("due_at") + ", " + us("lease_until") + ", lease_token, failures, last_error, transport"
-}
+// browser lists and gets rows for the kit (ListScheduled, GetScheduled),
+// embedded in Persistence: a range of the (due_at, id) index, or of the
+// (message_type, due_at, id) index when the query names a type.
+type browser = sqlstore.Browser
 
-func scanBrowsed(r rowScanner) (bus.OutgoingMessage, error) {
-	var m bus.OutgoingMessage
-	var id, typ, token, tr []byte
-	var kind, due int64
-	var lease sql.NullInt64
-	if err := r.Scan(&id, &kind, &typ, &m.Envelope, &due, &lease, &token, &m.Failures, &m.LastError, &tr); err != nil {
-		return m, err
+// newBrowseSQL is MySQL's listing of the table t.
+func newBrowseSQL(t string) sqlstore.BrowseSQL {
+	all := sqlstore.BrowseRange{From: "due_at >= " + at("{from}"), Until: "due_at < " + at("{until}"),
+		After: "(due_at > " + at("{due}") + " OR (due_at = " + at("{due}") + " AND id > {id}))", Order: "due_at, id"}
+	byType := all
+	byType.Where = "message_type = {type}"
+	return sqlstore.BrowseSQL{
+		Placeholder: func(int) string { return "?" },
+		Select: "SELECT id, kind, message_type, envelope, " + us("due_at") + ", " + us("lease_until") +
+			", lease_token, failures, last_error, transport FROM " + t,
+		All: all, ByType: byType,
 	}
-	m.ID, m.Type, m.Transport = string(id), string(typ), string(tr)
-	m.Kind, m.DueAt = bus.Kind(kind), fromMicros(due)
-	if token != nil && lease.Valid {
-		m.Token, m.LeaseUntil = string(token), fromMicros(lease.Int64)
-	}
-	return m, nil
-}
-
-// ListScheduled returns the rows q selects, earliest due first, then by
-// ID: a range of the (due_at, id) index, or of the (message_type, due_at,
-// id) index when q names a type, continued after (AfterDue, AfterID).
-func (p *Persistence) ListScheduled(ctx context.Context, q bus.ScheduledQuery) ([]bus.OutgoingMessage, error) {
-	var where []string
-	var args []any
-	if q.Type != "" {
-		where, args = append(where, "message_type = ?"), append(args, []byte(q.Type))
-	}
-	if !q.DueAfter.IsZero() {
-		where, args = append(where, "due_at >= "+atSQL), append(args, micros(q.DueAfter))
-	}
-	if !q.DueBefore.IsZero() {
-		where, args = append(where, "due_at < "+atSQL), append(args, micros(q.DueBefore))
-	}
-	if !q.AfterDue.IsZero() {
-		a := micros(q.AfterDue)
-		where = append(where, "(due_at > "+atSQL+" OR (due_at = "+atSQL+" AND id > ?))")
-		args = append(args, a, a, []byte(q.AfterID))
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	query := "SELECT " + browseColumns() + " FROM " + p.n.table
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	rows, err := p.db.QueryContext(ctx, query+" ORDER BY due_at, id LIMIT ?", append(args, limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("mysql: list scheduled: %w", err)
-	}
-	defer func() { _ = rows.Close() }()
-	var out []bus.OutgoingMessage
-	for rows.Next() {
-		m, err := scanBrowsed(rows)
-		if err != nil {
-			return nil, fmt.Errorf("mysql: list scheduled: %w", err)
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("mysql: list scheduled: %w", err)
-	}
-	return out, nil
-}
-
-// GetScheduled returns the row with the ID, by primary key.
-func (p *Persistence) GetScheduled(ctx context.Context, id string) (bus.OutgoingMessage, bool, error) {
-	m, err := scanBrowsed(p.db.QueryRowContext(ctx, "SELECT "+browseColumns()+" FROM "+p.n.table+" WHERE id = ?", []byte(id)))
-	if errors.Is(err, sql.ErrNoRows) {
-		return bus.OutgoingMessage{}, false, nil
-	}
-	if err != nil {
-		return bus.OutgoingMessage{}, false, fmt.Errorf("mysql: get scheduled %s: %w", id, err)
-	}
-	return m, true, nil
 }
 
 // StatsScheduled summarises the backlog at the server's now (the now
@@ -184,23 +123,9 @@ func (p *Persistence) DueHistogram(ctx context.Context, from time.Time, width ti
 	start = max(start, minMicros)
 	// Bucket arithmetic in DECIMAL nanoseconds: no BIGINT overflow, and
 	// widths below a microsecond work too.
-	rows, err := p.db.QueryContext(ctx, "SELECT FLOOR((CAST("+us("due_at")+" AS DECIMAL(30,0)) - ?) * 1000 / ?), COUNT(*) FROM "+p.n.table+
+	out, err := sqlstore.CountBuckets(ctx, sqlstore.FromDB(p.db, nil), n, "SELECT FLOOR((CAST("+us("due_at")+" AS DECIMAL(30,0)) - ?) * 1000 / ?), COUNT(*) FROM "+p.n.table+
 		" WHERE due_at >= "+atSQL+" AND due_at < "+atSQL+" GROUP BY 1", from.UnixMicro(), int64(width), start, end)
 	if err != nil {
-		return nil, fmt.Errorf("mysql: due histogram: %w", err)
-	}
-	defer func() { _ = rows.Close() }()
-	out := make([]int64, n)
-	for rows.Next() {
-		var b, c int64
-		if err := rows.Scan(&b, &c); err != nil {
-			return nil, fmt.Errorf("mysql: due histogram: %w", err)
-		}
-		if b >= 0 && b < int64(n) {
-			out[b] += c
-		}
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("mysql: due histogram: %w", err)
 	}
 	return out, nil

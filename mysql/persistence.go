@@ -57,6 +57,8 @@ type Persistence struct {
 	origin     string              // the database and server of p.db, for checkTx; empty until read
 
 	*recurrings // the recurring store (recurring.go)
+	*failed     // the failed-message store (failed.go)
+	*browser    // listing scheduled rows (browse.go)
 }
 
 // New returns a Persistence on db, configured by opts (zero values mean
@@ -82,6 +84,9 @@ func New(db *sql.DB, opts Options) (*Persistence, error) {
 	p.sagas = sqlstore.NewSagas(d, sqlstore.FromDB(db, nil), sagaSQL(n))
 	p.outbox = newOutbox(p, d)
 	p.recurrings = p.newRecurrings()
+	kit := sqlstore.FromDB(db, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	p.failed = sqlstore.NewFailed(d, kit, newFailedSQL(n.failed))
+	p.browser = sqlstore.NewBrowser(d, kit, newBrowseSQL(n.table))
 	return p, nil
 }
 

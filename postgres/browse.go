@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 var _ bus.ScheduledBrowser = (*Persistence)(nil)
@@ -17,106 +17,39 @@ var _ bus.ScheduledBrowser = (*Persistence)(nil)
 // by one; a larger table is estimated from the catalog.
 const exactCountLimit = 100_000
 
-// browseColumns are the columns of a listed row, in scanBrowsed's order.
-const browseColumns = `id, kind, message_type, envelope, due_at, lease_until, lease_token, failures, last_error, transport`
+// browser lists and gets rows for the kit (ListScheduled, GetScheduled),
+// embedded in Persistence: one ordered scan of the (due_at, id) index, or
+// of the (message_type, due_at, id) index when the query names a type;
+// paging continues after (AfterDue, AfterID) in the index, so deep pages
+// cost what the first does.
+type browser = sqlstore.Browser
 
-func scanBrowsed(row pgx.Row) (bus.OutgoingMessage, error) {
-	var m bus.OutgoingMessage
-	var kind int16
-	var failures int32
-	var lease *time.Time
-	var token *string
-	if err := row.Scan(&m.ID, &kind, &m.Type, &m.Envelope, &m.DueAt, &lease, &token, &failures, &m.LastError, &m.Transport); err != nil {
-		return m, err
+// newBrowseSQL is PostgreSQL's listing of the table t. With a type, the
+// bounds are row comparisons on (message_type, due_at, id): the index
+// conditions of the type index only, so that every plan, generic ones
+// too, ranges over it instead of filtering the due index, whatever the
+// type's share of the rows.
+func newBrowseSQL(t string) sqlstore.BrowseSQL {
+	return sqlstore.BrowseSQL{
+		Placeholder: placeholder,
+		Clean:       cleanText,
+		Storable:    storableID,
+		Select:      "SELECT id, kind, message_type, envelope, due_at, lease_until, lease_token, failures, last_error, transport FROM " + t,
+		All: sqlstore.BrowseRange{
+			From:  "due_at >= {from}::timestamptz",
+			Until: "due_at < {until}::timestamptz",
+			After: "(due_at, id) > ({due}::timestamptz, {id}::text)",
+			Order: "due_at, id",
+		},
+		ByType: sqlstore.BrowseRange{
+			From:    "(message_type, due_at) >= ({type}::text, {from}::timestamptz)",
+			NoFrom:  "(message_type, due_at) >= ({type}::text, '-infinity'::timestamptz)",
+			Until:   "(message_type, due_at) < ({type}::text, {until}::timestamptz)",
+			NoUntil: "(message_type, due_at) < ({type}::text, 'infinity'::timestamptz)",
+			After:   "(message_type, due_at, id) > ({type}::text, {due}::timestamptz, {id}::text)",
+			Order:   "message_type, due_at, id",
+		},
 	}
-	m.Kind, m.Failures = bus.Kind(kind), int(failures)
-	if lease != nil && token != nil {
-		m.LeaseUntil, m.Token = *lease, *token
-	}
-	return m, nil
-}
-
-// ListScheduled returns the rows q selects, earliest due first, then by ID,
-// in one ordered scan of the (due_at, id) index, or of the (message_type,
-// due_at, id) index when q names a type; paging continues after
-// (AfterDue, AfterID) in the index, so deep pages cost what the first does.
-func (p *Persistence) ListScheduled(ctx context.Context, q bus.ScheduledQuery) ([]bus.OutgoingMessage, error) {
-	sql, args := listScheduledSQL(p.names.table, q)
-	rows, err := p.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list scheduled: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (bus.OutgoingMessage, error) { return scanBrowsed(r) })
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list scheduled: %w", err)
-	}
-	return out, nil
-}
-
-// listScheduledSQL builds the listing for q: only the conditions q sets,
-// so every plan is a plain range scan of one index.
-func listScheduledSQL(table string, q bus.ScheduledQuery) (string, []any) {
-	var where []string
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	if q.Type != "" {
-		// Bounds as row comparisons on (message_type, due_at, id): the
-		// index conditions of the type index only, so that every plan,
-		// generic ones too, ranges over it instead of filtering the due
-		// index, whatever the type's share of the rows.
-		typ := arg(cleanText(q.Type))
-		lower := "'-infinity'::timestamptz"
-		if !q.DueAfter.IsZero() {
-			lower = arg(q.DueAfter) + "::timestamptz"
-		}
-		where = append(where, fmt.Sprintf("(message_type, due_at) >= (%s::text, %s)", typ, lower))
-		if !q.AfterDue.IsZero() {
-			where = append(where, fmt.Sprintf("(message_type, due_at, id) > (%s::text, %s::timestamptz, %s::text)", typ, arg(q.AfterDue), arg(cleanText(q.AfterID))))
-		}
-		upper := "'infinity'::timestamptz"
-		if !q.DueBefore.IsZero() {
-			upper = arg(q.DueBefore) + "::timestamptz"
-		}
-		where = append(where, fmt.Sprintf("(message_type, due_at) < (%s::text, %s)", typ, upper))
-		return "SELECT " + browseColumns + " FROM " + table + " WHERE " + strings.Join(where, " AND ") +
-			" ORDER BY message_type, due_at, id LIMIT " + arg(limit), args
-	}
-	if !q.DueAfter.IsZero() {
-		where = append(where, "due_at >= "+arg(q.DueAfter)+"::timestamptz")
-	}
-	if !q.DueBefore.IsZero() {
-		where = append(where, "due_at < "+arg(q.DueBefore)+"::timestamptz")
-	}
-	if !q.AfterDue.IsZero() {
-		where = append(where, fmt.Sprintf("(due_at, id) > (%s::timestamptz, %s::text)", arg(q.AfterDue), arg(cleanText(q.AfterID))))
-	}
-	sql := "SELECT " + browseColumns + " FROM " + table
-	if len(where) > 0 {
-		sql += " WHERE " + strings.Join(where, " AND ")
-	}
-	return sql + " ORDER BY due_at, id LIMIT " + arg(limit), args
-}
-
-// GetScheduled returns the row with the ID, by primary key.
-func (p *Persistence) GetScheduled(ctx context.Context, id string) (bus.OutgoingMessage, bool, error) {
-	if !storableID(id) {
-		return bus.OutgoingMessage{}, false, nil // no stored row has it
-	}
-	m, err := scanBrowsed(p.pool.QueryRow(ctx, "SELECT "+browseColumns+" FROM "+p.names.table+" WHERE id = $1", id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return bus.OutgoingMessage{}, false, nil
-	}
-	if err != nil {
-		return bus.OutgoingMessage{}, false, fmt.Errorf("postgres: get scheduled %s: %w", id, err)
-	}
-	return m, true, nil
 }
 
 // statsSQL is StatsScheduled's single statement. Its parts:

@@ -1,6 +1,9 @@
 package postgres
 
-import "github.com/postbus/bus"
+import (
+	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
+)
 
 // ClaimSQL and NextDueSQL expose the statements to the EXPLAIN test.
 func ClaimSQL(p *Persistence) string   { return p.sql.claim }
@@ -13,19 +16,21 @@ func InsertSQL(table string) string { return newStatements(names{table: table}, 
 
 // The operations statements, for their EXPLAIN test.
 func ListScheduledSQL(p *Persistence, q bus.ScheduledQuery) (string, []any) {
-	return listScheduledSQL(p.names.table, q)
+	return sqlstore.ListScheduledSQL(p.browser, q)
 }
 func StatsSQL(p *Persistence) (string, []any) { return statsSQL(p.names), []any{p.names.regTbl} }
 func HistogramSQL(p *Persistence) string      { return histogramSQL(p.names.table) }
 func ListFailedSQL(p *Persistence, q bus.FailedQuery) (string, []any) {
-	return listFailedSQL(p.names.failed, q)
+	return sqlstore.ListFailedSQL(p.failed, q)
 }
 func CountFailedSQL(p *Persistence, q bus.FailedQuery) (string, []any) {
-	where, args := failedWhere(q, false)
-	return "SELECT count(*) FROM " + p.names.failed + where, args
+	return sqlstore.CountFailedSQL(p.failed, q)
 }
-func FailedGroupsSQL(p *Persistence) string { return failedGroupsSQL(p.names.failed) }
-func FailedTable(p *Persistence) string     { return p.names.failed }
+func FailedGroupsSQL(p *Persistence) string {
+	sql, _ := sqlstore.FailedGroupsSQL(p.failed, 0)
+	return sql
+}
+func FailedTable(p *Persistence) string { return p.names.failed }
 
 // The runtime recurring statements, for their EXPLAIN test.
 func ClaimRecurringSQL(p *Persistence) string { return claimRecurringSQL(p.names) }

@@ -49,6 +49,8 @@ type Persistence struct {
 	claims *claimRegistry
 
 	*recurrings // the recurring store (recurring.go)
+	*failed     // the failed-message store (failed.go)
+	*browser    // listing scheduled rows (browse.go)
 }
 
 // New returns a Persistence on pool, configured by opts (zero values mean
@@ -72,6 +74,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
 	p.batch = newBatcher(opts.MaxBatchRows, opts.MaxConcurrentInserts, p.insert)
 	p.claims = newClaimRegistry(claimSlots(pool), pool.Config().ConnConfig, opts.Logger)
 	p.recurrings = p.newRecurrings()
+	kit := newKitDB(pool)
+	p.failed = sqlstore.NewFailed(d, kit, newFailedSQL(p.names.failed))
+	p.browser = sqlstore.NewBrowser(d, kit, newBrowseSQL(p.names.table))
 	return p, nil
 }
 

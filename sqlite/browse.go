@@ -3,13 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 var _ bus.ScheduledBrowser = (*Persistence)(nil)
@@ -18,85 +17,20 @@ var _ bus.ScheduledBrowser = (*Persistence)(nil)
 // by one; beyond it the count is estimated from the rowid range.
 const exactCountLimit = 100_000
 
-// browseColumns are the columns of a listed row, in scanBrowsed's order.
+// browser lists and gets rows for the kit (ListScheduled, GetScheduled),
+// embedded in Persistence: a range of the (due_at, id) index, or of the
+// (message_type, due_at, id) index when the query names a type.
+type browser = sqlstore.Browser
+
+// browseColumns are the columns of a listed row, in the kit's order.
 const browseColumns = "id, kind, message_type, envelope, due_at, lease_until, lease_token, failures, last_error, transport"
 
-type scanner interface{ Scan(dest ...any) error }
-
-func scanBrowsed(r scanner) (bus.OutgoingMessage, error) {
-	var m bus.OutgoingMessage
-	var kind, due, lease int64
-	var token sql.NullString
-	if err := r.Scan(&m.ID, &kind, &m.Type, &m.Envelope, &due, &lease, &token, &m.Failures, &m.LastError, &m.Transport); err != nil {
-		return m, err
-	}
-	m.Kind, m.DueAt = bus.Kind(kind), fromNanos(due)
-	if token.Valid {
-		m.Token, m.LeaseUntil = token.String, fromNanos(lease)
-	}
-	return m, nil
-}
-
-// ListScheduled returns the rows q selects, earliest due first, then by
-// ID: a range of the (due_at, id) index, or of the (message_type, due_at,
-// id) index when q names a type, continued after (AfterDue, AfterID).
-func (p *Persistence) ListScheduled(ctx context.Context, q bus.ScheduledQuery) ([]bus.OutgoingMessage, error) {
-	query, args := p.listScheduledSQL(q)
-	rows, err := p.db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list scheduled: %w", err)
-	}
-	defer func() { _ = rows.Close() }()
-	var out []bus.OutgoingMessage
-	for rows.Next() {
-		m, err := scanBrowsed(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: list scheduled: %w", err)
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: list scheduled: %w", err)
-	}
-	return out, nil
-}
-
-func (p *Persistence) listScheduledSQL(q bus.ScheduledQuery) (string, []any) {
-	var where []string
-	var args []any
-	if q.Type != "" {
-		where, args = append(where, "message_type = ?"), append(args, q.Type)
-	}
-	if !q.DueAfter.IsZero() {
-		where, args = append(where, "due_at >= ?"), append(args, nanos(q.DueAfter))
-	}
-	if !q.DueBefore.IsZero() {
-		where, args = append(where, "due_at < ?"), append(args, nanos(q.DueBefore))
-	}
-	if !q.AfterDue.IsZero() {
-		where, args = append(where, "(due_at, id) > (?, ?)"), append(args, nanos(q.AfterDue), q.AfterID)
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	query := "SELECT " + browseColumns + " FROM " + p.q.table
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	return query + " ORDER BY due_at, id LIMIT ?", append(args, limit)
-}
-
-// GetScheduled returns the row with the ID, by primary key.
-func (p *Persistence) GetScheduled(ctx context.Context, id string) (bus.OutgoingMessage, bool, error) {
-	m, err := scanBrowsed(p.db.QueryRowContext(ctx, "SELECT "+browseColumns+" FROM "+p.q.table+" WHERE id = ?", id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return bus.OutgoingMessage{}, false, nil
-	}
-	if err != nil {
-		return bus.OutgoingMessage{}, false, fmt.Errorf("sqlite: get scheduled %s: %w", id, err)
-	}
-	return m, true, nil
+// newBrowseSQL is SQLite's listing of the table t.
+func newBrowseSQL(t string) sqlstore.BrowseSQL {
+	all := sqlstore.BrowseRange{From: "due_at >= {from}", Until: "due_at < {until}", After: "(due_at, id) > ({due}, {id})", Order: "due_at, id"}
+	byType := all
+	byType.Where = "message_type = {type}"
+	return sqlstore.BrowseSQL{Placeholder: func(int) string { return "?" }, Select: "SELECT " + browseColumns + " FROM " + t, All: all, ByType: byType}
 }
 
 // transportsCTE lists the distinct transport values by probing the claim
@@ -154,22 +88,8 @@ func (p *Persistence) DueHistogram(ctx context.Context, from time.Time, width ti
 	if span := int64(width); span <= (math.MaxInt64-max(start, 0))/int64(n) {
 		end = start + span*int64(n)
 	}
-	rows, err := p.db.QueryContext(ctx, p.histogramSQL(), start, int64(width), end)
+	out, err := sqlstore.CountBuckets(ctx, sqlstore.FromDB(p.db, nil), n, p.histogramSQL(), start, int64(width), end)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: due histogram: %w", err)
-	}
-	defer func() { _ = rows.Close() }()
-	out := make([]int64, n)
-	for rows.Next() {
-		var b, c int64
-		if err := rows.Scan(&b, &c); err != nil {
-			return nil, fmt.Errorf("sqlite: due histogram: %w", err)
-		}
-		if b >= 0 && b < int64(n) {
-			out[b] += c
-		}
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: due histogram: %w", err)
 	}
 	return out, nil

@@ -121,6 +121,8 @@ type Persistence struct {
 	// outbox is the outbox and inbox (outbox.go).
 	*outbox
 	*recurrings // the recurring store (recurring.go)
+	*failed     // the failed-message store (failed.go)
+	*browser    // listing scheduled rows (browse.go)
 }
 
 // Open opens (creating if needed) the SQLite database at path, switches it
@@ -188,6 +190,9 @@ func Open(path string, opts Options) (*Persistence, error) {
 	p.sagas = sqlstore.NewSagas(d, sqlstore.FromDB(db, nil), sagaSQL)
 	p.outbox = newOutbox(p, d)
 	p.recurrings = p.newRecurrings()
+	kit := sqlstore.FromDB(db, nil)
+	p.failed = sqlstore.NewFailed(d, kit, newFailedSQL(opts.Table+"_failed"))
+	p.browser = sqlstore.NewBrowser(d, kit, newBrowseSQL(opts.Table))
 	return p, nil
 }
 

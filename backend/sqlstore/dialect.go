@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -99,9 +100,16 @@ func (u UnixTimes) Arg(t time.Time) any {
 		return u.Min
 	}
 	var n int64
-	if u.Unit == time.Microsecond {
+	switch s := t.Unix(); {
+	case u.Unit == time.Microsecond:
 		n = t.UnixMicro()
-	} else {
+	// Beyond what int64 nanoseconds hold (1678 to 2262), UnixNano is
+	// undefined: the time is clamped, keeping the order.
+	case s >= math.MaxInt64/int64(time.Second):
+		n = math.MaxInt64 / int64(u.Unit)
+	case s <= math.MinInt64/int64(time.Second):
+		n = math.MinInt64 / int64(u.Unit)
+	default:
 		n = t.UnixNano() / int64(u.Unit)
 	}
 	if u.Min != 0 && n < u.Min {
