@@ -69,9 +69,9 @@ func (f Failover) Killed(t *testing.T) {
 	WaitLine(t, lines, "hung", 2*time.Minute) // the worker is handing the rows over, blocked
 	time.Sleep(time.Until(due.Add(500 * time.Millisecond)))
 	f.waitHeld(t, ctx)
-	tr := f.startTakeover(t)
+	tr := StartHandOvers(t, f.Takeover(t))
 	time.Sleep(time.Second) // the test's bus polls, finding the rows held
-	if n := len(tr.snapshot()); n != 0 {
+	if n := len(tr.Snapshot()); n != 0 {
 		t.Fatalf("the test's bus handed over %d rows the worker held", n)
 	}
 	killed := time.Now()
@@ -79,9 +79,9 @@ func (f Failover) Killed(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = worker.Wait()
-	tr.wait(t, 30*time.Second)
+	tr.Wait(t, FailoverRows, 30*time.Second)
 	time.Sleep(500 * time.Millisecond) // room for a duplicate to show
-	last := tr.check(t, due)
+	last := tr.Check(t, FailoverRows, Always(due))
 	if after := last.Sub(killed); after > 2*time.Second {
 		t.Errorf("the last row was handed over %v after the kill, want within 2 s", after.Round(time.Millisecond))
 	} else {
@@ -120,21 +120,21 @@ func (f Failover) Frozen(t *testing.T, ft FreezeTiming) {
 	if !stopped.Before(due.Add(-500 * time.Millisecond)) {
 		t.Fatalf("the worker held the rows only %v before their due time; this machine is too slow for the test", due.Sub(stopped))
 	}
-	tr := f.startTakeover(t)
-	tr.wait(t, time.Minute)
-	for id, at := range tr.snapshot() {
+	tr := StartHandOvers(t, f.Takeover(t))
+	tr.Wait(t, FailoverRows, time.Minute)
+	for id, at := range tr.Snapshot() {
 		if after := at[0].Sub(stopped); after > ft.Window+ft.Lease+ft.Margin {
 			t.Errorf("row %s handed over %v after the freeze, want within the window and the lease (%v) and %v",
 				id, after.Round(time.Millisecond), ft.Window+ft.Lease, ft.Margin)
 		}
 	}
-	last := tr.check(t, due)
+	last := tr.Check(t, FailoverRows, Always(due))
 	t.Logf("every row handed over within %v of the freeze (window %v, lease %v)", last.Sub(stopped).Round(time.Millisecond), ft.Window, ft.Lease)
 	if err := worker.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * time.Second) // the woken worker's dispatcher runs on
-	tr.check(t, due)
+	tr.Check(t, FailoverRows, Always(due))
 	if n := f.receipts(t, ctx); n != 0 {
 		t.Errorf("the woken worker handed over %d rows that the test's bus had handed over", n)
 	}
@@ -144,24 +144,27 @@ func (f Failover) Frozen(t *testing.T, ft FreezeTiming) {
 	}
 }
 
-// handOvers is a transport that records when each message was handed
+// HandOvers is a transport that records when each message was handed
 // over; its identity is the workers', so its bus dispatches the same rows.
-type handOvers struct {
+type HandOvers struct {
 	*bus.MemoryTransport
 	mu   sync.Mutex
 	sent map[string][]time.Time
 }
 
-func (h *handOvers) Identity() string { return TransportIdentity }
+// Identity is TransportIdentity.
+func (h *HandOvers) Identity() string { return TransportIdentity }
 
-func (h *handOvers) Send(_ context.Context, _ string, env *bus.Envelope) error {
+// Send records when env was handed over.
+func (h *HandOvers) Send(_ context.Context, _ string, env *bus.Envelope) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.sent[env.ID] = append(h.sent[env.ID], time.Now())
 	return nil
 }
 
-func (h *handOvers) snapshot() map[string][]time.Time {
+// Snapshot returns when each message was handed over, by ID.
+func (h *HandOvers) Snapshot() map[string][]time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := make(map[string][]time.Time, len(h.sent))
@@ -171,11 +174,13 @@ func (h *handOvers) snapshot() map[string][]time.Time {
 	return out
 }
 
-// startTakeover starts a bus in the test process on the rows' table.
-func (f Failover) startTakeover(t *testing.T) *handOvers {
+// StartHandOvers starts a bus in the test process on p, a store on the
+// workers' table, whose transport records its hand-overs. It is stopped
+// at cleanup.
+func StartHandOvers(t *testing.T, p bus.Persistence) *HandOvers {
 	t.Helper()
-	tr := &handOvers{MemoryTransport: bus.NewMemoryTransport(), sent: map[string][]time.Time{}}
-	b, err := bus.New(bus.Config{Endpoint: "failover-test", Transport: tr, Persistence: f.Takeover(t), SkipSetup: true,
+	tr := &HandOvers{MemoryTransport: bus.NewMemoryTransport(), sent: map[string][]time.Time{}}
+	b, err := bus.New(bus.Config{Endpoint: "failover-test", Transport: tr, Persistence: p, SkipSetup: true,
 		Logger: drivertest.Logger(), Dispatcher: bus.DispatcherConfig{Lease: 3 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -193,32 +198,32 @@ func (f Failover) startTakeover(t *testing.T) *handOvers {
 	return tr
 }
 
-// wait waits until every row was handed over at least once.
-func (h *handOvers) wait(t *testing.T, within time.Duration) {
+// Wait waits until n rows were handed over at least once.
+func (h *HandOvers) Wait(t *testing.T, n int, within time.Duration) {
 	t.Helper()
 	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
-		n := len(h.snapshot())
-		if n >= FailoverRows {
+		got := len(h.Snapshot())
+		if got >= n {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %v, %d of %d rows handed over", within, n, FailoverRows)
+			t.Fatalf("after %v, %d of %d rows handed over", within, got, n)
 		}
 	}
 }
 
-// check fails t unless each row was handed over once, none before due,
-// and returns when the last one was.
-func (h *handOvers) check(t *testing.T, due time.Time) time.Time {
+// Check fails t unless n rows were handed over, each once, none before
+// notBefore(id), and returns when the last one was.
+func (h *HandOvers) Check(t *testing.T, n int, notBefore func(id string) time.Time) time.Time {
 	t.Helper()
 	var last time.Time
-	got := h.snapshot()
+	got := h.Snapshot()
 	for id, at := range got {
 		if len(at) != 1 {
 			t.Errorf("row %s handed over %d times, want once", id, len(at))
 		}
 		for _, a := range at {
-			if a.Before(due) {
+			if due := notBefore(id); a.Before(due) {
 				t.Errorf("row %s handed over %v before it was due", id, due.Sub(a))
 			}
 			if a.After(last) {
@@ -226,8 +231,11 @@ func (h *handOvers) check(t *testing.T, due time.Time) time.Time {
 			}
 		}
 	}
-	if len(got) != FailoverRows {
-		t.Errorf("%d distinct rows handed over, want %d", len(got), FailoverRows)
+	if len(got) != n {
+		t.Errorf("%d distinct rows handed over, want %d", len(got), n)
 	}
 	return last
 }
+
+// Always returns a notBefore of Check that is t for every row.
+func Always(t time.Time) func(string) time.Time { return func(string) time.Time { return t } }

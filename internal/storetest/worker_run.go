@@ -61,9 +61,27 @@ func exitWorker(err error) {
 }
 
 func runUntilSignal(spec WorkerSpec, open OpenWorker) error {
+	return UntilSignal(func(ctx context.Context) error { return RunWorker(ctx, spec, open) })
+}
+
+// UntilSignal runs run with a ctx that ends at SIGTERM or an interrupt.
+func UntilSignal(run func(ctx context.Context) error) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	return RunWorker(ctx, spec, open)
+	return run(ctx)
+}
+
+// Serve starts b, prints "ready", and stops b once ctx ends, allowing it
+// stopWithin: the life of a worker's bus.
+func Serve(ctx context.Context, b *bus.Bus, stopWithin time.Duration) error {
+	if err := b.Start(ctx); err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), stopWithin)
+	defer cancel()
+	return b.Stop(sctx)
 }
 
 // RunWorker runs a bus whose dispatcher claims from the store open returns
@@ -98,14 +116,7 @@ func RunWorker(ctx context.Context, spec WorkerSpec, open OpenWorker) error {
 	if err != nil {
 		return err
 	}
-	if err := b.Start(ctx); err != nil {
-		return err
-	}
-	fmt.Println("ready")
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	return b.Stop(sctx)
+	return Serve(ctx, b, 20*time.Second)
 }
 
 // SyncTransport is an in-memory transport that runs the receiving handler
