@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/storetest"
 	"github.com/postbus/bus/mysql"
 )
 
 func claimRow(id string, due time.Time) bus.OutgoingMessage {
-	return bus.OutgoingMessage{ID: id, Kind: bus.KindCommand, Type: tickType, Envelope: []byte(`{}`), DueAt: due, Transport: workerTransport}
+	return bus.OutgoingMessage{ID: id, Kind: bus.KindCommand, Type: storetest.TickType, Envelope: []byte(`{}`), DueAt: due, Transport: storetest.TransportIdentity}
 }
 
 func ids(msgs []bus.OutgoingMessage) []string {
@@ -43,7 +44,7 @@ func TestOpenClaimHoldsOnlyItsRows(t *testing.T) {
 		claimRow("next", time.Now().Add(time.Hour)), claimRow("later", time.Now().Add(2*time.Hour))}); err != nil {
 		t.Fatal(err)
 	}
-	held, err := p.ClaimDueOutgoing(ctx, workerTransport, time.Now(), 10, time.Hour)
+	held, err := p.ClaimDueOutgoing(ctx, storetest.TransportIdentity, time.Now(), 10, time.Hour)
 	if err != nil || len(held) != 1 || held[0].ID != "due" {
 		t.Fatalf("claim = %v, %v; want [due]", ids(held), err)
 	}
@@ -94,12 +95,12 @@ func TestOpenClaimsTakeHalfThePoolAndCloseEndsThem(t *testing.T) {
 	if err := p.StoreOutgoing(ctx, rows); err != nil {
 		t.Fatal(err)
 	}
-	first, err := p.ClaimDueOutgoing(ctx, workerTransport, time.Now(), 2, time.Hour)
+	first, err := p.ClaimDueOutgoing(ctx, storetest.TransportIdentity, time.Now(), 2, time.Hour)
 	if err != nil || len(first) != 2 {
 		t.Fatalf("first claim = %v, %v; want 2 rows", ids(first), err)
 	}
 	start := time.Now()
-	second, err := p.ClaimDueOutgoing(ctx, workerTransport, time.Now(), 2, time.Hour)
+	second, err := p.ClaimDueOutgoing(ctx, storetest.TransportIdentity, time.Now(), 2, time.Hour)
 	if err != nil || len(second) != 0 {
 		t.Fatalf("second claim with the slot taken = %v, %v; want no rows", ids(second), err)
 	}
@@ -114,7 +115,7 @@ func TestOpenClaimsTakeHalfThePoolAndCloseEndsThem(t *testing.T) {
 	if n, err := p.DeleteOutgoing(ctx, claimsOf(first)); err != nil || n != 2 {
 		t.Fatalf("DeleteOutgoing = %d, %v; want 2", n, err)
 	}
-	left, err := p.ClaimDueOutgoing(ctx, workerTransport, time.Now(), 10, time.Hour)
+	left, err := p.ClaimDueOutgoing(ctx, storetest.TransportIdentity, time.Now(), 10, time.Hour)
 	if err != nil || len(left) != 2 {
 		t.Fatalf("claim after the first was settled = %v, %v; want 2 rows", ids(left), err)
 	}
@@ -124,7 +125,7 @@ func TestOpenClaimsTakeHalfThePoolAndCloseEndsThem(t *testing.T) {
 	if n, err := p.DeleteOutgoing(ctx, claimsOf(left)); err != nil || n != 0 {
 		t.Fatalf("DeleteOutgoing of a claim Close ended = %d, %v; want 0", n, err)
 	}
-	again, err := p.ClaimDueOutgoing(ctx, workerTransport, time.Now(), 10, time.Hour)
+	again, err := p.ClaimDueOutgoing(ctx, storetest.TransportIdentity, time.Now(), 10, time.Hour)
 	if err != nil || len(again) != 2 {
 		t.Fatalf("claim after Close = %v, %v; want the 2 rows", ids(again), err)
 	}
@@ -144,7 +145,7 @@ func TestStoreOfAHeldIDDoesNotWait(t *testing.T) {
 	if err := p.StoreOutgoing(ctx, []bus.OutgoingMessage{claimRow("held", time.Now().Add(-time.Second))}); err != nil {
 		t.Fatal(err)
 	}
-	held, err := p.ClaimDueOutgoing(ctx, workerTransport, time.Now(), 10, time.Hour)
+	held, err := p.ClaimDueOutgoing(ctx, storetest.TransportIdentity, time.Now(), 10, time.Hour)
 	if err != nil || len(held) != 1 {
 		t.Fatalf("claim = %v, %v; want [held]", ids(held), err)
 	}

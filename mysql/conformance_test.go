@@ -1,43 +1,33 @@
 package mysql_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/storetest"
 	"github.com/postbus/bus/mysql"
 )
 
-func TestScheduledMessageConformance(t *testing.T) {
+// TestConformance runs every store suite, each case on tables of its own.
+func TestConformance(t *testing.T) {
 	t.Parallel()
 	db := testDB(t)
-	bustest.ScheduledMessageTests(t, func(t *testing.T) bus.ScheduledStore {
-		return newStore(t, db, mysql.Options{})
+	newP := func(t *testing.T) bus.Persistence { return newStore(t, db, mysql.Options{}) }
+	storetest.Conformance(t, storetest.Suites{
+		Store: func(t *testing.T) bus.ScheduledStore { return newStore(t, db, mysql.Options{}) },
+		Sagas: true, Recurring: true, Browser: true, Failed: true,
+		Outbox: func(t *testing.T) bustest.OutboxHarness { return outboxHarness(t, db) },
+		CallerTx: &bustest.CallerTxHarness{NewStore: newP,
+			Begin: func(t *testing.T, ctx context.Context, _ bus.Persistence) (context.Context, func() error, func() error) {
+				tx, err := db.BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return mysql.WithTx(ctx, tx), tx.Commit, tx.Rollback
+			}},
 	})
-}
-
-func TestSagaConformance(t *testing.T) {
-	t.Parallel()
-	db := testDB(t)
-	bustest.SagaTests(t, func(t *testing.T) bus.SagaStore { return newStore(t, db, mysql.Options{}) })
-}
-
-func TestRecurringStoreConformance(t *testing.T) {
-	t.Parallel()
-	db := testDB(t)
-	bustest.RecurringTests(t, func(t *testing.T) bus.RecurringStore { return newStore(t, db, mysql.Options{}) })
-}
-
-func TestScheduledBrowserConformance(t *testing.T) {
-	t.Parallel()
-	db := testDB(t)
-	bustest.ScheduledBrowserTests(t, func(t *testing.T) bus.ScheduledBrowser { return newStore(t, db, mysql.Options{}) })
-}
-
-func TestFailedStoreConformance(t *testing.T) {
-	t.Parallel()
-	db := testDB(t)
-	bustest.FailedStoreTests(t, func(t *testing.T) bus.FailedStore { return newStore(t, db, mysql.Options{}) })
 }
 
 // BenchmarkConformance runs the shared store benchmark against the server.

@@ -3,9 +3,6 @@ package mysql_test
 import (
 	"context"
 	"database/sql"
-	"fmt"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,79 +11,40 @@ import (
 
 	"github.com/postbus/bus/bustest"
 	"github.com/postbus/bus/driver"
+	"github.com/postbus/bus/internal/storetest"
 	"github.com/postbus/bus/mysql"
 )
 
-// defaultDSN is the loopback MariaDB of the development machines and CI.
-const defaultDSN = "root@tcp(127.0.0.1:3306)/test"
-
-// dsnEnv overrides defaultDSN.
-const dsnEnv = "POSTBUS_TEST_MYSQL_DSN"
-
-func testDSN() string {
-	if d := os.Getenv(dsnEnv); d != "" {
-		return d
-	}
-	return defaultDSN
-}
-
-// shared is the handle most tests use, opened lazily and closed by
-// TestMain before the goroutine-leak check.
-var shared struct {
-	once sync.Once
-	db   *sql.DB
-	err  error
+// server is the loopback MariaDB of the development machines and CI.
+var server = &storetest.Service[*sql.DB]{
+	Name: "MariaDB/MySQL", Env: "POSTBUS_TEST_MYSQL_DSN", Default: "root@tcp(127.0.0.1:3306)/test",
+	Show:  driver.Redact,
+	Open:  openDB,
+	Close: func(db *sql.DB) { _ = db.Close() },
 }
 
 func TestMain(m *testing.M) {
-	if runChildIfAsked() {
-		return
-	}
-	code := m.Run()
-	if shared.db != nil {
-		_ = shared.db.Close()
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	storetest.Main(m, storetest.Setup{
+		Children: []func(){runOutboxChildIfAsked, func() { storetest.WorkerIfAsked(openWorker) }},
+		Shutdown: server.Shutdown,
+		Leaks:    func() error { return goleak.Find() },
+	})
 }
 
+func testDSN() string { return server.Addr() }
+
 // serverUnavailable skips the test, or fails it under CI=true.
-func serverUnavailable(t testing.TB, err error) {
-	t.Helper()
-	bustest.SkipOutsideCI(t, "MariaDB/MySQL not reachable at %s (set %s): %v", driver.Redact(testDSN()), dsnEnv, err)
-}
+func serverUnavailable(t testing.TB, err error) { t.Helper(); server.Unavailable(t, err) }
 
 // testDB returns the shared handle, skipping the test when the server is
 // not reachable.
-func testDB(t testing.TB) *sql.DB {
-	t.Helper()
-	shared.once.Do(func() {
-		shared.db, shared.err = openDB(context.Background(), 20)
-	})
-	if shared.err != nil {
-		serverUnavailable(t, shared.err)
-	}
-	return shared.db
-}
+func testDB(t testing.TB) *sql.DB { t.Helper(); return server.Shared(t) }
 
 // newDB opens a handle of the test's own, closed at cleanup.
-func newDB(t testing.TB, maxConns int) *sql.DB {
-	t.Helper()
-	db, err := openDB(t.Context(), maxConns)
-	if err != nil {
-		serverUnavailable(t, err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	return db
-}
+func newDB(t testing.TB, maxConns int) *sql.DB { t.Helper(); return server.Own(t, maxConns) }
 
-func openDB(ctx context.Context, maxConns int) (*sql.DB, error) {
-	db, err := sql.Open("mysql", testDSN())
+func openDB(ctx context.Context, dsn string, maxConns int) (*sql.DB, error) {
+	db, err := sql.Open("mysql", dsn)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 
 func TestNewRejectsBadOptions(t *testing.T) {
 	t.Parallel()
-	db, err := sql.Open("mysql", defaultDSN) // does not connect
+	db, err := sql.Open("mysql", server.Default) // does not connect
 	if err != nil {
 		t.Fatal(err)
 	}

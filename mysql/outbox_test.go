@@ -17,12 +17,6 @@ import (
 // outboxTableEnv names the store's table in the outbox crash case's child.
 const outboxTableEnv = "POSTBUS_MYSQL_TEST_OUTBOX_TABLE"
 
-func TestOutboxConformance(t *testing.T) {
-	t.Parallel()
-	db := testDB(t)
-	bustest.OutboxTests(t, func(t *testing.T) bustest.OutboxHarness { return outboxHarness(t, db) })
-}
-
 // businessTable is the table of the harness's business rows, beside the
 // store's.
 func businessTable(table string) string { return "`" + table + "_business`" }
@@ -75,7 +69,7 @@ func runOutboxChildIfAsked() {
 	if !ok {
 		return
 	}
-	db, err := openDB(context.Background(), 8)
+	db, err := openDB(context.Background(), testDSN(), 8)
 	var p *mysql.Persistence
 	if err == nil {
 		p, err = mysql.New(db, mysql.Options{Table: os.Getenv(outboxTableEnv)})

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/storetest"
 	"github.com/postbus/bus/mysql"
 )
 
@@ -63,8 +64,8 @@ func TestScheduledUpgradeFromLeasedRows(t *testing.T) {
 	}
 	notBefore := map[string]time.Time{}
 	for _, r := range rows {
-		env := bus.MarshalEnvelope(&bus.Envelope{ID: r.id, Type: tickType, Kind: bus.KindCommand,
-			Body: []byte(`{"N":1}`), ContentType: "application/json", Source: "upgrade-test", Destination: workerEndpoint})
+		env := bus.MarshalEnvelope(&bus.Envelope{ID: r.id, Type: storetest.TickType, Kind: bus.KindCommand,
+			Body: []byte(`{"N":1}`), ContentType: "application/json", Source: "upgrade-test", Destination: storetest.Endpoint})
 		var lease, token, prior any
 		if r.lease != 0 {
 			lease, token, prior = r.lease, []byte("dead-process-token"), r.due
@@ -74,7 +75,7 @@ func TestScheduledUpgradeFromLeasedRows(t *testing.T) {
 			" UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND, UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND,"+
 			" UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND, ?, UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND,"+
 			" ?, ?, ?, IF(? > 0, 'refused', ''), UTC_TIMESTAMP(6))",
-			[]byte(r.id), env, r.due, r.available, lease, token, prior, []byte(workerTransport), []byte(tickType), r.failures, r.failures)
+			[]byte(r.id), env, r.due, r.available, lease, token, prior, []byte(storetest.TransportIdentity), []byte(storetest.TickType), r.failures, r.failures)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,24 +96,10 @@ func TestScheduledUpgradeFromLeasedRows(t *testing.T) {
 	if ok, err := p.CancelOutgoing(ctx, "up-leased"); err != nil || ok {
 		t.Fatalf("CancelOutgoing of a row whose lease runs = %v, %v; want false, nil", ok, err)
 	}
-	rec := startTakeover(t, db, table)
-	rec.wait(t, len(rows), time.Minute)
+	rec := storetest.StartHandOvers(t, p)
+	rec.Wait(t, len(rows), time.Minute)
 	time.Sleep(time.Second) // room for a duplicate to show
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	for _, r := range rows {
-		at := rec.at[r.id]
-		if len(at) != 1 {
-			t.Errorf("row %s handed over %d times, want once", r.id, len(at))
-			continue
-		}
-		if at[0].Before(notBefore[r.id]) {
-			t.Errorf("row %s handed over %v before it was claimable", r.id, notBefore[r.id].Sub(at[0]))
-		}
-	}
-	if len(rec.at) != len(rows) {
-		t.Errorf("handed over %d distinct rows, want %d", len(rec.at), len(rows))
-	}
+	rec.Check(t, len(rows), func(id string) time.Time { return notBefore[id] })
 	var left int
 	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+table+"`").Scan(&left); err != nil || left != 0 {
 		t.Errorf("%d rows left in the table (%v), want none", left, err)

@@ -1,52 +1,57 @@
 package postgres_test
 
 import (
+	"context"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/storetest"
 	"github.com/postbus/bus/postgres"
 )
 
-func TestScheduledMessageConformance(t *testing.T) {
+// TestConformance runs every store suite, each case in a schema of its own.
+func TestConformance(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
-	bustest.ScheduledMessageTests(t, func(t *testing.T) bus.ScheduledStore {
-		return newStore(t, pool, postgres.Options{})
+	storetest.Conformance(t, storetest.Suites{
+		Store: stores(pool, postgres.Options{}),
+		Sagas: true, Recurring: true, Browser: true, Failed: true,
+		Outbox: func(t *testing.T) bustest.OutboxHarness { return outboxHarness(t, pool) },
+		CallerTx: &bustest.CallerTxHarness{
+			NewStore: func(t *testing.T) bus.Persistence { return newStore(t, pool, postgres.Options{}) },
+			Begin: func(t *testing.T, ctx context.Context, _ bus.Persistence) (context.Context, func() error, func() error) {
+				tx, err := pool.Begin(ctx)
+				if err != nil {
+					serverUnavailable(t, err)
+				}
+				return postgres.WithTx(ctx, tx), func() error { return tx.Commit(ctx) }, func() error { return tx.Rollback(ctx) }
+			},
+		},
 	})
 }
 
-func TestScheduledMessageConformanceWithoutNotify(t *testing.T) {
+// TestConformanceWithoutNotify runs the suites that wake on NOTIFY with it
+// turned off: the store polls.
+func TestConformanceWithoutNotify(t *testing.T) {
 	t.Parallel()
-	pool := testPool(t)
-	bustest.ScheduledMessageTests(t, func(t *testing.T) bus.ScheduledStore {
-		return newStore(t, pool, postgres.Options{DisableNotify: true})
-	})
+	storetest.Conformance(t, storetest.Suites{Store: stores(testPool(t), postgres.Options{DisableNotify: true}), Browser: true})
 }
 
-// TestScheduledMessageConformanceBehindPgBouncer runs the suite the way a
-// PgBouncer transaction-mode deployment would: no LISTEN/NOTIFY and no named
+// TestConformanceBehindPgBouncer runs the suites the way a PgBouncer
+// transaction-mode deployment would: no LISTEN/NOTIFY and no named
 // prepared statements (pgx's simple protocol).
-func TestScheduledMessageConformanceBehindPgBouncer(t *testing.T) {
+func TestConformanceBehindPgBouncer(t *testing.T) {
 	t.Parallel()
-	testPool(t)
-	cfg, err := pgxpool.ParseConfig(testURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	cfg.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	bustest.ScheduledMessageTests(t, func(t *testing.T) bus.ScheduledStore {
-		return newStore(t, pool, postgres.Options{DisableNotify: true})
-	})
+	storetest.Conformance(t, storetest.Suites{Store: stores(simplePool(t, 8), postgres.Options{DisableNotify: true}), Sagas: true})
+}
+
+// stores returns a factory of set-up stores with opts, each in a fresh
+// schema on pool.
+func stores(pool *pgxpool.Pool, opts postgres.Options) func(t *testing.T) bus.ScheduledStore {
+	return func(t *testing.T) bus.ScheduledStore { return newStore(t, pool, opts) }
 }
 
 // BenchmarkConformance runs the shared store benchmark against PostgreSQL.

@@ -2,11 +2,7 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,84 +10,86 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"github.com/postbus/bus/postgres"
-
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/drivertest"
+	"github.com/postbus/bus/internal/storetest"
+	"github.com/postbus/bus/postgres"
 )
 
-const defaultURL = "postgres://root@127.0.0.1:5432/test?sslmode=disable"
-
-func testURL() string {
-	if u := os.Getenv("POSTBUS_TEST_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return defaultURL
-}
-
-// shared is the pool most tests use, opened lazily and closed by TestMain
-// before the goroutine-leak check.
-var shared struct {
-	once sync.Once
-	pool *pgxpool.Pool
-	err  error
+// server is the loopback PostgreSQL of the development machines and CI.
+var server = &storetest.Service[*pgxpool.Pool]{
+	Name: "PostgreSQL", Env: "POSTBUS_TEST_POSTGRES_URL", Default: "postgres://root@127.0.0.1:5432/test?sslmode=disable",
+	Open: func(ctx context.Context, url string, n int) (*pgxpool.Pool, error) {
+		return openPoolAt(ctx, url, int32(n), nil)
+	},
+	Close: (*pgxpool.Pool).Close,
 }
 
 func TestMain(m *testing.M) {
-	if args, ok := bustest.OutboxChild(); ok {
-		runOutboxChild(args) // the outbox crash case's child; never returns
-	}
-	if v, ok := os.LookupEnv(transportChildEnv); ok {
-		runTransportChild(v) // the transport exactly-once case's child; never returns
-	}
-	code := m.Run()
-	if shared.pool != nil {
-		shared.pool.Close()
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	storetest.Main(m, storetest.Setup{
+		Children: []func(){
+			func() {
+				if args, ok := bustest.OutboxChild(); ok {
+					runOutboxChild(args) // the outbox crash case's child; never returns
+				}
+			},
+			func() {
+				if v, ok := os.LookupEnv(transportChildEnv); ok {
+					runTransportChild(v) // the transport exactly-once case's child; never returns
+				}
+			},
+		},
+		Shutdown: server.Shutdown,
+		Leaks:    func() error { return goleak.Find() },
+	})
 }
 
+func testURL() string { return server.Addr() }
+
 // serverUnavailable skips the test, or fails it under CI=true.
-func serverUnavailable(t testing.TB, err error) {
-	t.Helper()
-	bustest.SkipOutsideCI(t, "PostgreSQL not reachable at %s (set POSTBUS_TEST_POSTGRES_URL): %v", testURL(), err)
-}
+func serverUnavailable(t testing.TB, err error) { t.Helper(); server.Unavailable(t, err) }
 
 // testPool returns the shared pool, skipping the test when the server is
 // not reachable.
-func testPool(t testing.TB) *pgxpool.Pool {
-	t.Helper()
-	shared.once.Do(func() {
-		shared.pool, shared.err = openPool(context.Background(), 20)
-	})
-	if shared.err != nil {
-		serverUnavailable(t, shared.err)
-	}
-	return shared.pool
-}
+func testPool(t testing.TB) *pgxpool.Pool { t.Helper(); return server.Shared(t) }
 
 // newPool opens a pool of the test's own, closed at cleanup.
 func newPool(t testing.TB, maxConns int32) *pgxpool.Pool {
 	t.Helper()
-	pool, err := openPool(t.Context(), maxConns)
+	return server.Own(t, int(maxConns))
+}
+
+// simplePool opens a pool of the test's own that uses pgx's simple
+// protocol (no named prepared statements), as behind PgBouncer in
+// transaction mode; closed at cleanup.
+func simplePool(t testing.TB, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	testPool(t)
+	pool, err := openPoolAt(t.Context(), testURL(), maxConns, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	})
 	if err != nil {
-		serverUnavailable(t, err)
+		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
 	return pool
 }
 
 func openPool(ctx context.Context, maxConns int32) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(testURL())
+	return openPoolAt(ctx, testURL(), maxConns, nil)
+}
+
+// openPoolAt opens a pool on url, configured further by configure when
+// not nil, and checks that the server answers.
+func openPoolAt(ctx context.Context, url string, maxConns int32, configure func(*pgxpool.Config)) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
 	}
 	cfg.MaxConns = maxConns
+	if configure != nil {
+		configure(cfg)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -109,9 +107,7 @@ func openPool(ctx context.Context, maxConns int32) (*pgxpool.Pool, error) {
 // cleanup.
 func freshSchema(t testing.TB, pool *pgxpool.Pool) string {
 	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "pbtest_" + hex.EncodeToString(b[:])
+	schema := drivertest.Unique("pbtest_")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

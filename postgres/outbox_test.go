@@ -75,12 +75,6 @@ func outboxHarness(t *testing.T, pool *pgxpool.Pool) bustest.OutboxHarness {
 	}
 }
 
-func TestOutboxConformance(t *testing.T) {
-	t.Parallel()
-	pool := testPool(t)
-	bustest.OutboxTests(t, func(t *testing.T) bustest.OutboxHarness { return outboxHarness(t, pool) })
-}
-
 // runOutboxChild is the crash case's child, run from TestMain: it never
 // returns.
 func runOutboxChild(args bustest.OutboxChildArgs) {

@@ -19,12 +19,6 @@ import (
 	"github.com/postbus/bus/postgres"
 )
 
-func TestRecurringStoreConformance(t *testing.T) {
-	t.Parallel()
-	pool := testPool(t)
-	bustest.RecurringTests(t, func(t *testing.T) bus.RecurringStore { return newStore(t, pool, postgres.Options{}) })
-}
-
 // recTick is the message of the recurring tests.
 type recTick struct{ At time.Time }
 

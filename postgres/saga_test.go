@@ -7,40 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
 	"github.com/postbus/bus/postgres"
 )
-
-func TestSagaConformance(t *testing.T) {
-	t.Parallel()
-	pool := testPool(t)
-	store := newStore(t, pool, postgres.Options{})
-	bustest.SagaTests(t, func(t *testing.T) bus.SagaStore { return store })
-}
-
-// TestSagaConformanceBehindPgBouncer runs the suite with pgx's simple
-// protocol, as behind PgBouncer in transaction mode.
-func TestSagaConformanceBehindPgBouncer(t *testing.T) {
-	t.Parallel()
-	testPool(t)
-	cfg, err := pgxpool.ParseConfig(testURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	cfg.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store := newStore(t, pool, postgres.Options{DisableNotify: true})
-	bustest.SagaTests(t, func(t *testing.T) bus.SagaStore { return store })
-}
 
 // TestSagaInHandlingTransaction: saga writes made through the context of an
 // outbox handling commit and roll back with it, and a conflict inside it

@@ -267,7 +267,8 @@ func TestSetupMigratesTablesOfEarlierVersions(t *testing.T) {
 			t.Fatalf("Setup %d on the old table: %v", i, err)
 		}
 	}
-	indexes, err := pgx.CollectRows(must(pool.Query(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY indexname`, schema)), pgx.RowTo[string])
+	rows, _ := pool.Query(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY indexname`, schema) // CollectRows reports its error
+	indexes, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		t.Fatal(err)
 	}

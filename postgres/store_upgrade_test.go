@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/storetest"
 	"github.com/postbus/bus/postgres"
 )
 
@@ -71,8 +72,8 @@ func TestScheduledUpgradeFromV030(t *testing.T) {
 	}
 	notBefore := map[string]time.Time{}
 	for _, r := range rows {
-		env := bus.MarshalEnvelope(&bus.Envelope{ID: r.id, Type: "multiproc.Tick", Kind: bus.KindCommand,
-			Body: []byte(`{"N":1}`), ContentType: "application/json", Source: "upgrade-test", Destination: "multiproc"})
+		env := bus.MarshalEnvelope(&bus.Envelope{ID: r.id, Type: storetest.TickType, Kind: bus.KindCommand,
+			Body: []byte(`{"N":1}`), ContentType: "application/json", Source: "upgrade-test", Destination: storetest.Endpoint})
 		var lease, prior, token any
 		if r.tok != "" {
 			lease, token = r.leaseUntil, r.tok
@@ -100,23 +101,10 @@ func TestScheduledUpgradeFromV030(t *testing.T) {
 	if ok, err := p.CancelOutgoing(ctx, "up-leased"); err != nil || ok {
 		t.Fatalf("CancelOutgoing of a row whose v0.3.0 lease runs = %v, %v; want false, nil", ok, err)
 	}
-	tr := startTakeover(t, pool, schema)
-	waitN(t, tr, len(rows), time.Minute)
+	tr := storetest.StartHandOvers(t, p)
+	tr.Wait(t, len(rows), time.Minute)
 	time.Sleep(time.Second) // room for a duplicate to show
-	got := tr.snapshot()
-	for _, r := range rows {
-		at := got[r.id]
-		if len(at) != 1 {
-			t.Errorf("row %s handed over %d times, want once", r.id, len(at))
-			continue
-		}
-		if at[0].Before(notBefore[r.id]) {
-			t.Errorf("row %s handed over %v before it was claimable", r.id, notBefore[r.id].Sub(at[0]))
-		}
-	}
-	if len(got) != len(rows) {
-		t.Errorf("handed over %d distinct rows, want %d", len(got), len(rows))
-	}
+	tr.Check(t, len(rows), func(id string) time.Time { return notBefore[id] })
 	var left int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&left); err != nil || left != 0 {
 		t.Errorf("%d rows left in the table (%v), want none", left, err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,17 +18,6 @@ import (
 	"github.com/postbus/bus/internal/drivertest"
 	"github.com/postbus/bus/postgres"
 )
-
-// buildTransproc builds the transport kill tests' worker.
-func buildTransproc(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "transproc")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./internal/transproc")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // killN is how many messages the worker holds when it is signalled: as
 // many as its handlers, so every one is mid-handling.
@@ -110,7 +98,7 @@ func TestTransportConsumerKilled(t *testing.T) {
 	}
 	t.Parallel()
 	pool := testPool(t)
-	bin := buildTransproc(t)
+	bin := buildWorker(t, "transproc")
 	cmd, _, sender, queue, ids := startHolder(t, pool, bin)
 	ctx := drivertest.Ctx(t, time.Minute)
 
@@ -158,7 +146,7 @@ func TestTransportConsumerFrozen(t *testing.T) {
 	}
 	t.Parallel()
 	pool := testPool(t)
-	bin := buildTransproc(t)
+	bin := buildWorker(t, "transproc")
 	const lease = 3 * time.Second
 	cmd, lines, sender, queue, ids := startHolder(t, pool, bin, "-lease", lease.String(), "-hold", "4s")
 	ctx := drivertest.Ctx(t, time.Minute)

@@ -20,11 +20,6 @@ const outboxFileEnv = "POSTBUS_SQLITE_TEST_OUTBOX_FILE"
 // in the store's own file.
 const businessTable = "CREATE TABLE IF NOT EXISTS business (key TEXT NOT NULL)"
 
-func TestOutboxConformance(t *testing.T) {
-	t.Parallel()
-	bustest.OutboxTests(t, outboxHarness)
-}
-
 // outboxHarness opens a fresh store on a file of its own, with the
 // business table in the same file.
 func outboxHarness(t *testing.T) bustest.OutboxHarness {

@@ -15,11 +15,6 @@ import (
 	"github.com/postbus/bus/sqlite"
 )
 
-func TestRecurringStoreConformance(t *testing.T) {
-	t.Parallel()
-	bustest.RecurringTests(t, func(t *testing.T) bus.RecurringStore { return openTemp(t) })
-}
-
 // recTick is the message of the recurring test.
 type recTick struct{ At time.Time }
 

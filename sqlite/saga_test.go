@@ -7,14 +7,8 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
-	"github.com/postbus/bus/bustest"
 	"github.com/postbus/bus/sqlite"
 )
-
-func TestSagaConformance(t *testing.T) {
-	t.Parallel()
-	bustest.SagaTests(t, func(t *testing.T) bus.SagaStore { return openTemp(t) })
-}
 
 // TestSagaInHandlingTransaction: saga writes made through the context of an
 // outbox handling commit and roll back with it, and a conflict inside it

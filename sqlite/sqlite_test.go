@@ -11,14 +11,15 @@ import (
 
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/bustest"
+	"github.com/postbus/bus/internal/storetest"
 	"github.com/postbus/bus/sqlite"
 )
 
 func TestMain(m *testing.M) {
-	if runClaimerIfAsked() || runOutboxChildIfAsked() {
-		return
-	}
-	goleak.VerifyTestMain(m)
+	storetest.Main(m, storetest.Setup{
+		Children: []func(){func() { runClaimerIfAsked() }, func() { runOutboxChildIfAsked() }},
+		Leaks:    func() error { return goleak.Find() },
+	})
 }
 
 // openTemp opens a store on a fresh file in t.TempDir, set up, and closes
@@ -40,9 +41,25 @@ func openTemp(t testing.TB) *sqlite.Persistence {
 	return p
 }
 
+// TestConformance runs every store suite: a store of a file of its own
+// per case.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	bustest.ScheduledMessageTests(t, func(t *testing.T) bus.ScheduledStore { return openTemp(t) })
+	storetest.Conformance(t, storetest.Suites{
+		Store: func(t *testing.T) bus.ScheduledStore { return openTemp(t) },
+		Sagas: true, Recurring: true, Browser: true, Failed: true,
+		Outbox: outboxHarness,
+		CallerTx: &bustest.CallerTxHarness{
+			NewStore: func(t *testing.T) bus.Persistence { return openTemp(t) },
+			Begin: func(t *testing.T, ctx context.Context, p bus.Persistence) (context.Context, func() error, func() error) {
+				tx, err := p.(*sqlite.Persistence).DB().BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return sqlite.WithTx(ctx, tx), tx.Commit, tx.Rollback
+			},
+		},
+	})
 }
 
 func TestSetupIsIdempotent(t *testing.T) {

@@ -16,14 +16,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/drivertest"
+	"github.com/postbus/bus/internal/storetest"
 	"github.com/postbus/bus/postgres"
 )
 
@@ -44,13 +44,8 @@ func main() {
 	schema := flag.String("schema", "", "schema of the outgoing and receipts tables")
 	name := flag.String("name", "p", "process name recorded with receipts")
 	flag.Parse()
-	url := os.Getenv("POSTBUS_TEST_POSTGRES_URL")
-	if url == "" {
-		url = "postgres://root@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := run(ctx, url, *schema, *name); err != nil {
+	url := drivertest.Addr("POSTBUS_TEST_POSTGRES_URL", "postgres://root@127.0.0.1:5432/test?sslmode=disable")
+	if err := storetest.UntilSignal(func(ctx context.Context) error { return run(ctx, url, *schema, *name) }); err != nil {
 		fmt.Fprintln(os.Stderr, "recurproc:", err)
 		os.Exit(1)
 	}
@@ -84,12 +79,5 @@ func run(ctx context.Context, url, schema, name string) error {
 		Message: func(tick time.Time) any { return Tick{At: tick} }, Options: []bus.Option{bus.To("recurproc")}}); err != nil {
 		return err
 	}
-	if err := b.Start(ctx); err != nil {
-		return err
-	}
-	fmt.Println("ready")
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return b.Stop(sctx)
+	return storetest.Serve(ctx, b, 10*time.Second)
 }

@@ -19,14 +19,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/internal/drivertest"
+	"github.com/postbus/bus/internal/storetest"
 	"github.com/postbus/bus/postgres"
 )
 
@@ -37,13 +37,8 @@ func main() {
 	conc := flag.Int("concurrency", 4, "handlers at once")
 	hold := flag.Duration("hold", 0, "how long a handler sleeps before returning nil (0: until its ctx ends)")
 	flag.Parse()
-	url := os.Getenv("POSTBUS_TEST_POSTGRES_URL")
-	if url == "" {
-		url = "postgres://root@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := run(ctx, url, *schema, *queue, *lease, *conc, *hold); err != nil {
+	url := drivertest.Addr("POSTBUS_TEST_POSTGRES_URL", "postgres://root@127.0.0.1:5432/test?sslmode=disable")
+	if err := storetest.UntilSignal(func(ctx context.Context) error { return run(ctx, url, *schema, *queue, *lease, *conc, *hold) }); err != nil {
 		fmt.Fprintln(os.Stderr, "transproc:", err)
 		os.Exit(1)
 	}
