@@ -7,21 +7,12 @@ import (
 	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
-var (
-	_ bus.Persistence    = (*Persistence)(nil)
-	_ bus.ScheduledStore = (*Persistence)(nil)
-	_ bus.DueNotifier    = (*Persistence)(nil)
-	_ bus.ClockedStore   = (*Persistence)(nil)
-	_ bus.AheadClaimer   = (*Persistence)(nil)
-	_ bus.OutboxStore    = (*Persistence)(nil)
-	_ bus.SagaStore      = (*Persistence)(nil)
-	_ bus.TxCanceler     = (*Persistence)(nil)
-	_ bus.PoolReporter   = (*Persistence)(nil)
-	_ bus.Pinger         = (*Persistence)(nil)
-)
+var _ sqlstore.Complete = (*Persistence)(nil)
+
+type scheduled = sqlstore.Scheduled
 
 // Persistence is the durable PostgreSQL scheduled-message store. It is safe
 // for concurrent use by many goroutines and by many processes sharing one
@@ -41,7 +32,10 @@ type Persistence struct {
 	staged stagedStatements
 	// sagaSQL is the SQL of the saga store (saga.go).
 	sagaSQL sagaStatements
-	batch   *batcher[bus.OutgoingMessage]
+	// scheduled is the scheduled store's writes: StoreOutgoing (grouped
+	// INSERTs, or COPY for a bulk call: copy.go), CancelOutgoing,
+	// NextDueOutgoing, Len and StoreNow. WatchDue is LISTEN (notify.go).
+	*scheduled
 	// claims holds the open claims and bounds them (claims.go).
 	claims *claimRegistry
 }
@@ -62,7 +56,21 @@ func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
 	p.sql = newStatements(p.names, !opts.DisableNotify)
 	p.staged = newStagedStatements(p.names, !opts.DisableNotify)
 	p.sagaSQL = newSagaStatements(p.names)
-	p.batch = newBatcher(opts.MaxBatchRows, opts.MaxConcurrentInserts, p.insert)
+	p.scheduled = sqlstore.NewScheduled(newDialect(), newKitDB(pool), sqlstore.ScheduledSQL{
+		NextDue: p.sql.nextDue, Cancel: p.sql.cancel, Now: p.sql.now, Count: "SELECT count(*) FROM " + p.names.table,
+	}, sqlstore.ScheduledConfig{
+		Noun:    " outgoing",
+		ValidID: storableID,
+		Invalid: invalidRow,
+		Store:   sqlstore.NewGrouper(opts.MaxBatchRows, opts.MaxConcurrentInserts, 0, p.insert).Store,
+		Bulk:    p.storeCopied,
+		BulkMin: copyMinRows,
+		InDoubt: inDoubt,
+		IDs: func(ids []string) (string, []any) {
+			return "SELECT id FROM " + p.names.table + " WHERE id = ANY($1)", []any{ids}
+		},
+		Log: opts.Logger,
+	})
 	p.claims = newClaimRegistry(claimSlots(pool), pool.Config().ConnConfig, opts.Logger)
 	return p, nil
 }
