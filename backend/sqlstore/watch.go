@@ -38,11 +38,12 @@ func (c *Claimers) List() []string {
 type Watch struct {
 	// Interval between polls; negative: no watch. It must be set.
 	Interval time.Duration
-	// Changed, if set, reports whether another connection committed
-	// since the last poll (SQLite's data_version): WatchDue then wakes
-	// the dispatcher with the earliest next due time of the claimers. Nil:
-	// WatchDue wakes it for each transport whose next due time changed.
-	Changed func(ctx context.Context) (bool, error)
+	// Changes, if set, returns for each WatchDue call a function that
+	// reports whether another connection committed since its last call
+	// (SQLite's data_version): WatchDue then wakes the dispatcher with the
+	// earliest next due time of the claimers. Nil: WatchDue wakes it for
+	// each transport whose next due time changed.
+	Changes func() func(ctx context.Context) (bool, error)
 }
 
 // WatchDue lets this process's dispatcher wake for rows that other
@@ -62,13 +63,17 @@ func (s *Scheduled) WatchDue(ctx context.Context, wake func(due time.Time)) erro
 	tick := time.NewTicker(w.Interval)
 	defer tick.Stop()
 	last := map[string]time.Time{}
+	var changed func(ctx context.Context) (bool, error)
+	if w.Changes != nil {
+		changed = w.Changes()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 		}
-		if err := s.poll(ctx, last, wake); err != nil {
+		if err := s.poll(ctx, changed, last, wake); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -78,9 +83,10 @@ func (s *Scheduled) WatchDue(ctx context.Context, wake func(due time.Time)) erro
 }
 
 // poll is one look of WatchDue; last holds the due times woken for.
-func (s *Scheduled) poll(ctx context.Context, last map[string]time.Time, wake func(due time.Time)) error {
-	if s.c.Watch.Changed != nil {
-		if changed, err := s.c.Watch.Changed(ctx); err != nil || !changed {
+func (s *Scheduled) poll(ctx context.Context, changed func(ctx context.Context) (bool, error),
+	last map[string]time.Time, wake func(due time.Time)) error {
+	if changed != nil {
+		if ok, err := changed(ctx); err != nil || !ok {
 			return err
 		}
 	}
@@ -92,7 +98,7 @@ func (s *Scheduled) poll(ctx context.Context, last map[string]time.Time, wake fu
 			return err
 		}
 		switch {
-		case s.c.Watch.Changed != nil:
+		case changed != nil:
 			if ok && (!found || next.Before(earliest)) {
 				earliest, found = next, true
 			}
