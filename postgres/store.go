@@ -29,7 +29,7 @@ type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// insert runs one grouped INSERT; the batcher calls it.
+// insert runs one grouped INSERT (the Grouper's flush).
 func (p *Persistence) insert(ctx context.Context, msgs []bus.OutgoingMessage) error {
 	return p.insertOn(ctx, p.pool, msgs, true)
 }
@@ -64,12 +64,7 @@ func (p *Persistence) insertOn(ctx context.Context, q execer, msgs []bus.Outgoin
 
 // micros returns d in whole microseconds, rounded up, so that a positive
 // duration stays positive.
-func micros(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Microsecond - 1) / time.Microsecond)
-}
+func micros(d time.Duration) int64 { return sqlstore.CeilMicros(d) }
 
 // ClaimDueOutgoing locks up to limit rows of transport (and rows stored
 // without a transport) that are claimable on the database clock, earliest

@@ -288,3 +288,13 @@ func (s *Scheduled) inTxOnce(ctx context.Context, fn func(tx Tx) error) error {
 	}
 	return tx.Commit(ctx)
 }
+
+// CeilMicros is d in whole microseconds, rounded up so that a positive
+// duration (a delay, a lease) never becomes zero; 0 for one that is not
+// positive.
+func CeilMicros(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Microsecond - 1) / time.Microsecond)
+}
