@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"time"
+
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 // Defaults for the zero values of Options.
@@ -78,8 +79,6 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-var identifierRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 func (o Options) withDefaults() Options {
 	o.Table = cmp.Or(o.Table, DefaultTable)
 	o.WatchInterval = cmp.Or(o.WatchInterval, DefaultWatchInterval)
@@ -91,11 +90,8 @@ func (o Options) withDefaults() Options {
 }
 
 func (o Options) validate() error {
-	if limit := maxIdentifierLen - len(recurringSuffix); len(o.Table) > limit {
-		return &OptionsError{Field: "Table", Reason: fmt.Sprintf("%q is longer than %d bytes", o.Table, limit)}
-	}
-	if !identifierRE.MatchString(o.Table) {
-		return &OptionsError{Field: "Table", Reason: fmt.Sprintf("%q is not letters, digits and underscores, not starting with a digit", o.Table)}
+	if r := sqlstore.CheckName(o.Table, maxIdentifierLen-len(recurringSuffix)); r != "" {
+		return &OptionsError{Field: "Table", Reason: fmt.Sprintf("%q: %s", o.Table, r)}
 	}
 	switch o.Isolation {
 	case sql.LevelReadUncommitted, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable:

@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -13,18 +12,7 @@ import (
 	"github.com/postbus/bus/backend/sqlstore"
 )
 
-var (
-	_ bus.Persistence    = (*Persistence)(nil)
-	_ bus.ScheduledStore = (*Persistence)(nil)
-	_ bus.DueNotifier    = (*Persistence)(nil)
-	_ bus.ClockedStore   = (*Persistence)(nil)
-	_ bus.AheadClaimer   = (*Persistence)(nil)
-	_ bus.OutboxStore    = (*Persistence)(nil)
-	_ bus.SagaStore      = (*Persistence)(nil)
-	_ bus.TxCanceler     = (*Persistence)(nil)
-	_ bus.PoolReporter   = (*Persistence)(nil)
-	_ bus.Pinger         = (*Persistence)(nil)
-)
+var _ sqlstore.Complete = (*Persistence)(nil)
 
 // Persistence is the durable MySQL/MariaDB store: scheduled messages, the
 // transactional outbox and inbox, sagas, recurring schedules and failed
@@ -40,8 +28,11 @@ type Persistence struct {
 	n    names
 	q    statements
 	log  *slog.Logger
-	// group shares INSERTs among concurrent StoreOutgoing calls (group.go).
-	group *grouper
+	// scheduled is the scheduled store's writes: StoreOutgoing (group
+	// commit of flushRows), CancelOutgoing, NextDueOutgoing, WatchDue,
+	// Len and StoreNow.
+	*scheduled
+	claimers *sqlstore.Claimers
 	// packetLimit is the server's max_allowed_packet, read by Setup (or
 	// the first store); 0 until read (packet.go).
 	packetLimit atomic.Int64
@@ -52,14 +43,25 @@ type Persistence struct {
 	// outbox is the outbox and inbox (outbox.go).
 	*outbox
 
-	mu         sync.Mutex
-	transports map[string]struct{} // the transports claimed for through this value, for WatchDue
-	origin     string              // the database and server of p.db, for checkTx; empty until read
+	mu     sync.Mutex
+	origin string // the database and server of p.db, for checkTx; empty until read
 
 	*recurrings // the recurring store (recurring.go)
 	*failed     // the failed-message store (failed.go)
 	*browser    // listing scheduled rows (browse.go)
 }
+
+type scheduled = sqlstore.Scheduled
+
+// Group commit of StoreOutgoing: every autocommitted INSERT pays a redo
+// log flush (innodb_flush_log_at_trx_commit=1), so the rows of concurrent
+// calls share INSERTs: at most groupInFlight at once, of groupRows rows,
+// each on no caller's context but one of groupTimeout.
+const (
+	groupInFlight = 2
+	groupRows     = 2000
+	groupTimeout  = time.Minute
+)
 
 // New returns a Persistence on db, configured by opts (zero values mean
 // the documented defaults). It does not touch the database: call Setup
@@ -77,14 +79,28 @@ func New(db *sql.DB, opts Options) (*Persistence, error) {
 		return nil, err
 	}
 	n := newNames(opts.Table)
-	p := &Persistence{db: db, opts: opts, n: n, q: newStatements(n), log: opts.Logger,
-		transports: map[string]struct{}{}}
-	p.group = &grouper{flush: p.flushRows}
-	d := newDialect()
+	p := &Persistence{db: db, opts: opts, n: n, q: newStatements(n), log: opts.Logger, claimers: &sqlstore.Claimers{}}
+	// An ID already stored keeps its row (ON DUPLICATE KEY UPDATE id =
+	// id), and so does one a claim holds, without waiting for the claim;
+	// a row that cannot fit in one INSERT under max_allowed_packet is a
+	// *RowTooLargeError (packet.go); a Delay counts from UTC_TIMESTAMP(6).
+	d, kit := newDialect(), sqlstore.FromDB(db, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	p.scheduled = sqlstore.NewScheduled(d, kit,
+		p.q.scheduled, sqlstore.ScheduledConfig{
+			Invalid: invalidRow,
+			Check:   p.checkSizes,
+			Store:   sqlstore.NewGrouper(groupRows, groupInFlight, groupTimeout, p.flushRows).Store,
+			InDoubt: inDoubt,
+			IDs: func(ids []string) (string, []any) {
+				return "SELECT id FROM " + n.table + " WHERE id IN " + inList(len(ids)), binaryIDs(ids)
+			},
+			Watch:    sqlstore.Watch{Interval: opts.WatchInterval},
+			Claimers: p.claimers,
+			Log:      opts.Logger,
+		})
 	p.sagas = sqlstore.NewSagas(d, sqlstore.FromDB(db, nil), sagaSQL(n))
 	p.outbox = newOutbox(p, d)
 	p.recurrings = p.newRecurrings()
-	kit := sqlstore.FromDB(db, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	p.failed = sqlstore.NewFailed(d, kit, newFailedSQL(n.failed))
 	p.browser = sqlstore.NewBrowser(d, kit, newBrowseSQL(n.table))
 	return p, nil
@@ -107,16 +123,6 @@ func (p *Persistence) Table() string { return p.n.table }
 // InboxTable returns the quoted name of the inbox table.
 func (p *Persistence) InboxTable() string { return p.n.inbox }
 
-// StoreNow returns the server's clock, UTC_TIMESTAMP(6): the clock every
-// due, lease and retry time is compared on.
-func (p *Persistence) StoreNow(ctx context.Context) (time.Time, error) {
-	var now int64
-	if err := p.db.QueryRowContext(ctx, "SELECT "+us("UTC_TIMESTAMP(6)")).Scan(&now); err != nil {
-		return time.Time{}, fmt.Errorf("mysql: store now: %w", err)
-	}
-	return fromMicros(now), nil
-}
-
 // ConnectionPool describes db's pool for bus.Start's check: its
 // MaxOpenConnections (0, the database/sql default, is unlimited and
 // skips the check). WatchDue holds no connection between its polls.
@@ -126,19 +132,13 @@ func (p *Persistence) ConnectionPool(bus.Transport) bus.ConnectionPool {
 
 // noteTransport remembers that a dispatcher of transport uses this
 // Persistence, so that WatchDue wakes it for that transport's rows.
-func (p *Persistence) noteTransport(transport string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.transports[transport] = struct{}{}
-}
+func (p *Persistence) noteTransport(transport string) { p.claimers.Note(transport) }
 
-// claimers returns the transports noted by noteTransport.
-func (p *Persistence) claimers() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]string, 0, len(p.transports))
-	for t := range p.transports {
-		out = append(out, t)
+// binaryIDs are ids as parameters of the binary id column.
+func binaryIDs(ids []string) []any {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = []byte(id)
 	}
-	return out
+	return args
 }

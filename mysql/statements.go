@@ -4,6 +4,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 // statements is the SQL of the scheduled store and the inbox, built once
@@ -17,12 +19,11 @@ type statements struct {
 	lockHead   string // the claim's SELECT … FOR UPDATE SKIP LOCKED by ID; followed by an IN list
 	deleteHead string // DELETE of rows a claim holds; %s is an idList
 	failure    string // a failure of a row a claim holds
-	nextDue    string
 	lockFree   string // locks a row no one holds, without waiting
 	cancel     string // DELETE of the row lockFree locked
 	inbox      string
 	purge      string
-	count      string
+	scheduled  sqlstore.ScheduledSQL
 }
 
 // insertRow is one row of the insert: id, kind, envelope, then the due
@@ -54,7 +55,7 @@ func newStatements(n names) statements {
 		return "(SELECT id, " + us("available_at") + " AS av FROM " + t + " WHERE " + where +
 			" AND available_at <= " + nowPlus("?") + " ORDER BY available_at, id LIMIT ?)"
 	}
-	return statements{
+	q := statements{
 		insertHead: "INSERT INTO " + t + " (id, kind, envelope, due_at, available_at, transport, message_type, created_at) VALUES ",
 		// A no-op on a stored ID: the stored row stays as it is. Unlike
 		// INSERT IGNORE, it does not turn other errors into warnings.
@@ -74,8 +75,6 @@ func newStatements(n names) statements {
 		// claimed again.
 		failure: "UPDATE " + t + " SET failures = failures + 1, last_error = ?, available_at = IF(? > 0, " + nowPlus("?") +
 			", " + at("?") + "), prior_available_at = NULL, lease_until = NULL, lease_token = NULL WHERE id = ?",
-		nextDue: fmt.Sprintf("SELECT %s, %s", us("(SELECT MIN(available_at) FROM "+t+" WHERE transport = ?)"),
-			us("(SELECT MIN(available_at) FROM "+t+" WHERE transport = '' AND ? <> '')")),
 		// A row a claim holds is locked: being delivered. So is one whose
 		// lease, written by a process of an earlier version, runs at the
 		// server's now.
@@ -83,8 +82,19 @@ func newStatements(n names) statements {
 		cancel:   "DELETE FROM " + t + " WHERE id = ?",
 		inbox:    "INSERT INTO " + n.inbox + " (endpoint, message_id, handled_at) VALUES (?, ?, UTC_TIMESTAMP(6))",
 		purge:    "DELETE FROM " + n.inbox + " WHERE handled_at < " + nowPlus("-?") + " ORDER BY handled_at LIMIT ?",
-		count:    "SELECT COUNT(*) FROM " + t,
 	}
+	q.scheduled = sqlstore.ScheduledSQL{
+		// One probe of the claim index per transport value.
+		NextDue: fmt.Sprintf("SELECT MIN(av) FROM (SELECT %s AS av UNION ALL SELECT %s) AS d",
+			us("(SELECT MIN(available_at) FROM "+t+" WHERE transport = ?)"),
+			us("(SELECT MIN(available_at) FROM "+t+" WHERE transport = '' AND ? <> '')")),
+		NextDueArgs: 2,
+		CancelLock:  q.lockFree,
+		Cancel:      q.cancel,
+		Count:       "SELECT COUNT(*) FROM " + t,
+		Now:         "SELECT " + us("UTC_TIMESTAMP(6)"),
+	}
+	return q
 }
 
 // idList is a derived table of ids, written as hexadecimal literals:

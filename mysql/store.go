@@ -15,6 +15,7 @@ import (
 	mysqldriver "github.com/go-sql-driver/mysql"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 // Bounds of one multi-row INSERT: rows, and envelope bytes, so a
@@ -27,41 +28,6 @@ const (
 
 // maxLastError bounds the error text kept on a row (last_error).
 const maxLastError = 4096
-
-// StoreOutgoing inserts rows in one transaction, in multi-row statements,
-// so a batch is stored all or none. The rows of concurrent calls share
-// their INSERTs and commits (group commit, at most 2 at once and 2,000
-// rows each; a failure fails every call of the group, none of whose rows
-// is then stored). An ID that is already stored keeps its row (ON DUPLICATE
-// KEY UPDATE id = id), so a retried send cannot schedule twice; so does
-// an ID whose row a claim holds, without waiting for the claim. A row
-// with a Delay is due Delay after the server's UTC_TIMESTAMP(6) at the
-// statement; otherwise at its DueAt. A row with an empty ID or no
-// envelope fails the call (bus.ErrInvalidMessage) before anything is
-// stored, and so does a row that cannot fit in one INSERT under the server's
-// max_allowed_packet (*RowTooLargeError). IDs compare byte for byte. When
-// the connection fails before the commit is confirmed, the call checks on
-// another connection whether its rows were stored and returns nil if they
-// all were (see indoubt.go).
-func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMessage) error {
-	if len(msgs) == 0 {
-		return ctx.Err()
-	}
-	if err := checkRows(msgs); err != nil {
-		return err
-	}
-	if err := p.checkSizes(ctx, msgs); err != nil {
-		return fmt.Errorf("mysql: store: %w", err)
-	}
-	err := p.group.store(ctx, msgs)
-	if err != nil && inDoubt(err) && ctx.Err() == nil {
-		err = p.settleInDoubt(ctx, msgs, err) // see indoubt.go
-	}
-	if err != nil {
-		return fmt.Errorf("mysql: store: %w", err)
-	}
-	return nil
-}
 
 // flushRows stores rows in one autocommitted statement when they fit in
 // one, else in one transaction.
@@ -92,13 +58,11 @@ func chunkEnd(msgs []bus.OutgoingMessage, start, budget int, bounded bool) int {
 
 // checkRows refuses rows that cannot be stored: an empty ID or no
 // envelope.
-func checkRows(msgs []bus.OutgoingMessage) error {
-	for i := range msgs {
-		if msgs[i].ID == "" || msgs[i].Envelope == nil {
-			return fmt.Errorf("mysql: store: row %d (%q): %w: empty ID or no envelope", i, msgs[i].ID, bus.ErrInvalidMessage)
-		}
-	}
-	return nil
+func checkRows(msgs []bus.OutgoingMessage) error { return sqlstore.CheckRows(msgs, nil, invalidRow) }
+
+// invalidRow is the error of a row checkRows refuses.
+func invalidRow(i int, id, reason string) error {
+	return fmt.Errorf("mysql: store: row %d (%q): %w: %s", i, id, bus.ErrInvalidMessage, reason)
 }
 
 // execer is what *sql.DB and *sql.Tx have in common here.
@@ -556,51 +520,6 @@ func (p *Persistence) RecordOutgoingFailures(ctx context.Context, failures []bus
 	return n, nil
 }
 
-// NextDueOutgoing returns when the earliest row of transport (or without
-// a transport) becomes claimable, and false when there is none: one probe
-// of the claim index per transport value.
-func (p *Persistence) NextDueOutgoing(ctx context.Context, transport string) (time.Time, bool, error) {
-	p.noteTransport(transport)
-	t, ok, err := p.nextDue(ctx, transport)
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("mysql: next due: %w", err)
-	}
-	return t, ok, nil
-}
-
-func (p *Persistence) nextDue(ctx context.Context, transport string) (time.Time, bool, error) {
-	var own, legacy sql.NullInt64
-	tr := []byte(transport)
-	if err := p.db.QueryRowContext(ctx, p.q.nextDue, tr, tr).Scan(&own, &legacy); err != nil {
-		return time.Time{}, false, err
-	}
-	switch {
-	case own.Valid && (!legacy.Valid || own.Int64 <= legacy.Int64):
-		return fromMicros(own.Int64), true, nil
-	case legacy.Valid:
-		return fromMicros(legacy.Int64), true, nil
-	}
-	return time.Time{}, false, nil
-}
-
-// CancelOutgoing removes a row that no claim holds, and reports whether it
-// did. A row that a claim holds is being delivered: it stays, and the
-// result is false, at once (the row is locked with SKIP LOCKED, never
-// waited for). So is a row leased by a process of an earlier version
-// whose lease runs at the server's now.
-func (p *Persistence) CancelOutgoing(ctx context.Context, id string) (bool, error) {
-	var n int
-	err := p.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		n, err = p.cancelIn1(ctx, tx, id)
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("mysql: cancel: %w", err)
-	}
-	return n > 0, nil
-}
-
 // cancelIn1 deletes the row id in tx if it can lock it at once and no
 // earlier version's lease runs on it: 1 if it did.
 func (p *Persistence) cancelIn1(ctx context.Context, tx execer, id string) (int, error) {
@@ -620,15 +539,6 @@ func (p *Persistence) lockFree(ctx context.Context, tx execer, id string) (bool,
 		return false, nil
 	}
 	return err == nil, err
-}
-
-// Len returns the number of stored rows, leased or not.
-func (p *Persistence) Len(ctx context.Context) (int, error) {
-	var n int
-	if err := p.db.QueryRowContext(ctx, p.q.count).Scan(&n); err != nil {
-		return 0, fmt.Errorf("mysql: count: %w", err)
-	}
-	return n, nil
 }
 
 // execCount runs one statement and returns how many rows it changed.

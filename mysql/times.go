@@ -1,6 +1,10 @@
 package mysql
 
-import "time"
+import (
+	"time"
+
+	"github.com/postbus/bus/backend/sqlstore"
+)
 
 // Times are DATETIME(6) columns holding UTC. They travel between the
 // client and the server as microseconds since the Unix epoch, converted in
@@ -42,9 +46,4 @@ func fromMicros(n int64) time.Time { return time.UnixMicro(n).UTC() }
 
 // durMicros is d in whole microseconds, rounded up so that a positive
 // delay never becomes zero.
-func durMicros(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Microsecond - 1) / time.Microsecond)
-}
+func durMicros(d time.Duration) int64 { return sqlstore.CeilMicros(d) }

@@ -1,13 +1,11 @@
 package mysql
 
 import (
-	"context"
-	"crypto/x509"
 	"errors"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
 
-	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 	"github.com/postbus/bus/driver"
 )
 
@@ -18,52 +16,20 @@ func (p *Persistence) String() string { return "mysql table " + p.n.table }
 
 // unavailable returns err with its passwords redacted, marked with
 // bus.StoreUnavailable when it says the server cannot be reached for now,
-// which retrying later may fix (see isUnavailable).
+// which retrying later may fix (see sqlstore.Unreachable): a server error
+// whose number transientNumber lists, or no answer from the server. An
+// authentication the driver cannot do is not: retrying cannot fix it.
 func unavailable(err error) error {
-	if err == nil {
-		return nil
-	}
-	red := driver.RedactError(err)
-	if isUnavailable(err) {
-		return bus.StoreUnavailable(red)
-	}
-	return red
-}
-
-// isUnavailable reports whether err says the server could not be reached,
-// or refused to serve for now: a failed dial or lost connection, a
-// timeout, a server shutting down, too many connections. An error the
-// server returned about what was asked (access denied, unknown database,
-// a schema error), an authentication the driver cannot do, or a
-// certificate that cannot be verified is not: retrying cannot fix it. So
-// is a ctx that was cancelled.
-func isUnavailable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return false
-	}
-	var me *mysqldriver.MySQLError
-	if errors.As(err, &me) {
-		return transientNumber(me.Number)
-	}
-	for _, permanent := range []error{
-		mysqldriver.ErrNoTLS, mysqldriver.ErrCleartextPassword, mysqldriver.ErrNativePassword,
-		mysqldriver.ErrOldPassword, mysqldriver.ErrUnknownPlugin, mysqldriver.ErrOldProtocol,
-	} {
-		if errors.Is(err, permanent) {
-			return false
-		}
-	}
-	var (
-		unknownCA x509.UnknownAuthorityError
-		hostname  x509.HostnameError
-		invalid   x509.CertificateInvalidError
-	)
-	if errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) {
-		return false
-	}
-	// No answer from the server: a dial or network failure, a timeout, a
-	// connection closed under the call (driver.ErrBadConn, ErrInvalidConn).
-	return true
+	return sqlstore.Unavailable(err, func(err error) error { return driver.RedactError(err) }, func(err error) bool {
+		return sqlstore.Unreachable(err, func(err error) (bool, bool) {
+			var me *mysqldriver.MySQLError
+			if !errors.As(err, &me) {
+				return false, false
+			}
+			return transientNumber(me.Number), true
+		}, mysqldriver.ErrNoTLS, mysqldriver.ErrCleartextPassword, mysqldriver.ErrNativePassword,
+			mysqldriver.ErrOldPassword, mysqldriver.ErrUnknownPlugin, mysqldriver.ErrOldProtocol)
+	})
 }
 
 // transientNumber reports the server error numbers of a server that cannot

@@ -2,10 +2,10 @@ package postgres
 
 import (
 	"cmp"
-	"fmt"
 	"log/slog"
-	"regexp"
 	"time"
+
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 // Defaults for the zero values of Options.
@@ -113,8 +113,6 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-var identifierRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 func (o Options) validate() error {
 	if err := checkName("Schema", o.Schema, maxIdentifierLen); err != nil {
 		return err
@@ -141,12 +139,8 @@ func (o Options) validate() error {
 }
 
 func checkName(field, name string, maxLen int) error {
-	switch {
-	case len(name) > maxLen:
-		return &NameError{Field: field, Name: name, Reason: fmt.Sprintf("longer than %d bytes", maxLen)}
-	case !identifierRE.MatchString(name):
-		return &NameError{Field: field, Name: name,
-			Reason: "must be letters, digits and underscores, not starting with a digit"}
+	if r := sqlstore.CheckName(name, maxLen); r != "" {
+		return &NameError{Field: field, Name: name, Reason: r}
 	}
 	return nil
 }

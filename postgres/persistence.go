@@ -7,22 +7,12 @@ import (
 	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/postbus/bus"
 	"github.com/postbus/bus/backend/sqlstore"
 )
 
-var (
-	_ bus.Persistence    = (*Persistence)(nil)
-	_ bus.ScheduledStore = (*Persistence)(nil)
-	_ bus.DueNotifier    = (*Persistence)(nil)
-	_ bus.ClockedStore   = (*Persistence)(nil)
-	_ bus.AheadClaimer   = (*Persistence)(nil)
-	_ bus.OutboxStore    = (*Persistence)(nil)
-	_ bus.SagaStore      = (*Persistence)(nil)
-	_ bus.TxCanceler     = (*Persistence)(nil)
-	_ bus.PoolReporter   = (*Persistence)(nil)
-	_ bus.Pinger         = (*Persistence)(nil)
-)
+var _ sqlstore.Complete = (*Persistence)(nil)
+
+type scheduled = sqlstore.Scheduled
 
 // Persistence is the durable PostgreSQL scheduled-message store. It is safe
 // for concurrent use by many goroutines and by many processes sharing one
@@ -44,7 +34,10 @@ type Persistence struct {
 	*sagas
 	// outbox is the outbox and inbox (outbox.go).
 	*outbox
-	batch *batcher[bus.OutgoingMessage]
+	// scheduled is the scheduled store's writes: StoreOutgoing (grouped
+	// INSERTs, or COPY for a bulk call: copy.go), CancelOutgoing,
+	// NextDueOutgoing, Len and StoreNow. WatchDue is LISTEN (notify.go).
+	*scheduled
 	// claims holds the open claims and bounds them (claims.go).
 	claims *claimRegistry
 
@@ -68,13 +61,26 @@ func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
 	p := &Persistence{pool: pool, opts: opts, names: newNames(opts), log: opts.Logger}
 	p.sql = newStatements(p.names, !opts.DisableNotify)
 	p.staged = newStagedStatements(p.names, !opts.DisableNotify)
-	d := newDialect()
-	p.sagas = sqlstore.NewSagas(d, newKitDB(pool), sagaSQL(p.names))
+	d, kit := newDialect(), newKitDB(pool)
+	p.sagas = sqlstore.NewSagas(d, kit, sagaSQL(p.names))
 	p.outbox = newOutbox(p, d)
-	p.batch = newBatcher(opts.MaxBatchRows, opts.MaxConcurrentInserts, p.insert)
+	p.scheduled = sqlstore.NewScheduled(d, kit, sqlstore.ScheduledSQL{
+		NextDue: p.sql.nextDue, Cancel: p.sql.cancel, Now: p.sql.now, Count: "SELECT count(*) FROM " + p.names.table,
+	}, sqlstore.ScheduledConfig{
+		Noun:    " outgoing",
+		ValidID: storableID,
+		Invalid: invalidRow,
+		Store:   sqlstore.NewGrouper(opts.MaxBatchRows, opts.MaxConcurrentInserts, 0, p.insert).Store,
+		Bulk:    p.storeCopied,
+		BulkMin: copyMinRows,
+		InDoubt: inDoubt,
+		IDs: func(ids []string) (string, []any) {
+			return "SELECT id FROM " + p.names.table + " WHERE id = ANY($1)", []any{ids}
+		},
+		Log: opts.Logger,
+	})
 	p.claims = newClaimRegistry(claimSlots(pool), pool.Config().ConnConfig, opts.Logger)
 	p.recurrings = p.newRecurrings()
-	kit := newKitDB(pool)
 	p.failed = sqlstore.NewFailed(d, kit, newFailedSQL(p.names.failed))
 	p.browser = sqlstore.NewBrowser(d, kit, newBrowseSQL(p.names.table))
 	return p, nil

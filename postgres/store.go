@@ -8,70 +8,28 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
-// StoreOutgoing inserts rows in one transaction, all or none; an ID that
-// is already stored keeps its row (ON CONFLICT DO NOTHING), so a retried
-// send cannot schedule twice. Rows of concurrent calls are grouped into one
-// INSERT (see Options.MaxBatchRows and Options.MaxConcurrentInserts); a
-// lone call is one round trip. A call of 1,000 rows or more (such as a
-// bus.SendBatch) is stored with COPY in a transaction of its own (see
-// copy.go: straight into the table, or through a staging table when some
-// IDs are already stored). Unless Options.DisableNotify is set, when the
-// earliest row is due within Options.NotifyWithin, the transaction
-// notifies Channel with the earliest due time of the new rows. A row with a
-// positive Delay is due at the server's time + Delay (now() of the INSERT,
-// or of the start of a COPY); otherwise at DueAt. Each row keeps its
-// Transport. A row with an empty or non-UTF-8 ID, or no envelope, is an
-// *InvalidRowError and nothing is stored. When the connection fails before
-// the commit is confirmed, the call checks on another connection whether
-// its rows were stored and returns nil if they all were (see indoubt.go).
-func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMessage) error {
-	if len(msgs) == 0 {
-		return ctx.Err()
-	}
-	for i := range msgs {
-		if err := checkRow(&msgs[i]); err != nil {
-			return err
-		}
-	}
-	store := p.batch.store
-	if len(msgs) >= copyMinRows {
-		store = p.storeCopied
-	}
-	err := store(ctx, msgs)
-	if err != nil && inDoubt(err) && ctx.Err() == nil {
-		err = p.settleInDoubt(ctx, msgs, err, store) // see indoubt.go
-	}
-	if err != nil {
-		return fmt.Errorf("postgres: store outgoing: %w", err)
-	}
-	return nil
+// checkRow refuses a row that cannot be stored: an empty or non-UTF-8
+// ID, or no envelope (*InvalidRowError).
+func checkRow(m *bus.OutgoingMessage) error {
+	return sqlstore.CheckRows([]bus.OutgoingMessage{*m}, storableID, invalidRow)
 }
 
-func checkRow(m *bus.OutgoingMessage) error {
-	switch {
-	case m.ID == "":
-		return &InvalidRowError{Reason: "empty ID"}
-	case !storableID(m.ID):
-		return &InvalidRowError{ID: m.ID, Reason: "ID is not valid UTF-8 text without NUL bytes"}
-	case m.Envelope == nil:
-		return &InvalidRowError{ID: m.ID, Reason: "no envelope"}
-	}
-	return nil
-}
+// invalidRow is the *InvalidRowError of a row checkRow refuses.
+func invalidRow(_ int, id, reason string) error { return &InvalidRowError{ID: id, Reason: reason} }
 
 // execer runs a statement: the pool, or a transaction.
 type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// insert runs one grouped INSERT; the batcher calls it.
+// insert runs one grouped INSERT (the Grouper's flush).
 func (p *Persistence) insert(ctx context.Context, msgs []bus.OutgoingMessage) error {
 	return p.insertOn(ctx, p.pool, msgs, true)
 }
@@ -106,12 +64,7 @@ func (p *Persistence) insertOn(ctx context.Context, q execer, msgs []bus.Outgoin
 
 // micros returns d in whole microseconds, rounded up, so that a positive
 // duration stays positive.
-func micros(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Microsecond - 1) / time.Microsecond)
-}
+func micros(d time.Duration) int64 { return sqlstore.CeilMicros(d) }
 
 // ClaimDueOutgoing locks up to limit rows of transport (and rows stored
 // without a transport) that are claimable on the database clock, earliest
@@ -329,54 +282,12 @@ func (p *Persistence) RollbackClaims() {
 	p.claims.conns.closeAll()
 }
 
-// CancelOutgoing removes a row that no claim holds and reports whether it
-// did. A row a claim holds locked is being delivered: it stays, and the
-// result is false at once (the statement skips the locked row rather than
-// waiting for it), as for a row leased by a process of an earlier version
-// whose lease is running.
-func (p *Persistence) CancelOutgoing(ctx context.Context, id string) (bool, error) {
-	if !storableID(id) {
-		return false, nil // no stored row has it
-	}
-	tag, err := p.pool.Exec(ctx, p.sql.cancel, id)
-	if err != nil {
-		return false, fmt.Errorf("postgres: cancel outgoing: %w", err)
-	}
-	return tag.RowsAffected() > 0, nil
-}
-
-// NextDueOutgoing returns when the earliest row of transport (or without a
-// transport) becomes claimable, and false when there is none. It reads the
-// first entry of the claim index for each of the two transport values.
-func (p *Persistence) NextDueOutgoing(ctx context.Context, transport string) (time.Time, bool, error) {
-	var next *time.Time
-	if err := p.pool.QueryRow(ctx, p.sql.nextDue, cleanText(transport)).Scan(&next); err != nil {
-		return time.Time{}, false, fmt.Errorf("postgres: next due outgoing: %w", err)
-	}
-	if next == nil {
-		return time.Time{}, false, nil
-	}
-	return *next, true, nil
-}
-
-// StoreNow returns the database's now(), the clock every due, lease and
-// retry time of this store is compared on (bus.ClockedStore).
-func (p *Persistence) StoreNow(ctx context.Context) (time.Time, error) {
-	var now time.Time
-	if err := p.pool.QueryRow(ctx, p.sql.now).Scan(&now); err != nil {
-		return time.Time{}, fmt.Errorf("postgres: store now: %w", err)
-	}
-	return now, nil
-}
-
 // storableID reports whether id can key a row: PostgreSQL text holds
 // valid UTF-8 without NUL bytes. IDs are compared byte for byte and never
 // cleaned (cleaning would make "msg-\xff" and "msg-\xfe" one row): an ID
 // that is not storable is refused where it would be stored, and matches no
 // row where it is looked up.
-func storableID(id string) bool {
-	return utf8.ValidString(id) && strings.IndexByte(id, 0) < 0
-}
+func storableID(id string) bool { return sqlstore.TextID(id) }
 
 // cleanText makes text that is not a key (an error text, a type name)
 // storable in a text column.

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 var (
@@ -37,7 +38,7 @@ type Transport struct {
 	log      *slog.Logger
 	identity string
 	sends    *committer
-	acks     *batcher[heldRow]
+	acks     *sqlstore.Grouper[heldRow]
 	listen   *listener
 	owner    *owner
 
@@ -62,7 +63,7 @@ func NewTransport(pool *pgxpool.Pool, opts TransportOptions) (*Transport, error)
 	t.sql = newTStatements(t.names)
 	t.identity = "postgres:" + pool.Config().ConnConfig.Database + "/" + opts.Schema + "." + opts.TablePrefix
 	t.sends = newCommitter(opts.MaxSendBatch, t.commitRows)
-	t.acks = newBatcher(1000, 2, t.ack)
+	t.acks = sqlstore.NewGrouper(1000, 2, 0, t.ack)
 	t.listen = &listener{t: t, subs: map[string]map[chan struct{}]struct{}{}}
 	t.owner = newOwner(t)
 	return t, nil

@@ -354,7 +354,7 @@ func (r *receiver) handle(d *delivery) {
 		if d.ackedInTx.Load() {
 			return // deleted by the handling's transaction
 		}
-		if err := r.settle(func(ctx context.Context) error { return r.t.acks.store(ctx, []heldRow{d.row}) }); err != nil {
+		if err := r.settle(func(ctx context.Context) error { return r.t.acks.Store(ctx, []heldRow{d.row}) }); err != nil {
 			r.t.log.Warn("postgres: acknowledgement failed; the message will be delivered again after its lease",
 				slog.String("queue", r.queue), slog.String("message_id", d.id), slog.Any("error", err))
 		}

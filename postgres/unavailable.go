@@ -1,8 +1,6 @@
 package postgres
 
 import (
-	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -11,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 	"github.com/postbus/bus/driver"
 )
 
@@ -34,44 +32,18 @@ func (t *Transport) String() string {
 
 // unavailable returns err with its passwords redacted, marked with
 // bus.StoreUnavailable when it says the server cannot be reached for now,
-// which retrying later may fix (see isUnavailable).
+// which retrying later may fix (see sqlstore.Unreachable): a server error
+// whose SQLSTATE transientCode lists, or no answer from the server.
 func unavailable(err error) error {
-	if err == nil {
-		return nil
-	}
-	red := driver.RedactError(err)
-	if isUnavailable(err) {
-		return bus.StoreUnavailable(red)
-	}
-	return red
-}
-
-// isUnavailable reports whether err says the server could not be reached,
-// or refused to serve for now: a failed dial or lost connection, a
-// timeout, a server starting up or shutting down, too many connections.
-// An error the server returned about what was asked (wrong password,
-// unknown role or database, permission denied, a schema error) or a
-// certificate that cannot be verified is not: retrying cannot fix it. So
-// is a ctx that was cancelled.
-func isUnavailable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return false
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return transientCode(pgErr.Code)
-	}
-	var (
-		unknownCA x509.UnknownAuthorityError
-		hostname  x509.HostnameError
-		invalid   x509.CertificateInvalidError
-	)
-	if errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) {
-		return false
-	}
-	// No answer from the server: a dial, network or TLS handshake failure,
-	// a timeout, a connection closed under the call.
-	return true
+	return sqlstore.Unavailable(err, func(err error) error { return driver.RedactError(err) }, func(err error) bool {
+		return sqlstore.Unreachable(err, func(err error) (bool, bool) {
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) {
+				return false, false
+			}
+			return transientCode(pgErr.Code), true
+		})
+	})
 }
 
 // transientCode reports the SQLSTATE codes of a server that cannot serve

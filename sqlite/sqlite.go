@@ -8,31 +8,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/postbus/bus"
 	"github.com/postbus/bus/backend/sqlstore"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
-var (
-	_ bus.Persistence    = (*Persistence)(nil)
-	_ bus.ScheduledStore = (*Persistence)(nil)
-	_ bus.DueNotifier    = (*Persistence)(nil)
-	_ bus.ClockedStore   = (*Persistence)(nil)
-	_ bus.AheadClaimer   = (*Persistence)(nil)
-	_ bus.OutboxStore    = (*Persistence)(nil)
-	_ bus.SagaStore      = (*Persistence)(nil)
-	_ bus.TxCanceler     = (*Persistence)(nil)
-	_ bus.PoolReporter   = (*Persistence)(nil)
-	_ bus.Pinger         = (*Persistence)(nil)
-)
+var _ sqlstore.Complete = (*Persistence)(nil)
 
 // Defaults for the zero values of Options.
 const (
@@ -77,8 +63,6 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-
 func (o Options) withDefaults() Options {
 	o.BusyTimeout = cmp.Or(o.BusyTimeout, DefaultBusyTimeout)
 	o.Table = cmp.Or(o.Table, DefaultTable)
@@ -93,8 +77,8 @@ func (o Options) validate() error {
 	if o.BusyTimeout < 0 {
 		return &OptionsError{Field: "BusyTimeout", Reason: "must not be negative"}
 	}
-	if !identifier.MatchString(o.Table) {
-		return &OptionsError{Field: "Table", Reason: fmt.Sprintf("%q is not a plain SQL identifier", o.Table)}
+	if r := sqlstore.CheckName(o.Table, 63); r != "" {
+		return &OptionsError{Field: "Table", Reason: fmt.Sprintf("%q is not a plain SQL identifier: %s", o.Table, r)}
 	}
 	return nil
 }
@@ -108,13 +92,9 @@ type Persistence struct {
 	log    *slog.Logger
 	q      queries
 	memory bool
-	watch  time.Duration
 
 	file   string      // the main database's file as SQLite names it, to recognise a caller's transaction
 	stored atomic.Bool // rows stored in a caller's transaction since WatchDue last looked
-
-	mu         sync.Mutex
-	transports map[string]struct{} // the transports this handle claimed for, for WatchDue
 
 	// sagas is the saga store (saga.go).
 	*sagas
@@ -123,6 +103,39 @@ type Persistence struct {
 	*recurrings // the recurring store (recurring.go)
 	*failed     // the failed-message store (failed.go)
 	*browser    // listing scheduled rows (browse.go)
+	// scheduled is the scheduled store's writes: StoreOutgoing
+	// (storeRows), CancelOutgoing, NextDueOutgoing, WatchDue, Len and
+	// StoreNow (the clock of the machine the file is on: every process
+	// that opens it reads the same one).
+	*scheduled
+	claimers *sqlstore.Claimers
+}
+
+type scheduled = sqlstore.Scheduled
+
+// noteTransport remembers that a dispatcher of transport uses this
+// Persistence, so that WatchDue wakes it for that transport's rows.
+func (p *Persistence) noteTransport(transport string) { p.claimers.Note(transport) }
+
+// watchChanges is WatchDue's look for commits (sqlstore.Watch): PRAGMA
+// data_version changes when another connection has committed. Commits of
+// this Persistence do not count (the bus wakes its own dispatcher for
+// those) except rows stored in a caller's transaction (WithTx), whose
+// commit the bus does not see and which do not change data_version:
+// StoreOutgoingInCallerTx flags them. The query waits for such a
+// transaction to end, if it is still open (the pool holds one
+// connection).
+func (p *Persistence) watchChanges() func(ctx context.Context) (bool, error) {
+	last := int64(-1)
+	return func(ctx context.Context) (bool, error) {
+		var version int64
+		if err := p.db.QueryRowContext(ctx, "PRAGMA data_version").Scan(&version); err != nil {
+			return false, err
+		}
+		changed := p.stored.Swap(false) || (last >= 0 && version != last)
+		last = version
+		return changed, nil
+	}
 }
 
 // Open opens (creating if needed) the SQLite database at path, switches it
@@ -182,15 +195,24 @@ func Open(path string, opts Options) (*Persistence, error) {
 			"path", path, "journal_mode", mode)
 	}
 	opts.Logger.Debug("sqlite: opened", "path", path, "journal_mode", mode)
-	p := &Persistence{db: db, path: path, log: opts.Logger, q: newQueries(opts.Table), memory: memory, watch: opts.WatchInterval, file: file,
-		transports: map[string]struct{}{}}
+	p := &Persistence{db: db, path: path, log: opts.Logger, q: newQueries(opts.Table), memory: memory, file: file, claimers: &sqlstore.Claimers{}}
+	d, kit := newDialect(), sqlstore.FromDB(db, nil)
+	p.scheduled = sqlstore.NewScheduled(d, kit, sqlstore.ScheduledSQL{
+		NextDue: p.q.nextDue, Cancel: p.q.cancelOne, Count: p.q.countRows,
+	}, sqlstore.ScheduledConfig{
+		Clock:    p.now,
+		ValidID:  sqlstore.TextID,
+		Invalid:  invalidRow,
+		Store:    p.storeRows,
+		Watch:    sqlstore.Watch{Interval: opts.WatchInterval, Changes: p.watchChanges},
+		Claimers: p.claimers,
+		Log:      opts.Logger,
+	})
 	sagaSQL := p.q.sagas.sql
 	sagaSQL.Now = p.now
-	d := newDialect()
-	p.sagas = sqlstore.NewSagas(d, sqlstore.FromDB(db, nil), sagaSQL)
+	p.sagas = sqlstore.NewSagas(d, kit, sagaSQL)
 	p.outbox = newOutbox(p, d)
 	p.recurrings = p.newRecurrings()
-	kit := sqlstore.FromDB(db, nil)
 	p.failed = sqlstore.NewFailed(d, kit, newFailedSQL(opts.Table+"_failed"))
 	p.browser = sqlstore.NewBrowser(d, kit, newBrowseSQL(opts.Table))
 	return p, nil

@@ -8,50 +8,32 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
-// StoreOutgoing inserts rows in one transaction, in multi-row statements
-// (see insertRows), so a batch is stored all or none. An ID that is already
-// stored keeps its row (INSERT OR IGNORE), so a retried send cannot
-// schedule twice. A row with a Delay is due Delay after the store's now
-// (see StoreNow); otherwise at its DueAt. Each row keeps its Transport. A
-// row with an empty ID, an ID that is not valid UTF-8 text without NUL
-// bytes, or no envelope fails the call (bus.ErrInvalidMessage) before
-// anything is stored. IDs compare byte for byte.
-func (p *Persistence) StoreOutgoing(ctx context.Context, msgs []bus.OutgoingMessage) error {
-	if len(msgs) == 0 {
-		return ctx.Err()
-	}
-	if err := checkRows(msgs); err != nil {
-		return err
-	}
+// storeRows stores checked rows (StoreOutgoing), in multi-row
+// statements (see insertRows) in one transaction, so a batch is stored all
+// or none; an ID that is already stored keeps its row (INSERT OR IGNORE).
+func (p *Persistence) storeRows(ctx context.Context, msgs []bus.OutgoingMessage) error {
 	now := p.now()
-	created := nanos(now)
 	if len(msgs) == 1 { // the common single Send: one autocommit statement
 		m := &msgs[0]
 		due := nanos(dueAt(m, now))
-		if _, err := p.db.ExecContext(ctx, p.q.insertOne, m.ID, int64(m.Kind), m.Envelope, due, due, created, m.Transport, m.Type); err != nil {
-			return fmt.Errorf("sqlite: store: %w", err)
-		}
-		return nil
+		_, err := p.db.ExecContext(ctx, p.q.insertOne, m.ID, int64(m.Kind), m.Envelope, due, due, nanos(now), m.Transport, m.Type)
+		return err
 	}
 	tx, err := p.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlite: store: %w", err)
+		return err
 	}
 	defer func() { _ = tx.Rollback() }()
 	if err := p.insertRows(ctx, tx, msgs, now); err != nil {
-		return fmt.Errorf("sqlite: store: %w", err)
+		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: store: %w", err)
-	}
-	return nil
+	return tx.Commit()
 }
 
 // insertRows inserts msgs in tx with INSERT OR IGNORE, in multi-row
@@ -101,16 +83,12 @@ func (p *Persistence) insertRows(ctx context.Context, tx *sql.Tx, msgs []bus.Out
 // such text byte for byte and nothing else: a row with another ID could
 // never be leased, and would fail every claim.
 func checkRows(msgs []bus.OutgoingMessage) error {
-	for i := range msgs {
-		id := msgs[i].ID
-		switch {
-		case id == "" || msgs[i].Envelope == nil:
-			return fmt.Errorf("sqlite: store: row %d (%q): %w: empty ID or no envelope", i, id, bus.ErrInvalidMessage)
-		case !utf8.ValidString(id) || strings.IndexByte(id, 0) >= 0:
-			return fmt.Errorf("sqlite: store: row %d (%q): %w: ID is not valid UTF-8 text without NUL bytes", i, id, bus.ErrInvalidMessage)
-		}
-	}
-	return nil
+	return sqlstore.CheckRows(msgs, sqlstore.TextID, invalidRow)
+}
+
+// invalidRow is the error of a row checkRows refuses.
+func invalidRow(i int, id, reason string) error {
+	return fmt.Errorf("sqlite: store: row %d (%q): %w: %s", i, id, bus.ErrInvalidMessage, reason)
 }
 
 // dueAt is when m falls due: now+Delay for a relative delay, else DueAt.
@@ -202,62 +180,9 @@ func (p *Persistence) selectDue(ctx context.Context, tx *sql.Tx, transport strin
 	return out, rows.Err()
 }
 
-// NextDueOutgoing returns when the earliest row of transport (or without a
-// transport) becomes claimable, and false when there is none.
-func (p *Persistence) NextDueOutgoing(ctx context.Context, transport string) (time.Time, bool, error) {
-	p.noteTransport(transport)
-	return p.nextDue(ctx, transport)
-}
-
-func (p *Persistence) nextDue(ctx context.Context, transport string) (time.Time, bool, error) {
-	var next sql.NullInt64
-	if err := p.db.QueryRowContext(ctx, p.q.nextDue, transport).Scan(&next); err != nil {
-		return time.Time{}, false, fmt.Errorf("sqlite: next due: %w", err)
-	}
-	if !next.Valid {
-		return time.Time{}, false, nil
-	}
-	return fromNanos(next.Int64), true, nil
-}
-
-// CancelOutgoing removes a row that no claim holds, and reports whether it
-// did. A row whose lease is running at the store's now is being delivered:
-// it stays, and the result is false.
-func (p *Persistence) CancelOutgoing(ctx context.Context, id string) (bool, error) {
-	res, err := p.db.ExecContext(ctx, p.q.cancelOne, id, nanos(p.now()))
-	if err != nil {
-		return false, fmt.Errorf("sqlite: cancel: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("sqlite: cancel: %w", err)
-	}
-	return n > 0, nil
-}
-
-// StoreNow returns the store's clock: the wall clock of the machine the file
-// is on, read by this process. Every process that opens the file runs on
-// that machine and reads the same clock, so due, lease and retry times
-// compare alike in all of them.
-func (p *Persistence) StoreNow(ctx context.Context) (time.Time, error) {
-	if err := ctx.Err(); err != nil {
-		return time.Time{}, err
-	}
-	return p.now(), nil
-}
-
 // now is the store's clock (see StoreNow), without the monotonic reading:
 // times are compared as stored Unix nanoseconds.
 func (p *Persistence) now() time.Time { return time.Now().Round(0) }
-
-// Len returns the number of stored rows, leased or not.
-func (p *Persistence) Len(ctx context.Context) (int, error) {
-	var n int
-	if err := p.db.QueryRowContext(ctx, p.q.countRows).Scan(&n); err != nil {
-		return 0, fmt.Errorf("sqlite: count: %w", err)
-	}
-	return n, nil
-}
 
 // newToken returns a new lease token: 128 random bits in hex, so no two
 // claims, in any process, share one.

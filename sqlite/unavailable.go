@@ -1,13 +1,9 @@
 package sqlite
 
 import (
-	"context"
-	"errors"
-
-	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 // String describes the store for logs and errors: "sqlite path table
@@ -21,15 +17,7 @@ func (p *Persistence) String() string { return "sqlite " + p.path + " table " + 
 // file that cannot be opened or written, a schema error) is returned as
 // it is: retrying cannot fix it.
 func unavailable(err error) error {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return err
-	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() & 0xff { // the primary result code of an extended one
-		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return bus.StoreUnavailable(err)
-		}
-	}
-	return err
+	return sqlstore.Unavailable(err, nil, func(err error) bool {
+		return sqliteCode(err, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+	})
 }

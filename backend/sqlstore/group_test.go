@@ -1,4 +1,4 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend"
 )
 
 // recorder is a flush function that records each group and blocks until
@@ -20,7 +20,7 @@ type recorder struct {
 	release chan struct{}
 }
 
-func (r *recorder) flush(ctx context.Context, msgs []bus.OutgoingMessage) error {
+func (r *recorder) flush(ctx context.Context, msgs []backend.OutgoingMessage) error {
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
 		ids[i] = m.ID
@@ -37,18 +37,18 @@ func (r *recorder) flush(ctx context.Context, msgs []bus.OutgoingMessage) error 
 	}
 }
 
-func msg(id string) []bus.OutgoingMessage { return []bus.OutgoingMessage{{ID: id}} }
+func msg(id string) []backend.OutgoingMessage { return []backend.OutgoingMessage{{ID: id}} }
 
-func TestBatcherGroupsQueuedCalls(t *testing.T) {
+func TestGrouperGroupsQueuedCalls(t *testing.T) {
 	t.Parallel()
 	r := &recorder{started: make(chan struct{}, 100), release: make(chan struct{})}
-	b := newBatcher(100, 1, r.flush)
+	b := NewGrouper(100, 1, 0, r.flush)
 	var wg sync.WaitGroup
 	errs := make(chan error, 11)
-	wg.Go(func() { errs <- b.store(t.Context(), msg("lead")) })
+	wg.Go(func() { errs <- b.Store(t.Context(), msg("lead")) })
 	<-r.started // the lone call went at once
 	for i := range 10 {
-		wg.Go(func() { errs <- b.store(t.Context(), msg(fmt.Sprint(i))) })
+		wg.Go(func() { errs <- b.Store(t.Context(), msg(fmt.Sprint(i))) })
 	}
 	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 10 })
 	r.release <- struct{}{} // first insert done: the ten queued go together
@@ -69,23 +69,23 @@ func TestBatcherGroupsQueuedCalls(t *testing.T) {
 	}
 }
 
-func TestBatcherRespectsMaxRowsAndCancellation(t *testing.T) {
+func TestGrouperRespectsMaxRowsAndCancellation(t *testing.T) {
 	t.Parallel()
 	r := &recorder{started: make(chan struct{}, 100), release: make(chan struct{}, 100)}
-	b := newBatcher(3, 1, r.flush)
+	b := NewGrouper(3, 1, 0, r.flush)
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = b.store(t.Context(), msg("lead")) })
+	wg.Go(func() { _ = b.Store(t.Context(), msg("lead")) })
 	<-r.started
 	ctx, cancel := context.WithCancel(t.Context())
 	cancelled := make(chan error, 1)
-	wg.Go(func() { cancelled <- b.store(ctx, msg("gives-up")) })
+	wg.Go(func() { cancelled <- b.Store(ctx, msg("gives-up")) })
 	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 1 })
 	cancel()
 	if err := <-cancelled; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled queued call returned %v", err)
 	}
 	for i := range 5 {
-		wg.Go(func() { _ = b.store(t.Context(), msg(fmt.Sprint(i))) })
+		wg.Go(func() { _ = b.Store(t.Context(), msg(fmt.Sprint(i))) })
 	}
 	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 5 })
 	for range 3 {
@@ -108,7 +108,7 @@ func TestGroupContextEndsWhenEveryCallerGaveUp(t *testing.T) {
 	t.Parallel()
 	ctx1, cancel1 := context.WithCancel(t.Context())
 	ctx2, cancel2 := context.WithCancel(t.Context())
-	ctx, stop := groupContext([]*call[bus.OutgoingMessage]{{ctx: ctx1}, {ctx: ctx2}})
+	ctx, stop := groupContext([]*groupCall[backend.OutgoingMessage]{{ctx: ctx1}, {ctx: ctx2}})
 	defer stop()
 	cancel1()
 	select {
