@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 var (
@@ -44,8 +45,13 @@ type Persistence struct {
 	// packetLimit is the server's max_allowed_packet, read by Setup (or
 	// the first store); 0 until read (packet.go).
 	packetLimit atomic.Int64
+	// dialect is what MySQL makes different for the kit (dialect.go).
+	dialect *sqlstore.Dialect
 	// claims are the open claim transactions, by token (claims.go).
-	claims claimRegistry
+	claims *lockedClaims
+	*settler
+	// serverIdle is the idleMode of the server, once known.
+	serverIdle atomic.Int32
 
 	mu         sync.Mutex
 	transports map[string]struct{} // the transports claimed for through this value, for WatchDue
@@ -71,6 +77,8 @@ func New(db *sql.DB, opts Options) (*Persistence, error) {
 	p := &Persistence{db: db, opts: opts, n: n, q: newStatements(n), log: opts.Logger,
 		transports: map[string]struct{}{}}
 	p.group = &grouper{flush: p.flushRows}
+	p.dialect = newDialect()
+	p.claims, p.settler = newClaims(p)
 	return p, nil
 }
 

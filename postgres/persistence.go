@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 var (
@@ -42,8 +43,12 @@ type Persistence struct {
 	// sagaSQL is the SQL of the saga store (saga.go).
 	sagaSQL sagaStatements
 	batch   *batcher[bus.OutgoingMessage]
-	// claims holds the open claims and bounds them (claims.go).
-	claims *claimRegistry
+	// dialect is what PostgreSQL makes different for the kit (kit.go).
+	dialect *sqlstore.Dialect
+	// claims holds the open claims and bounds them, on conns (claims.go).
+	claims *lockedClaims
+	conns  *claimConns
+	*settler
 }
 
 // New returns a Persistence on pool, configured by opts (zero values mean
@@ -63,7 +68,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
 	p.staged = newStagedStatements(p.names, !opts.DisableNotify)
 	p.sagaSQL = newSagaStatements(p.names)
 	p.batch = newBatcher(opts.MaxBatchRows, opts.MaxConcurrentInserts, p.insert)
-	p.claims = newClaimRegistry(claimSlots(pool), pool.Config().ConnConfig, opts.Logger)
+	p.dialect = newDialect()
+	p.conns = &claimConns{cfg: pool.Config().ConnConfig}
+	p.claims, p.settler = newClaims(p, p.dialect)
 	return p, nil
 }
 

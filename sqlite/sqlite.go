@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
@@ -114,6 +115,9 @@ type Persistence struct {
 
 	mu         sync.Mutex
 	transports map[string]struct{} // the transports this handle claimed for, for WatchDue
+
+	dialect  *sqlstore.Dialect // what SQLite makes different for the kit (dialect.go)
+	*settler                   // settles claimed rows (settle.go)
 }
 
 // Open opens (creating if needed) the SQLite database at path, switches it
@@ -173,8 +177,11 @@ func Open(path string, opts Options) (*Persistence, error) {
 			"path", path, "journal_mode", mode)
 	}
 	opts.Logger.Debug("sqlite: opened", "path", path, "journal_mode", mode)
-	return &Persistence{db: db, path: path, log: opts.Logger, q: newQueries(opts.Table), memory: memory, watch: opts.WatchInterval, file: file,
-		transports: map[string]struct{}{}}, nil
+	p := &Persistence{db: db, path: path, log: opts.Logger, q: newQueries(opts.Table), memory: memory, watch: opts.WatchInterval, file: file,
+		transports: map[string]struct{}{}}
+	p.dialect = newDialect()
+	p.settler = newSettler(p)
+	return p, nil
 }
 
 // Close closes the database. Calls after Close fail.

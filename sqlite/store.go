@@ -2,9 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -13,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 // StoreOutgoing inserts rows in one transaction, in multi-row statements
@@ -159,7 +158,7 @@ func (p *Persistence) ClaimOutgoingAhead(ctx context.Context, transport string, 
 		return bus.AheadClaim{Now: now}, nil // the rollback ends the transaction; nothing changed
 	}
 	until := nanos(now.Add(ahead + lease))
-	token := newToken()
+	token := sqlstore.NewToken()
 	ids := make([]string, len(out))
 	for i := range out {
 		ids[i] = out[i].ID
@@ -186,20 +185,8 @@ func (p *Persistence) selectDue(ctx context.Context, tx *sql.Tx, transport strin
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = rows.Close() }()
-	out := make([]bus.OutgoingMessage, 0, min(limit, 256))
-	for rows.Next() {
-		var (
-			m                    bus.OutgoingMessage
-			kind, due, available int64
-		)
-		if err := rows.Scan(&m.ID, &kind, &m.Envelope, &due, &m.Failures, &m.LastError, &m.Transport, &m.Type, &available); err != nil {
-			return nil, err
-		}
-		m.Kind, m.DueAt, m.AvailableAt = bus.Kind(kind), fromNanos(due), fromNanos(available)
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	out, _, err := sqlstore.ScanClaimed(p.dialect, rows, sqlstore.ClaimColumns{}, make([]bus.OutgoingMessage, 0, min(limit, 256)))
+	return out, err
 }
 
 // NextDueOutgoing returns when the earliest row of transport (or without a
@@ -257,14 +244,6 @@ func (p *Persistence) Len(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("sqlite: count: %w", err)
 	}
 	return n, nil
-}
-
-// newToken returns a new lease token: 128 random bits in hex, so no two
-// claims, in any process, share one.
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
 }
 
 // idList encodes IDs as a JSON array for json_each, so a batch of any size

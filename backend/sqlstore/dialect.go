@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -122,7 +123,8 @@ func (u UnixTimes) Scan(src any) (time.Time, error) {
 	case int64:
 		n = v
 	case []byte:
-		if _, err := fmt.Sscan(string(v), &n); err != nil {
+		var err error
+		if n, err = strconv.ParseInt(string(v), 10, 64); err != nil {
 			return time.Time{}, err
 		}
 	default:
