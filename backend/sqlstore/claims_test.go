@@ -158,7 +158,10 @@ func TestLockedSlotsBoundOpenClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	opened := false
-	open := func(context.Context) (ClaimConn, []string, error) { opened = true; return &fakeConn{}, []string{"b"}, nil }
+	open := func(context.Context) (ClaimConn, []string, error) {
+		opened = true
+		return &fakeConn{}, []string{"b"}, nil
+	}
 	if err := r.Claim(ctx, "two", time.Minute, open, nil); err != nil || opened {
 		t.Fatalf("claim with no slot = %v, opened %v", err, opened)
 	}
