@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -124,7 +123,7 @@ func (u UnixTimes) Scan(src any) (time.Time, error) {
 		n = v
 	case []byte:
 		var err error
-		if n, err = strconv.ParseInt(string(v), 10, 64); err != nil {
+		if n, err = parseInt(v); err != nil {
 			return time.Time{}, err
 		}
 	default:
