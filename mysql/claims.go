@@ -6,25 +6,23 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
+
+	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
-// A claim is a transaction that stays open: its SELECT … FOR UPDATE SKIP
-// LOCKED locks the rows it returns and writes nothing, and the rows stay
-// locked, so skipped by every other claim, until the claim's rows are all
-// settled: the deletes and failure counts run in the claim's transaction,
-// which commits when the last row is settled. A process that dies loses
-// its connection, and the server rolls the transaction back at once: the
-// rows are claimable again. A process that stops answering (frozen, cut
-// off) leaves the transaction idle, and the server ends it once it has
-// been idle for the look-ahead window plus the lease (rounded up to whole
-// seconds): MariaDB's idle_transaction_timeout, or on MySQL, which lacks
-// it, the session's wait_timeout. The process itself ends a claim at the
-// end of its lease: it commits what was settled, and the rows left are
-// claimable again.
+// A claim is a transaction that stays open (sqlstore.LockedClaims): its
+// SELECT … FOR UPDATE SKIP LOCKED locks the rows it returns and writes
+// nothing, and the rows stay locked until the claim's rows are all
+// settled. The server ends a frozen process's claim once it has been idle
+// for the look-ahead window plus the lease (rounded up to whole seconds):
+// MariaDB's idle_transaction_timeout, or on MySQL, which lacks it, the
+// session's wait_timeout. The process itself ends a claim at the end of
+// its lease: it commits what was settled, and the rows left are claimable
+// again.
 //
 // The session's variables are set for the claim in one statement that
 // also turns autocommit off, so the SELECT starts the transaction, and put
@@ -32,8 +30,14 @@ import (
 // a claim costs the SET, the SELECT, the settling statements and the SET
 // that ends it.
 
+// lockedClaims are the open claims of a Persistence (claims.go).
+type lockedClaims = sqlstore.LockedClaims
+
+// settler is DeleteOutgoing, ReleaseOutgoing and RecordOutgoingFailures.
+type settler = sqlstore.Settler
+
 // idleMode says how the server bounds an idle claim transaction.
-type idleMode int
+type idleMode int32
 
 const (
 	idleUnknown     idleMode = iota
@@ -51,113 +55,65 @@ const claimSlotWait = 50 * time.Millisecond
 // no MaxOpenConns.
 const maxClaimSlotsUnbounded = 64
 
-// openClaim is a claim whose transaction is open, with the rows it has not
-// settled yet.
-type openClaim struct {
-	token string
-	conn  *sql.Conn
-	mode  idleMode
+// settleChunk bounds the IDs of one settling statement.
+const settleChunk = 1000
 
-	mu      sync.Mutex
-	pending map[string]struct{} // IDs not settled yet
-	done    bool                // committed, rolled back or lost
-	timer   *time.Timer         // ends the claim at the end of its lease
+// newClaims returns the claim registry of p and its settling methods. The
+// open claim transactions take at most half the pool's MaxOpenConns (read
+// on the first claim), at least one, so claims can never take every
+// connection.
+func newClaims(p *Persistence) (*lockedClaims, *settler) {
+	reg := sqlstore.NewLockedClaims(p.dialect, sqlstore.LockedSQL{
+		Delete: func(ids []string) []sqlstore.Stmt {
+			var out []sqlstore.Stmt
+			for len(ids) > 0 {
+				chunk := ids[:min(len(ids), settleChunk)]
+				ids = ids[len(chunk):]
+				out = append(out, sqlstore.Stmt{Query: fmt.Sprintf(p.q.deleteHead, idList(chunk))})
+			}
+			return out
+		},
+		Fail: func(fs []bus.OutgoingFailure) []sqlstore.Stmt {
+			out := make([]sqlstore.Stmt, len(fs))
+			for i, f := range fs {
+				after := durMicros(f.RetryAfter)
+				out[i] = sqlstore.Stmt{Query: p.q.failure, Args: []any{cleanText(f.Error, maxLastError), after, after, micros(f.RetryAt), []byte(f.ID)}}
+			}
+			return out
+		},
+	}, sqlstore.LockedConfig{
+		Slots: func() int {
+			if m := p.db.Stats().MaxOpenConnections; m > 0 {
+				return max(1, m/2)
+			}
+			return maxClaimSlotsUnbounded
+		},
+		SlotWait: claimSlotWait,
+		Log:      p.log,
+	})
+	return reg, reg.Settler(sqlstore.SettleOps{Delete: "delete", Release: "release", Fail: "record failures"})
 }
-
-// claimRegistry is the open claims of one Persistence, by token, and the
-// slots that bound how many are open at once.
-type claimRegistry struct {
-	mu    sync.Mutex
-	open  map[string]*openClaim
-	slots chan struct{} // made on first use, sized from the pool
-	mode  idleMode
-	ids   map[string]struct{} // the IDs the open claims have not settled
-}
-
-// heldCount is how many rows the open claims have not settled.
-func (p *Persistence) heldCount() int {
-	p.claims.mu.Lock()
-	defer p.claims.mu.Unlock()
-	return len(p.claims.ids)
-}
-
-// heldByUs reports whether an open claim of p holds the row id.
-func (p *Persistence) heldByUs(id string) bool {
-	p.claims.mu.Lock()
-	defer p.claims.mu.Unlock()
-	_, ok := p.claims.ids[id]
-	return ok
-}
-
-// forget drops ids from the IDs held.
-func (p *Persistence) forget(ids []string) {
-	p.claims.mu.Lock()
-	defer p.claims.mu.Unlock()
-	for _, id := range ids {
-		delete(p.claims.ids, id)
-	}
-}
-
-// acquireSlot takes one of the slots that bound the open claim
-// transactions: half the pool's MaxOpenConns, at least one, so claims can
-// never take every connection. It waits up to claimSlotWait and reports
-// false if no slot came free.
-func (p *Persistence) acquireSlot(ctx context.Context) (bool, error) {
-	r := &p.claims
-	r.mu.Lock()
-	if r.slots == nil {
-		n := maxClaimSlotsUnbounded
-		if m := p.db.Stats().MaxOpenConnections; m > 0 {
-			n = max(1, m/2)
-		}
-		r.slots = make(chan struct{}, n)
-	}
-	slots := r.slots
-	r.mu.Unlock()
-	select {
-	case slots <- struct{}{}:
-		return true, nil
-	default:
-	}
-	t := time.NewTimer(claimSlotWait)
-	defer t.Stop()
-	select {
-	case slots <- struct{}{}:
-		return true, nil
-	case <-t.C:
-		return false, nil
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-}
-
-func (p *Persistence) releaseSlot() { <-p.claims.slots }
 
 // idleMode finds out, once, which variable bounds an idle transaction on
 // the server.
 func (p *Persistence) idleMode(ctx context.Context, conn interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }) (idleMode, error) {
-	p.claims.mu.Lock()
-	mode := p.claims.mode
-	p.claims.mu.Unlock()
-	if mode != idleUnknown {
+	if mode := idleMode(p.serverIdle.Load()); mode != idleUnknown {
 		return mode, nil
 	}
 	var v sql.NullInt64
 	err := conn.QueryRowContext(ctx, "SELECT @@SESSION.idle_transaction_timeout").Scan(&v)
 	var me *mysqldriver.MySQLError
+	mode := idleTransaction
 	switch {
 	case err == nil:
-		mode = idleTransaction
 	case errors.As(err, &me) && me.Number == 1193: // ER_UNKNOWN_SYSTEM_VARIABLE
 		mode = idleWait
 	default:
 		return idleUnknown, err
 	}
-	p.claims.mu.Lock()
-	p.claims.mode = mode
-	p.claims.mu.Unlock()
+	p.serverIdle.Store(int32(mode))
 	return mode, nil
 }
 
@@ -199,138 +155,75 @@ func discard(conn *sql.Conn) {
 	_ = conn.Close()
 }
 
-// register records an open claim and arms its end at the lease's end.
-func (p *Persistence) register(c *openClaim, until time.Duration) {
-	p.claims.mu.Lock()
-	if p.claims.open == nil {
-		p.claims.open = map[string]*openClaim{}
-	}
-	p.claims.open[c.token] = c
-	if p.claims.ids == nil {
-		p.claims.ids = map[string]struct{}{}
-	}
-	for id := range c.pending {
-		p.claims.ids[id] = struct{}{}
-	}
-	p.claims.mu.Unlock()
-	c.mu.Lock()
-	c.timer = time.AfterFunc(until, func() { p.expire(c) })
-	c.mu.Unlock()
+// claimConn is a claim's transaction on a connection of the pool
+// (sqlstore.ClaimConn).
+type claimConn struct {
+	conn  *sql.Conn
+	mode  idleMode
+	ended bool // the transaction committed and the session is back
 }
 
-// lookup returns the open claim of token, or nil.
-func (p *Persistence) lookup(token string) *openClaim {
-	p.claims.mu.Lock()
-	defer p.claims.mu.Unlock()
-	return p.claims.open[token]
+// Settle runs stmts, then, to end the transaction, the SET that turns
+// autocommit on (a rollback with nothing written commits nothing).
+func (c *claimConn) Settle(ctx context.Context, stmts []sqlstore.Stmt, end sqlstore.TxEnd) (int64, error) {
+	var n int64
+	for _, s := range stmts {
+		k, err := execCount(ctx, c.conn, s.Query, s.Args...)
+		if err != nil {
+			return 0, err
+		}
+		n += int64(k)
+	}
+	if end != sqlstore.EndNone {
+		if err := c.end(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
 }
 
-// expire ends a claim at the end of its lease: what was settled is
-// committed, the rows left are claimable again. A settle of the claim
-// after this finds no row.
-func (p *Persistence) expire(c *openClaim) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := p.finish(ctx, c, true); err != nil {
-		p.log.Warn("mysql: a claim whose lease ended could not commit what was settled; those rows are claimable again",
-			"token", c.token, "error", err)
-	}
-}
-
-// finish ends c (its mutex held): it commits and gives the connection back
-// to the pool when commit is set and that works, else it discards the
-// connection, which rolls the transaction back. It drops c from the
-// registry and frees its slot.
-func (p *Persistence) finish(ctx context.Context, c *openClaim, commit bool) error {
-	if c.done {
-		return nil
-	}
-	c.done = true
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-	p.claims.mu.Lock()
-	delete(p.claims.open, c.token)
-	for id := range c.pending {
-		delete(p.claims.ids, id)
-	}
-	p.claims.mu.Unlock()
-	defer p.releaseSlot()
-	if !commit {
-		discard(c.conn)
-		return nil
-	}
+// end commits the transaction and puts back the session's values.
+func (c *claimConn) end(ctx context.Context) error {
 	if _, err := c.conn.ExecContext(ctx, endSessionSQL(c.mode)); err != nil {
-		discard(c.conn)
 		return fmt.Errorf("commit the claim: %w", err)
+	}
+	c.ended = true
+	return nil
+}
+
+// KeepAlive runs SELECT 1.
+func (c *claimConn) KeepAlive(ctx context.Context) error {
+	_, err := c.conn.ExecContext(ctx, "SELECT 1")
+	return err
+}
+
+// Close gives the connection back to the pool once the transaction has
+// committed (EndCommit commits it first); otherwise it discards the
+// connection, which rolls the transaction back.
+func (c *claimConn) Close(end sqlstore.TxEnd) error {
+	if !c.ended && end == sqlstore.EndCommit {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.end(ctx); err != nil {
+			discard(c.conn)
+			return err
+		}
+	}
+	if !c.ended {
+		discard(c.conn)
+		return nil
 	}
 	return c.conn.Close()
 }
+
+// Lapsed reports false: the process ends its claims at their lease.
+func (c *claimConn) Lapsed(error, time.Duration, time.Duration) bool { return false }
 
 // Close rolls back every open claim: their rows are claimable again at
 // once. Call it after the buses using p have stopped (a stopping
 // dispatcher settles every row it holds, which ends its claims), before
 // closing the *sql.DB; p can still be used afterwards.
 func (p *Persistence) Close() error {
-	p.claims.mu.Lock()
-	open := make([]*openClaim, 0, len(p.claims.open))
-	for _, c := range p.claims.open {
-		open = append(open, c)
-	}
-	p.claims.mu.Unlock()
-	for _, c := range open {
-		c.mu.Lock()
-		_ = p.finish(context.Background(), c, false)
-		c.mu.Unlock()
-	}
+	p.claims.RollbackAll()
 	return nil
-}
-
-// held returns the IDs of ids (without repeats) that c has not settled.
-func (c *openClaim) held(ids []string) []string {
-	out := make([]string, 0, len(ids))
-	for _, id := range ids {
-		if _, ok := c.pending[id]; ok {
-			out = append(out, id)
-			delete(c.pending, id) // also drops repeats
-		}
-	}
-	return out
-}
-
-// settle runs apply for the rows of ids that the claim of token holds, in
-// its transaction, and commits when that settled its last row. An unknown
-// or finished token holds nothing: 0 rows. A failed statement or commit
-// ends the claim (its rows are claimable again) and is returned.
-func (p *Persistence) settle(ctx context.Context, token string, ids []string, apply func(c *openClaim, ids []string) (int, error)) (int, error) {
-	c := p.lookup(token)
-	if c == nil {
-		return 0, nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done {
-		return 0, nil
-	}
-	mine := c.held(ids)
-	p.forget(mine)
-	if len(mine) == 0 {
-		return 0, nil
-	}
-	n, err := apply(c, mine)
-	if err != nil {
-		_ = p.finish(ctx, c, false)
-		return 0, err
-	}
-	if len(c.pending) == 0 {
-		if err := p.finish(ctx, c, true); err != nil {
-			return 0, err
-		}
-	}
-	return n, nil
 }

@@ -36,8 +36,13 @@ type Persistence struct {
 	// packetLimit is the server's max_allowed_packet, read by Setup (or
 	// the first store); 0 until read (packet.go).
 	packetLimit atomic.Int64
+	// dialect is what MySQL makes different for the kit (dialect.go).
+	dialect *sqlstore.Dialect
 	// claims are the open claim transactions, by token (claims.go).
-	claims claimRegistry
+	claims *lockedClaims
+	*settler
+	// serverIdle is the idleMode of the server, once known.
+	serverIdle atomic.Int32
 	// sagas is the saga store (saga.go).
 	*sagas
 	// outbox is the outbox and inbox (outbox.go).
@@ -98,6 +103,8 @@ func New(db *sql.DB, opts Options) (*Persistence, error) {
 			Claimers: p.claimers,
 			Log:      opts.Logger,
 		})
+	p.dialect = d
+	p.claims, p.settler = newClaims(p)
 	p.sagas = sqlstore.NewSagas(d, sqlstore.FromDB(db, nil), sagaSQL(n))
 	p.outbox = newOutbox(p, d)
 	p.recurrings = p.newRecurrings()

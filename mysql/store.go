@@ -3,9 +3,7 @@ package mysql
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -270,87 +268,93 @@ func (p *Persistence) ClaimOutgoingAhead(ctx context.Context, transport string, 
 const claimRounds = 3
 
 func (p *Persistence) claim(ctx context.Context, transport string, ahead time.Duration, limit int, lease time.Duration) (bus.AheadClaim, error) {
-	ok, err := p.acquireSlot(ctx)
-	if !ok {
-		return bus.AheadClaim{}, err
-	}
-	start := time.Now()
-	conn, err := p.db.Conn(ctx)
-	if err != nil {
-		p.releaseSlot()
-		return bus.AheadClaim{}, err
-	}
-	c := &openClaim{conn: conn}
-	began := false
-	fail := func(err error) (bus.AheadClaim, error) {
-		discard(conn)
-		p.releaseSlot()
-		return bus.AheadClaim{}, err
-	}
+	token := sqlstore.NewToken()
 	var out []bus.OutgoingMessage
-	var now int64
+	var now time.Time
 	aheadUS, tr := durMicros(ahead), []byte(transport)
-	skip := map[string]struct{}{} // rows looked at by an earlier round
-	for round := 0; round < claimRounds && len(out) < limit; round++ {
-		want := limit - len(out)
-		cands, more, err := p.candidates(ctx, conn, tr, aheadUS, want, skip)
+	open := func(ctx context.Context) (sqlstore.ClaimConn, []string, error) {
+		conn, err := p.db.Conn(ctx)
 		if err != nil {
-			return fail(err)
+			return nil, nil, err
 		}
-		if len(cands) == 0 {
-			break
+		c := &claimConn{conn: conn}
+		began := false
+		fail := func(err error) (sqlstore.ClaimConn, []string, error) {
+			discard(conn)
+			return nil, nil, err
 		}
-		if !began {
-			if c.mode, err = p.idleMode(ctx, conn); err != nil {
+		skip := map[string]struct{}{} // rows looked at by an earlier round
+		for round := 0; round < claimRounds && len(out) < limit; round++ {
+			want := limit - len(out)
+			cands, more, err := p.candidates(ctx, conn, tr, aheadUS, want, skip)
+			if err != nil {
 				return fail(err)
 			}
-			if _, err := conn.ExecContext(ctx, claimSessionSQL(c.mode, idleSeconds(ahead, lease))); err != nil {
+			if len(cands) == 0 {
+				break
+			}
+			if !began {
+				if c.mode, err = p.idleMode(ctx, conn); err != nil {
+					return fail(err)
+				}
+				if _, err := conn.ExecContext(ctx, claimSessionSQL(c.mode, idleSeconds(ahead, lease))); err != nil {
+					return fail(err)
+				}
+				began = true
+			}
+			args := make([]any, 0, 2+len(cands))
+			args = append(args, aheadUS, tr)
+			for _, cd := range cands {
+				args = append(args, cd.id)
+			}
+			rows, err := conn.QueryContext(ctx, p.q.lockHead+inList(len(cands))+" FOR UPDATE SKIP LOCKED", args...)
+			if err != nil {
 				return fail(err)
 			}
-			began = true
+			from := len(out)
+			var at time.Time
+			if out, at, err = sqlstore.ScanClaimed(p.dialect, rows, sqlstore.ClaimColumns{Now: true}, out); err != nil {
+				return fail(err)
+			}
+			if at.After(now) {
+				now = at
+			}
+			if len(out)-from == len(cands) || !more {
+				break // none was held by another claim, or there is no more
+			}
+			// The next round looks past these rows: those another claim
+			// holds, and those this claim locked (which its own SELECT would
+			// return again).
+			for _, cd := range cands {
+				skip[string(cd.id)] = struct{}{}
+			}
 		}
-		args := make([]any, 0, 2+len(cands))
-		args = append(args, aheadUS, tr)
-		for _, cd := range cands {
-			args = append(args, cd.id)
+		if len(out) == 0 {
+			if began {
+				if err := c.end(ctx); err != nil {
+					discard(conn)
+					return nil, nil, err
+				}
+			}
+			return nil, nil, conn.Close()
 		}
-		got, n, err := scanClaimed(conn.QueryContext(ctx, p.q.lockHead+inList(len(cands))+" FOR UPDATE SKIP LOCKED", args...))
-		if err != nil {
-			return fail(err)
+		ids := make([]string, len(out))
+		for i := range out {
+			ids[i] = out[i].ID
 		}
-		out, now = append(out, got...), max(now, n)
-		if len(got) == len(cands) || !more {
-			break // none was held by another claim, or there is no more
-		}
-		// The next round looks past these rows: those another claim
-		// holds, and those this claim locked (which its own SELECT would
-		// return again).
-		for _, cd := range cands {
-			skip[string(cd.id)] = struct{}{}
-		}
+		return c, ids, nil
 	}
-	if len(out) == 0 {
-		defer p.releaseSlot()
-		if began {
-			if _, err := conn.ExecContext(ctx, endSessionSQL(c.mode)); err != nil {
-				discard(conn)
-				return bus.AheadClaim{}, err
-			}
-		}
-		return bus.AheadClaim{}, conn.Close()
+	if err := p.claims.Claim(ctx, token, ahead+lease, open, nil); err != nil || len(out) == 0 {
+		return bus.AheadClaim{}, err
 	}
 	slices.SortFunc(out, func(a, b bus.OutgoingMessage) int {
 		return cmp.Or(a.AvailableAt.Compare(b.AvailableAt), strings.Compare(a.ID, b.ID))
 	})
-	c.token = newToken()
-	c.pending = make(map[string]struct{}, len(out))
-	leaseUntil := fromMicros(now + aheadUS + durMicros(lease))
+	leaseUntil := now.Add(time.Duration(aheadUS+durMicros(lease)) * time.Microsecond)
 	for i := range out {
-		out[i].Token, out[i].LeaseUntil = c.token, leaseUntil
-		c.pending[out[i].ID] = struct{}{}
+		out[i].Token, out[i].LeaseUntil = token, leaseUntil
 	}
-	p.register(c, time.Until(start.Add(ahead+lease)))
-	return bus.AheadClaim{Rows: out, Now: fromMicros(now)}, nil
+	return bus.AheadClaim{Rows: out, Now: now}, nil
 }
 
 // candidate is a row a claim looked at: its ID and available_at.
@@ -364,7 +368,7 @@ type candidate struct {
 // not in skip, read without locks; more reports that the read may have
 // stopped before the last such row.
 func (p *Persistence) candidates(ctx context.Context, conn *sql.Conn, tr []byte, aheadUS int64, want int, skip map[string]struct{}) ([]candidate, bool, error) {
-	read := want + p.heldCount() + len(skip)
+	read := want + p.claims.HeldCount() + len(skip)
 	rows, err := conn.QueryContext(ctx, p.q.candidates, tr, aheadUS, read, tr, aheadUS, read, read)
 	if err != nil {
 		return nil, false, err
@@ -378,146 +382,11 @@ func (p *Persistence) candidates(ctx context.Context, conn *sql.Conn, tr []byte,
 			return nil, false, err
 		}
 		seen++
-		if _, skipped := skip[string(cd.id)]; len(out) < want && !skipped && !p.heldByUs(string(cd.id)) {
+		if _, skipped := skip[string(cd.id)]; len(out) < want && !skipped && !p.claims.Held(string(cd.id)) {
 			out = append(out, cd)
 		}
 	}
 	return out, seen == read, rows.Err()
-}
-
-// scanClaimed reads the rows of the claim's select, and the server's now
-// of the select.
-func scanClaimed(rows *sql.Rows, err error) ([]bus.OutgoingMessage, int64, error) {
-	if err != nil {
-		return nil, 0, err
-	}
-	defer func() { _ = rows.Close() }()
-	var out []bus.OutgoingMessage
-	var now int64
-	for rows.Next() {
-		var (
-			m                           bus.OutgoingMessage
-			id, tr, typ                 []byte
-			kind, due, available, nowUS int64
-		)
-		if err := rows.Scan(&id, &kind, &m.Envelope, &due, &m.Failures, &m.LastError, &tr, &typ, &available, &nowUS); err != nil {
-			return nil, 0, err
-		}
-		m.ID, m.Transport, m.Type = string(id), string(tr), string(typ)
-		m.Kind, m.DueAt, m.AvailableAt = bus.Kind(kind), fromMicros(due), fromMicros(available)
-		if m.Envelope == nil {
-			m.Envelope = []byte{}
-		}
-		now = nowUS
-		out = append(out, m)
-	}
-	return out, now, rows.Err()
-}
-
-// DeleteOutgoing removes the claimed rows that their claims still hold,
-// in each claim's transaction, and returns how many it removed; a claim
-// whose rows are all settled commits. A row of a claim that ended (its
-// lease, or its connection) is left alone. If a commit fails, the error is
-// returned and the claim's rows are claimable again.
-func (p *Persistence) DeleteOutgoing(ctx context.Context, claims []bus.Claim) (int, error) {
-	n, err := p.settleClaims(ctx, claims, func(c *openClaim, ids []string) (int, error) {
-		return p.execIDs(ctx, c.conn, p.q.deleteHead, ids)
-	})
-	if err != nil {
-		return n, fmt.Errorf("mysql: delete: %w", err)
-	}
-	return n, nil
-}
-
-// ReleaseOutgoing hands back the claimed rows that their claims still
-// hold, without counting a failure, and returns how many it released. The
-// rows are unchanged: each is claimable again when it was before its
-// claim, once the claim's transaction ends (when its last row is settled).
-func (p *Persistence) ReleaseOutgoing(ctx context.Context, claims []bus.Claim) (int, error) {
-	n, err := p.settleClaims(ctx, claims, func(_ *openClaim, ids []string) (int, error) { return len(ids), nil })
-	if err != nil {
-		return n, fmt.Errorf("mysql: release: %w", err)
-	}
-	return n, nil
-}
-
-// settleChunk bounds the IDs of one settling statement.
-const settleChunk = 1000
-
-// execIDs runs head (whose %s is an idList) for ids, in chunks, on db and
-// returns how many rows it changed.
-func (p *Persistence) execIDs(ctx context.Context, db execer, head string, ids []string) (int, error) {
-	total := 0
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), settleChunk)]
-		ids = ids[len(chunk):]
-		n, err := execCount(ctx, db, fmt.Sprintf(head, idList(chunk)))
-		if err != nil {
-			return total, err
-		}
-		total += n
-	}
-	return total, nil
-}
-
-// settleClaims groups claims by token and settles each group with apply
-// in its claim's transaction (see settle).
-func (p *Persistence) settleClaims(ctx context.Context, claims []bus.Claim, apply func(c *openClaim, ids []string) (int, error)) (int, error) {
-	var order []string
-	byToken := map[string][]string{}
-	for _, c := range claims {
-		if c.Token == "" {
-			continue // never a claim's token: it holds nothing
-		}
-		if _, ok := byToken[c.Token]; !ok {
-			order = append(order, c.Token)
-		}
-		byToken[c.Token] = append(byToken[c.Token], c.ID)
-	}
-	total := 0
-	for _, token := range order {
-		n, err := p.settle(ctx, token, byToken[token], apply)
-		total += n
-		if err != nil {
-			return total, err
-		}
-	}
-	return total, ctx.Err()
-}
-
-// RecordOutgoingFailures counts a failure on each row its claim still
-// holds, keeps the error text, and makes the row claimable again
-// RetryAfter after the server's clock at the statement (at RetryAt when
-// RetryAfter is not positive), in the claim's transaction. It returns how
-// many rows it changed.
-func (p *Persistence) RecordOutgoingFailures(ctx context.Context, failures []bus.OutgoingFailure) (int, error) {
-	if len(failures) == 0 {
-		return 0, ctx.Err()
-	}
-	claims := make([]bus.Claim, 0, len(failures))
-	byID := make(map[string]*bus.OutgoingFailure, len(failures))
-	for i := range failures {
-		f := &failures[i]
-		claims = append(claims, bus.Claim{ID: f.ID, Token: f.Token})
-		byID[f.Token+"\x00"+f.ID] = f
-	}
-	n, err := p.settleClaims(ctx, claims, func(c *openClaim, ids []string) (int, error) {
-		total := 0
-		for _, id := range ids {
-			f := byID[c.token+"\x00"+id]
-			after := durMicros(f.RetryAfter)
-			n, err := execCount(ctx, c.conn, p.q.failure, cleanText(f.Error, maxLastError), after, after, micros(f.RetryAt), []byte(id))
-			if err != nil {
-				return total, err
-			}
-			total += n
-		}
-		return total, nil
-	})
-	if err != nil {
-		return n, fmt.Errorf("mysql: record failures: %w", err)
-	}
-	return n, nil
 }
 
 // cancelIn1 deletes the row id in tx if it can lock it at once and no
@@ -552,14 +421,6 @@ func execCount(ctx context.Context, db execer, stmt string, args ...any) (int, e
 		return 0, err
 	}
 	return int(n), nil
-}
-
-// newToken returns a new lease token: 128 random bits in hex, so no two
-// claims, in any process, share one.
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
 }
 
 // cleanText makes s valid UTF-8 and cuts it to at most limit bytes, for

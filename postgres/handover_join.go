@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/postbus/bus"
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 // Hand-overs in the claim's transaction.
@@ -32,7 +32,7 @@ type joinKey struct{}
 // joinedClaim is the claim a hand-over's context carries.
 type joinedClaim struct {
 	p *Persistence
-	c *openClaim
+	c *sqlstore.OpenClaim
 }
 
 // JoinsHandOver reports whether t is a Transport on this Persistence's
@@ -46,7 +46,7 @@ func (p *Persistence) JoinsHandOver(t bus.Transport) bool {
 // HandOverContext returns ctx carrying the open claim of token, for a
 // Transport on this database to insert in; ctx when the claim has ended.
 func (p *Persistence) HandOverContext(ctx context.Context, token string) context.Context {
-	c := p.claims.get(token)
+	c := p.claims.Get(token)
 	if c == nil {
 		return ctx
 	}
@@ -55,7 +55,7 @@ func (p *Persistence) HandOverContext(ctx context.Context, token string) context
 
 // joined returns the claim ctx carries when t's tables are on its
 // database.
-func (t *Transport) joined(ctx context.Context) (*openClaim, bool) {
+func (t *Transport) joined(ctx context.Context) (*sqlstore.OpenClaim, bool) {
 	j, ok := ctx.Value(joinKey{}).(joinedClaim)
 	if !ok || !j.p.sameDatabaseAs(t) {
 		return nil, false
@@ -65,19 +65,41 @@ func (t *Transport) joined(ctx context.Context) (*openClaim, bool) {
 
 // insertJoined inserts row in c's transaction, under a savepoint, and
 // notifies the receivers of its queues when c commits.
-func (t *Transport) insertJoined(ctx context.Context, c *openClaim, row sendRow) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done {
+func (t *Transport) insertJoined(ctx context.Context, c *sqlstore.OpenClaim, row sendRow) error {
+	var err error
+	ended, _ := c.Do(func(cc sqlstore.ClaimConn) (wrote, lost bool, _ error) {
+		conn := cc.(*claimConn).conn
+		err = t.insertInClaim(ctx, conn, row)
+		if err == nil {
+			return true, false, nil
+		}
+		if !rowRefused(err) {
+			// The claim's transaction is in doubt: end it; its rows and the
+			// messages it inserted go back together.
+			err = fmt.Errorf("hand-over in the claim's transaction: %w", err)
+			return false, true, err
+		}
+		rctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		defer cancel()
+		_, rerr := conn.Exec(rctx, "ROLLBACK TO SAVEPOINT postbus_hand_over")
+		return false, rerr != nil, err
+	})
+	if ended {
 		return errClaimEnded
 	}
+	return err
+}
+
+// insertInClaim runs the savepoint, the insert and the notification of
+// insertJoined on conn.
+func (t *Transport) insertInClaim(ctx context.Context, conn *pgx.Conn, row sendRow) error {
 	b := &pgx.Batch{}
 	b.Queue("SAVEPOINT postbus_hand_over")
 	b.Queue(t.sql.send, []string{row.queue}, []string{cleanText(row.id)}, []string{cleanText(row.typ)},
 		[]string{row.headers}, [][]byte{row.body}, [][]byte{row.envelope})
 	b.Queue("RELEASE SAVEPOINT postbus_hand_over")
 	queues, err := func() ([]string, error) {
-		br := c.conn.SendBatch(ctx, b)
+		br := conn.SendBatch(ctx, b)
 		defer br.Close()
 		if _, err := br.Exec(); err != nil {
 			return nil, err
@@ -97,22 +119,7 @@ func (t *Transport) insertJoined(ctx context.Context, c *openClaim, row sendRow)
 	}()
 	if err == nil && len(queues) > 0 && !t.opts.DisableNotify {
 		// Delivered by the claim's COMMIT, once the rows are visible.
-		_, err = c.conn.Exec(ctx, `SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q`, t.names.channel, queues)
-	}
-	if err == nil {
-		c.used, c.wrote = time.Now(), true
-		return nil
-	}
-	if !rowRefused(err) {
-		// The claim's transaction is in doubt: end it; its rows and the
-		// messages it inserted go back together.
-		c.finish("ROLLBACK")
-		return fmt.Errorf("hand-over in the claim's transaction: %w", err)
-	}
-	rctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-	defer cancel()
-	if _, rerr := c.conn.Exec(rctx, "ROLLBACK TO SAVEPOINT postbus_hand_over"); rerr != nil {
-		c.finish("ROLLBACK")
+		_, err = conn.Exec(ctx, `SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q`, t.names.channel, queues)
 	}
 	return err
 }

@@ -38,8 +38,12 @@ type Persistence struct {
 	// INSERTs, or COPY for a bulk call: copy.go), CancelOutgoing,
 	// NextDueOutgoing, Len and StoreNow. WatchDue is LISTEN (notify.go).
 	*scheduled
-	// claims holds the open claims and bounds them (claims.go).
-	claims *claimRegistry
+	// dialect is what PostgreSQL makes different for the kit (kit.go).
+	dialect *sqlstore.Dialect
+	// claims holds the open claims and bounds them, on conns (claims.go).
+	claims *lockedClaims
+	conns  *claimConns
+	*settler
 
 	*recurrings // the recurring store (recurring.go)
 	*failed     // the failed-message store (failed.go)
@@ -79,7 +83,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Persistence, error) {
 		},
 		Log: opts.Logger,
 	})
-	p.claims = newClaimRegistry(claimSlots(pool), pool.Config().ConnConfig, opts.Logger)
+	p.dialect = d
+	p.conns = &claimConns{cfg: pool.Config().ConnConfig}
+	p.claims, p.settler = newClaims(p, p.dialect)
 	p.recurrings = p.newRecurrings()
 	p.failed = sqlstore.NewFailed(d, kit, newFailedSQL(p.names.failed))
 	p.browser = sqlstore.NewBrowser(d, kit, newBrowseSQL(p.names.table))

@@ -2,11 +2,8 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -103,32 +100,33 @@ func (p *Persistence) claim(ctx context.Context, sql, joinSQL, transport string,
 	if limit <= 0 {
 		return bus.AheadClaim{}, ctx.Err()
 	}
-	token := newToken()
+	token := sqlstore.NewToken()
 	args := []any{cleanText(transport), limit, micros(lease)}
 	if withAhead {
 		args = append(args, micros(ahead))
 	}
-	var now, rowNow time.Time
+	var now time.Time
 	out := make([]bus.OutgoingMessage, 0, min(limit, 1024))
-	scan := func(rows pgx.Rows) (string, error) {
-		var m bus.OutgoingMessage
-		var kind int16
-		var failures int32
-		dest := []any{&m.ID, &kind, &m.Envelope, &m.DueAt, &m.LeaseUntil, &failures, &m.LastError, &m.Transport, &m.Type, &m.AvailableAt}
-		if withAhead {
-			dest = append(dest, &rowNow)
+	scan := func(rows sqlstore.Rows) ([]string, error) {
+		from := len(out)
+		var err error
+		var at time.Time
+		out, at, err = sqlstore.ScanClaimed(p.dialect, rows, sqlstore.ClaimColumns{LeaseUntil: true, Now: withAhead}, out)
+		if at.After(now) {
+			now = at
 		}
-		if err := rows.Scan(dest...); err != nil {
-			return "", err
+		ids := make([]string, 0, len(out)-from)
+		for i := from; i < len(out); i++ {
+			out[i].Token = token
+			ids = append(ids, out[i].ID)
 		}
-		if rowNow.After(now) {
-			now = rowNow
-		}
-		m.Kind, m.Failures, m.Token = bus.Kind(kind), int(failures), token
-		out = append(out, m)
-		return m.ID, nil
+		return ids, err
 	}
-	if _, err := p.claims.begin(ctx, ahead+lease+claimGrace(lease), token, sql, joinSQL, args, scan); err != nil {
+	idle := ahead + lease + claimGrace(lease)
+	open := func(ctx context.Context) (sqlstore.ClaimConn, []string, error) {
+		return p.conns.openClaim(ctx, idle, sql, args, scan)
+	}
+	if err := p.claims.Claim(ctx, token, idle, open, joinClaim(joinSQL, args, scan)); err != nil {
 		return bus.AheadClaim{}, fmt.Errorf("postgres: claim outgoing: %w", err)
 	}
 	return bus.AheadClaim{Rows: out, Now: now}, nil
@@ -142,133 +140,6 @@ func claimGrace(lease time.Duration) time.Duration {
 	return min(max(lease, 0)/4, time.Second)
 }
 
-// newToken returns a random 128-bit claim token in hex.
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails: crypto/rand.Read crashes the program instead
-	return hex.EncodeToString(b[:])
-}
-
-// DeleteOutgoing removes the claimed rows that their claims still hold, in
-// each claim's transaction, and returns how many it removed. The
-// settlement that leaves a claim with no row to settle commits it in the
-// same round trip; until then nothing is committed. When that commit
-// fails (the connection was lost), the error is returned and the rows,
-// not removed, are claimable again: they are delivered again under the
-// same message IDs. Unknown tokens, rows not named by their claim, and
-// claims whose lease lapsed (the server ended their transaction) match no
-// row.
-func (p *Persistence) DeleteOutgoing(ctx context.Context, claims []bus.Claim) (int, error) {
-	n, err := p.settleClaims(ctx, settleDelete, claims, nil)
-	if err != nil {
-		return n, fmt.Errorf("postgres: delete outgoing: %w", err)
-	}
-	return n, nil
-}
-
-// ReleaseOutgoing gives back the claimed rows that their claims still
-// hold, counting no failure, and returns how many it released. The rows
-// are not written: each is claimable again when it was before its claim
-// (its due time, or the end of a failure's backoff) once its claim's
-// transaction ends, which the settlement of the claim's last row does.
-func (p *Persistence) ReleaseOutgoing(ctx context.Context, claims []bus.Claim) (int, error) {
-	n, err := p.settleClaims(ctx, settleRelease, claims, nil)
-	if err != nil {
-		return n, fmt.Errorf("postgres: release outgoing: %w", err)
-	}
-	return n, nil
-}
-
-// RecordOutgoingFailures counts a failure on each row its claim still
-// holds, keeps the error text, and makes the row claimable again at the
-// server's statement time + RetryAfter (or at RetryAt when RetryAfter is
-// not positive), in the claim's transaction. It returns how many rows it
-// changed. Error text is made valid UTF-8 without NUL bytes, as PostgreSQL
-// text requires.
-func (p *Persistence) RecordOutgoingFailures(ctx context.Context, failures []bus.OutgoingFailure) (int, error) {
-	claims := make([]bus.Claim, len(failures))
-	for i, f := range failures {
-		claims[i] = bus.Claim{ID: f.ID, Token: f.Token}
-	}
-	n, err := p.settleClaims(ctx, settleFail, claims, failures)
-	if err != nil {
-		return n, fmt.Errorf("postgres: record outgoing failures: %w", err)
-	}
-	return n, nil
-}
-
-// settleClaims settles claims, grouped by token, each group in its
-// claim's transaction, the groups at once (failures, when kind is
-// settleFail, parallels claims). It returns the rows settled and the first
-// error.
-func (p *Persistence) settleClaims(ctx context.Context, kind settleKind, claims []bus.Claim, failures []bus.OutgoingFailure) (int, error) {
-	if len(claims) == 0 {
-		return 0, ctx.Err()
-	}
-	groups := map[string][]int{}
-	var order []string
-	for i, c := range claims {
-		if _, ok := groups[c.Token]; !ok {
-			order = append(order, c.Token)
-		}
-		groups[c.Token] = append(groups[c.Token], i)
-	}
-	var (
-		mu    sync.Mutex
-		total int
-		first error
-		wg    sync.WaitGroup
-	)
-	for _, token := range order {
-		c := p.claims.get(token)
-		if c == nil {
-			continue // unknown, settled or lapsed: holds no row
-		}
-		idx := groups[token]
-		ids := make([]string, len(idx))
-		for j, i := range idx {
-			ids[j] = claims[i].ID
-		}
-		var sql string
-		var args func(keep []int) []any
-		switch kind {
-		case settleDelete:
-			sql = p.sql.delete
-			args = func(keep []int) []any {
-				kept := make([]string, len(keep))
-				for j, k := range keep {
-					kept[j] = ids[k]
-				}
-				return []any{kept}
-			}
-		case settleFail:
-			sql = p.sql.failures
-			args = func(keep []int) []any {
-				kept := make([]string, len(keep))
-				errs := make([]string, len(keep))
-				after := make([]int64, len(keep))
-				retry := make([]time.Time, len(keep))
-				for j, k := range keep {
-					f := &failures[idx[k]]
-					kept[j], errs[j], after[j], retry[j] = ids[k], cleanText(f.Error), micros(f.RetryAfter), f.RetryAt
-				}
-				return []any{kept, errs, after, retry}
-			}
-		}
-		wg.Go(func() {
-			n, err := c.settle(ctx, kind, ids, sql, args)
-			mu.Lock()
-			defer mu.Unlock()
-			total += n
-			if err != nil && first == nil {
-				first = err
-			}
-		})
-	}
-	wg.Wait()
-	return total, first
-}
-
 // RollbackClaims ends every claim of p that is still open, so that its
 // rows are claimable again at once, and closes the connections claims run
 // on (claims open new ones when they need them). Claims hold connections
@@ -278,8 +149,8 @@ func (p *Persistence) settleClaims(ctx context.Context, kind settleKind, claims 
 // when claims may be open (a bus stopped before settling them); the
 // settlements of the claims that it ends match no row.
 func (p *Persistence) RollbackClaims() {
-	p.claims.rollbackAll()
-	p.claims.conns.closeAll()
+	p.claims.RollbackAll()
+	p.conns.closeAll()
 }
 
 // storableID reports whether id can key a row: PostgreSQL text holds

@@ -109,6 +109,8 @@ type Persistence struct {
 	// that opens it reads the same one).
 	*scheduled
 	claimers *sqlstore.Claimers
+	dialect  *sqlstore.Dialect // what SQLite makes different for the kit (dialect.go)
+	*settler                   // settles claimed rows (settle.go)
 }
 
 type scheduled = sqlstore.Scheduled
@@ -208,6 +210,8 @@ func Open(path string, opts Options) (*Persistence, error) {
 		Claimers: p.claimers,
 		Log:      opts.Logger,
 	})
+	p.dialect = d
+	p.settler = newSettler(p)
 	sagaSQL := p.q.sagas.sql
 	sagaSQL.Now = p.now
 	p.sagas = sqlstore.NewSagas(d, kit, sagaSQL)

@@ -2,9 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -137,7 +135,7 @@ func (p *Persistence) ClaimOutgoingAhead(ctx context.Context, transport string, 
 		return bus.AheadClaim{Now: now}, nil // the rollback ends the transaction; nothing changed
 	}
 	until := nanos(now.Add(ahead + lease))
-	token := newToken()
+	token := sqlstore.NewToken()
 	ids := make([]string, len(out))
 	for i := range out {
 		ids[i] = out[i].ID
@@ -164,33 +162,13 @@ func (p *Persistence) selectDue(ctx context.Context, tx *sql.Tx, transport strin
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = rows.Close() }()
-	out := make([]bus.OutgoingMessage, 0, min(limit, 256))
-	for rows.Next() {
-		var (
-			m                    bus.OutgoingMessage
-			kind, due, available int64
-		)
-		if err := rows.Scan(&m.ID, &kind, &m.Envelope, &due, &m.Failures, &m.LastError, &m.Transport, &m.Type, &available); err != nil {
-			return nil, err
-		}
-		m.Kind, m.DueAt, m.AvailableAt = bus.Kind(kind), fromNanos(due), fromNanos(available)
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	out, _, err := sqlstore.ScanClaimed(p.dialect, rows, sqlstore.ClaimColumns{}, make([]bus.OutgoingMessage, 0, min(limit, 256)))
+	return out, err
 }
 
 // now is the store's clock (see StoreNow), without the monotonic reading:
 // times are compared as stored Unix nanoseconds.
 func (p *Persistence) now() time.Time { return time.Now().Round(0) }
-
-// newToken returns a new lease token: 128 random bits in hex, so no two
-// claims, in any process, share one.
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
-}
 
 // idList encodes IDs as a JSON array for json_each, so a batch of any size
 // is one statement with one parameter.

@@ -130,7 +130,8 @@ func (u UnixTimes) Scan(src any) (time.Time, error) {
 	case int64:
 		n = v
 	case []byte:
-		if _, err := fmt.Sscan(string(v), &n); err != nil {
+		var err error
+		if n, err = parseInt(v); err != nil {
 			return time.Time{}, err
 		}
 	default:
