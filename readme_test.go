@@ -12,13 +12,13 @@ import (
 )
 
 // backquotedGo finds the file names and patterns the README gives in
-// backquotes: `bus.go`, `dispatch_ahead*.go`.
+// backquotes: `bus.go`, `memory_*.go`.
 var backquotedGo = regexp.MustCompile("`([A-Za-z0-9_*?\\[\\]/-]+\\.go)`")
 
 // TestReadmeNamesEveryFileModuleAndPage keeps README.md's layout, code map
 // and docs list complete: every non-test .go file of the core and of the
 // driver kit in driver/ and of package backend in backend/ (by name or by a pattern such as
-// `dispatch_ahead*.go`), every module folder of go.work, and every page
+// `memory_*.go`), every module folder of go.work, and every page
 // under docs/ must be mentioned, and the README must still open with the
 // two commands a newcomer runs first.
 func TestReadmeNamesEveryFileModuleAndPage(t *testing.T) {

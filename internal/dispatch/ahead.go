@@ -31,7 +31,7 @@ import (
 // planned claim) pokes the dispatcher, which claims at once, within the
 // bound on rows held. Claims run beside the hand-overs, one at a time, and
 // the rows held are bounded by what the dispatcher drains within half the
-// lease (dispatch_ahead_claim.go, dispatch_ahead_bound.go).
+// lease (ahead_claim.go, ahead_bound.go).
 //
 // A row never leaves after its lease could have lapsed: its lease end is
 // taken at the earliest the store can have meant, and the hand-over of a
@@ -53,7 +53,7 @@ const (
 	aheadDrift = 1000
 	// aheadHeldBatches bounds the rows a look-ahead dispatcher holds, in
 	// batches of Dispatcher.BatchSize, until it measured how fast it
-	// drains them (dispatch_ahead_bound.go): a window with more rows due
+	// drains them (ahead_bound.go): a window with more rows due
 	// is claimed as the rows held go out.
 	aheadHeldBatches = 2
 )
