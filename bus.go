@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/postbus/bus/internal/dispatch"
 )
 
 // Bus is one endpoint's connection to the transport: it sends, publishes,
@@ -31,13 +33,13 @@ type Bus struct {
 
 	warnOnce     sync.Once // the non-durable persistence warning
 	overlapOnce  sync.Once // the warning of an overlap guard the persistence lacks
-	storeBreaker *breaker
+	storeBreaker *dispatch.Breaker
 
 	stopReceiving context.CancelFunc // ends Transport.Receive and the dispatcher
 	stopHandlers  context.CancelFunc // cancels handlers still running when Stop's ctx ends
 	handlerCtx    context.Context
 	running       sync.WaitGroup // receive loop and dispatcher
-	dispatcher    atomic.Pointer[dispatcher]
+	dispatcher    atomic.Pointer[dispatch.Dispatcher]
 	retryStore    ScheduledStore // store for delayed retries; nil when they are skipped
 	outbox        OutboxStore    // set when Config.Outbox.Enabled
 	unconcluded   atomic.Int64   // deliveries in a row that could not be concluded
@@ -79,7 +81,7 @@ func New(cfg Config) (*Bus, error) {
 	if cfg.Outbox.Enabled {
 		b.outbox = cfg.Persistence.(OutboxStore) // validate checked it
 	}
-	b.storeBreaker = b.observeBreaker(newBreaker("store", cfg.CircuitBreakers.Store, cfg.Clock, cfg.OnCriticalError))
+	b.storeBreaker = b.newBreaker("store", cfg.CircuitBreakers.Store)
 	b.outgoing = chain(cfg.Outgoing, b.deliverOutgoing)
 	b.incoming = chain(cfg.Incoming, b.invokeHandlers)
 	b.handlerCtx, b.stopHandlers = context.WithCancel(context.Background())
@@ -151,11 +153,11 @@ func (b *Bus) start(ctx context.Context) error {
 	b.running.Go(func() { b.receiveLoop(rctx) })
 	b.warnNonDurableRetries()
 	if b.store != nil && !b.cfg.Dispatcher.Disabled {
-		d := newDispatcher(b)
+		d := b.newDispatcher()
 		b.dispatcher.Store(d)
 		b.running.Go(func() {
 			if waitRecurring(rctx, ready) {
-				d.run(rctx)
+				b.runDispatcher(rctx, d)
 			}
 		})
 	}
@@ -280,3 +282,8 @@ func sleepCtx(ctx context.Context, clock Clock, d time.Duration) bool {
 func detach(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), d)
 }
+
+// settleTimeout bounds one store call that settles work the caller's ctx
+// no longer waits for (a rollback, an overlap guard's end), as it bounds
+// the dispatcher's settling calls.
+const settleTimeout = dispatch.SettleTimeout

@@ -166,3 +166,19 @@ var (
 	// persistence does not implement RecurringStore.
 	ErrRecurringNotSupported = errors.New("bus: recurring schedules not supported by the persistence")
 )
+
+// CriticalError is what Config.OnCriticalError receives when a circuit
+// breaker trips.
+type CriticalError struct {
+	Breaker string    // "store", "fetch" or "dispatch"
+	Since   time.Time // when the failures began
+	Err     error     // the latest failure
+}
+
+// Error describes the failure.
+func (e *CriticalError) Error() string {
+	return fmt.Sprintf("bus: %s circuit breaker tripped: failing since %s: %v", e.Breaker, e.Since.Format(time.RFC3339), e.Err)
+}
+
+// Unwrap returns the latest failure.
+func (e *CriticalError) Unwrap() error { return e.Err }

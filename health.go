@@ -97,9 +97,7 @@ func (b *Bus) Health(ctx context.Context) HealthReport {
 	r := HealthReport{Time: b.clock.Now(), Started: st == stateStarted, Stopped: st == stateClosed}
 	if d := b.dispatcher.Load(); d != nil && r.Started {
 		r.Dispatching = true
-		if n := d.lastClaim.Load(); n != 0 {
-			r.LastClaim = time.Unix(0, n)
-		}
+		r.LastClaim = d.LastClaim()
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { r.Transport = ping(hctx, b.transport) })

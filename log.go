@@ -83,6 +83,9 @@ func (b *Bus) Metrics() Metrics {
 	}
 }
 
+// logInterval is how often one kind of failure is logged at most.
+const logInterval = 10 * time.Second
+
 // rateLimiter lets one log line per key through per interval, so a dead
 // database produces a line every few seconds, not one per message.
 type rateLimiter struct {

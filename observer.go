@@ -320,31 +320,6 @@ func (b *Bus) observeSend(ctx context.Context, env *Envelope, kind SendKind) (co
 	}
 }
 
-// observeHandOver runs one dispatcher hand-over between StartDispatch and
-// EndDispatch.
-func (d *dispatcher) observeHandOver(ctx context.Context, row *OutgoingMessage, env *Envelope) error {
-	o := d.b.cfg.Observer
-	ctx = o.StartDispatch(ctx, d.dispatchStart(row, env))
-	_, err := d.b.handToTransport(ctx, env)
-	o.EndDispatch(ctx, DispatchEnd{Envelope: env, Err: err, Time: d.clock.Now()})
-	return err
-}
-
-// dispatchStart describes the hand-over of row, decoded as env, starting now.
-func (d *dispatcher) dispatchStart(row *OutgoingMessage, env *Envelope) DispatchStart {
-	return DispatchStart{Endpoint: d.b.cfg.Endpoint, Envelope: env, DueAt: row.DueAt, Failures: row.Failures, Time: d.clock.Now()}
-}
-
-// observeBreaker reports a breaker's state changes as EventBreaker.
-func (b *Bus) observeBreaker(br *breaker) *breaker {
-	if b.cfg.Observer != nil {
-		br.onChange = func(open bool) {
-			b.emit(context.Background(), ObserverEvent{Kind: EventBreaker, Reason: br.name, Open: open})
-		}
-	}
-	return br
-}
-
 // Backlog summarises a bus's scheduled-message store, for gauges.
 type Backlog struct {
 	// Supported is false when the store cannot say (it does not implement

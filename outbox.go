@@ -28,7 +28,7 @@ type OutboxConfig struct {
 	Enabled bool
 	// Retention is how long inbox rows are kept, so a redelivery within it
 	// is recognised as a duplicate. Older rows are deleted in batches by
-	// the dispatcher. Default 7 days.
+	// a purge that runs beside the dispatcher. Default 7 days.
 	Retention time.Duration
 }
 
@@ -84,7 +84,7 @@ func (b *Bus) attemptInOutbox(ctx context.Context, env *Envelope, attempt int) e
 	if len(out) > 0 {
 		b.metrics.scheduled.Add(uint64(len(out)))
 		if d := b.dispatcher.Load(); d != nil {
-			d.poke(now)
+			d.Poke(now)
 		}
 	}
 	return nil
@@ -133,23 +133,6 @@ func (b *Bus) storeInCallerTx(ctx context.Context, ps ...pending) (bool, error) 
 		b.metrics.scheduled.Add(uint64(len(ps)))
 	}
 	return stored, nil
-}
-
-// purgeInbox deletes expired inbox rows in batches until none is left.
-func (d *dispatcher) purgeInbox(ctx context.Context, o OutboxStore) {
-	const batch = 1000
-	for ctx.Err() == nil {
-		n, err := o.PurgeInbox(ctx, d.b.cfg.Outbox.Retention, batch)
-		if err != nil {
-			if ctx.Err() == nil {
-				d.logError("inbox", "cannot delete expired inbox rows", err)
-			}
-			return
-		}
-		if n < batch {
-			return
-		}
-	}
 }
 
 type localDispatcherKey struct{}

@@ -88,7 +88,7 @@ func (b *Bus) storeInHandlingTx(ctx context.Context, ps ...pending) (bool, error
 	b.metrics.scheduled.Add(uint64(len(ps)))
 	s.afterSuccess(func(context.Context) {
 		if d := b.dispatcher.Load(); d != nil {
-			d.poke(now)
+			d.Poke(now)
 		}
 	})
 	return true, nil

@@ -256,14 +256,14 @@ func (b *Bus) schedule(ctx context.Context, msgs []pending) error {
 	}
 	if err := b.store.StoreOutgoing(ctx, rows); err != nil {
 		if ctx.Err() == nil && !errors.Is(err, ErrInvalidMessage) { // a refused message is not a failing store
-			b.storeBreaker.failure(err)
+			b.storeBreaker.Failure(err)
 		}
 		return fmt.Errorf("bus: schedule %d message(s): %w", len(rows), err)
 	}
-	b.storeBreaker.success()
+	b.storeBreaker.Success()
 	b.metrics.scheduled.Add(uint64(len(rows)))
 	if d := b.dispatcher.Load(); d != nil {
-		d.poke(earliest)
+		d.Poke(earliest)
 	}
 	return nil
 }

@@ -12,13 +12,14 @@ import (
 )
 
 // backquotedGo finds the file names and patterns the README gives in
-// backquotes: `bus.go`, `dispatch_ahead*.go`.
+// backquotes: `bus.go`, `memory_*.go`.
 var backquotedGo = regexp.MustCompile("`([A-Za-z0-9_*?\\[\\]/-]+\\.go)`")
 
 // TestReadmeNamesEveryFileModuleAndPage keeps README.md's layout, code map
 // and docs list complete: every non-test .go file of the core and of the
-// driver kit in driver/ and of package backend in backend/ (by name or by a pattern such as
-// `dispatch_ahead*.go`), every module folder of go.work, and every page
+// driver kit in driver/, of package backend in backend/ and of the
+// dispatcher in internal/dispatch/ (by name or by a pattern such as
+// `memory_*.go`), every module folder of go.work, and every page
 // under docs/ must be mentioned, and the README must still open with the
 // two commands a newcomer runs first.
 func TestReadmeNamesEveryFileModuleAndPage(t *testing.T) {
@@ -55,8 +56,13 @@ func TestReadmeNamesEveryFileModuleAndPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	files = append(files, seams...)
+	disp, err := filepath.Glob("internal/dispatch/*.go") // the dispatcher's files, likewise
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, disp...)
 	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") || f == "driver/doc.go" || f == "backend/doc.go" {
+		if strings.HasSuffix(f, "_test.go") || f == "driver/doc.go" || f == "backend/doc.go" || f == "internal/dispatch/doc.go" {
 			continue
 		}
 		named := false

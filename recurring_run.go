@@ -413,7 +413,7 @@ func (b *Bus) applyStep(ctx context.Context, st RecurringStore, e *recurringEntr
 			slog.Int(logKeyCount, p.Skips), slog.String("missed", e.r.Missed.String()))
 	}
 	if d := b.dispatcher.Load(); d != nil && len(p.Store) > 0 {
-		d.poke(slices.MinFunc(p.Store, time.Time.Compare))
+		d.Poke(slices.MinFunc(p.Store, time.Time.Compare))
 	}
 	return true, nil
 }

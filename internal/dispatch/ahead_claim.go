@@ -1,8 +1,10 @@
-package bus
+package dispatch
 
 import (
 	"context"
 	"time"
+
+	"github.com/postbus/bus/backend"
 )
 
 // The look-ahead dispatcher's claims run in the background, one at a time,
@@ -13,14 +15,14 @@ import (
 // each hand-over group and when it wakes.
 //
 // A claim takes no more rows than the bound on rows held leaves room for
-// (dispatch_ahead_bound.go), and never one that the settling of rows
+// (ahead_bound.go), and never one that the settling of rows
 // handed over, queued or in flight, could still be deleting when the claim
 // may take it back: a row whose lease ends within the window (see
 // settleBatch.clearOf).
 
 // claimResult is what a claim in the background returns to the loop.
 type claimResult struct {
-	c          AheadClaim
+	c          backend.AheadClaim
 	err        error
 	limit      int       // the most rows it could take
 	sent, recv time.Time // bus clock before and after the claim
@@ -88,21 +90,21 @@ func (a *ahead) finishClaim(ctx context.Context, r claimResult) {
 		if ctx.Err() != nil {
 			return
 		}
-		d.fetch.failure(r.err)
+		d.fetch.Failure(r.err)
 		d.logError("fetch", "cannot claim due messages; retrying", r.err)
-		a.nextClaim = recv.Add(d.fetch.wait())
+		a.nextClaim = recv.Add(d.fetch.Wait())
 		a.setPlan()
 		return
 	}
-	d.fetch.success()
+	d.fetch.Success()
 	a.horizon = recv.Add(d.cfg.LookAhead)
 	if len(c.Rows) > 0 {
-		d.b.emit(ctx, ObserverEvent{Kind: EventClaim, Count: len(c.Rows), Start: sent})
+		d.host.Emit(ctx, Event{Kind: EventClaim, Count: len(c.Rows), Start: sent})
 		for i := range c.Rows {
 			a.hold(&c.Rows[i], c.Now, sent, recv, r.reading)
 		}
 	} else {
-		d.b.emit(ctx, ObserverEvent{Kind: EventClaimEmpty, Start: sent})
+		d.host.Emit(ctx, Event{Kind: EventClaimEmpty, Start: sent})
 	}
 	switch {
 	case len(c.Rows) >= r.limit:
@@ -116,10 +118,10 @@ func (a *ahead) finishClaim(ctx context.Context, r claimResult) {
 	a.setPlan()
 }
 
-// readStoreClock reads the clock of a ClockedStore; zero for another store,
+// readStoreClock reads the clock of a backend.ClockedStore; zero for another store,
 // or when the reading fails.
 func (a *ahead) readStoreClock(ctx context.Context) storeReading {
-	cs, ok := a.store.(ClockedStore)
+	cs, ok := a.store.(backend.ClockedStore)
 	if !ok {
 		return storeReading{}
 	}

@@ -1,4 +1,4 @@
-package bus
+package dispatch
 
 import (
 	"context"
@@ -6,43 +6,45 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/postbus/bus/backend"
 )
 
-// dispatcher hands scheduled messages to the transport when they fall due.
+// Dispatcher hands scheduled messages to the transport when they fall due.
 // One runs on every started, receiving bus (unless Config.Dispatcher.Disabled).
 //
 // Loop: claim a batch of due rows with a lease; hand each to the transport;
 // delete the ones accepted and record a failure (with backoff) on the others.
 // A full batch loops at once. Otherwise sleep until the earlier of the next
-// due time the store reports and the poll interval, or until poke reports a
+// due time the store reports and the poll interval, or until Poke reports a
 // row stored by this process (or, through DueNotifier, another one) that is
 // due sooner. A row is deleted only after the transport accepted it, so a
 // crash in between sends it again after the lease: at least once, same ID.
 // With a look-ahead window on a store that can claim ahead, the loop is
-// runAhead's instead (dispatch_ahead.go).
-type dispatcher struct {
-	b         *Bus
-	store     ScheduledStore
+// runAhead's instead (ahead.go).
+type Dispatcher struct {
+	host      Host
+	store     backend.ScheduledStore
 	transport string // identity of the transport: the rows this dispatcher claims
-	cfg       DispatcherConfig
-	clock     Clock
+	cfg       Config
+	clock     backend.Clock
 	log       *slog.Logger
 	limiter   *rateLimiter
 	wake      chan struct{}
 	plan      atomic.Int64 // Unix nanoseconds of the next planned look; 0 while busy
-	fetch     *breaker     // claiming due rows
-	dispatch  *breaker     // handing rows to the transport
+	fetch     *Breaker     // claiming due rows
+	dispatch  *Breaker     // handing rows to the transport
 	lastRec   atomic.Int64 // Unix nanoseconds of the last failure recording slot taken
 	misses    int          // consecutive looks that found due rows but claimed none
 	skewNanos atomic.Int64 // store clock minus bus clock, for a ClockedStore
 	skewAt    time.Time    // when the skew was last measured (bus clock)
-	held      heldKeys     // ordering keys held back behind a failed row (dispatch_order.go)
+	held      heldKeys     // ordering keys held back behind a failed row (order.go)
 	// lastClaim is when the last claim returned without an error, rows or
 	// none (Unix nanoseconds, bus clock; 0 before the first): Bus.Health.
 	lastClaim atomic.Int64
 	// join is the store when it joins the transport to its claims'
 	// transactions (HandOverJoiner); set once run starts.
-	join HandOverJoiner
+	join backend.HandOverJoiner
 }
 
 const (
@@ -52,27 +54,35 @@ const (
 	// the poll interval, so a row held for a whole lease is not polled for
 	// hundreds of times a second.
 	dueRetryDelay = 5 * time.Millisecond
-	logInterval   = 10 * time.Second
+	// logInterval is how often one kind of failure is logged at most.
+	logInterval = 10 * time.Second
 	// skewInterval is how often the dispatcher measures how far the clock
 	// of a ClockedStore is from the bus's clock.
 	skewInterval = 30 * time.Second
-	// inboxPurgeInterval is how often the dispatcher deletes inbox rows
-	// older than Config.Outbox.Retention.
-	inboxPurgeInterval = time.Minute
 )
 
-func newDispatcher(b *Bus) *dispatcher {
-	return &dispatcher{
-		b: b, store: b.store, transport: b.identity, cfg: b.cfg.Dispatcher, clock: b.clock,
-		log: b.log.With(slog.String("component", "dispatcher")), limiter: newRateLimiter(logInterval),
-		wake:     make(chan struct{}, 1),
-		fetch:    b.observeBreaker(newBreaker("fetch", b.cfg.CircuitBreakers.Fetch, b.clock, b.cfg.OnCriticalError)),
-		dispatch: b.observeBreaker(newBreaker("dispatch", b.cfg.CircuitBreakers.Dispatch, b.clock, b.cfg.OnCriticalError)),
+// New returns a dispatcher built from cfg, which reaches its bus through
+// host. It does nothing until Run.
+func New(cfg Config, host Host) *Dispatcher {
+	return &Dispatcher{
+		host: host, store: cfg.Store, transport: cfg.Identity, cfg: cfg, clock: cfg.Clock,
+		log: cfg.Logger.With(slog.String("component", "dispatcher")), limiter: newRateLimiter(logInterval),
+		wake:  make(chan struct{}, 1),
+		fetch: cfg.Fetch, dispatch: cfg.Dispatch,
 	}
 }
 
-// poke wakes the dispatcher if due is sooner than it planned to look.
-func (d *dispatcher) poke(due time.Time) {
+// LastClaim is when the last claim returned without an error, rows or
+// none, on the bus's clock; zero before the first.
+func (d *Dispatcher) LastClaim() time.Time {
+	if n := d.lastClaim.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// Poke wakes the dispatcher if due is sooner than it planned to look.
+func (d *Dispatcher) Poke(due time.Time) {
 	if p := d.plan.Load(); p != 0 && due.UnixNano() >= p {
 		return
 	}
@@ -82,25 +92,16 @@ func (d *dispatcher) poke(due time.Time) {
 	}
 }
 
-func (d *dispatcher) run(ctx context.Context) {
+// Run claims and hands over due rows until ctx ends, then releases the
+// rows it holds and waits for their settling.
+func (d *Dispatcher) Run(ctx context.Context) {
 	d.join = d.joiner()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	if n, ok := d.store.(DueNotifier); ok {
+	if n, ok := d.store.(backend.DueNotifier); ok {
 		wg.Go(func() { d.watch(ctx, n) })
 	}
-	if st, ok := d.b.cfg.Persistence.(RecurringRuntimeStore); ok {
-		wg.Go(func() { d.b.runRuntimeRecurring(ctx, st) })
-	}
-	if o := d.b.outbox; o != nil {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				d.purgeInbox(ctx, o)
-				sleepCtx(ctx, d.clock, inboxPurgeInterval)
-			}
-		})
-	}
-	if st, ok := d.store.(AheadClaimer); ok && d.cfg.LookAhead > 0 && d.join == nil {
+	if st, ok := d.store.(backend.AheadClaimer); ok && d.cfg.LookAhead > 0 && d.join == nil {
 		d.runAhead(ctx, st)
 		return
 	}
@@ -111,13 +112,13 @@ func (d *dispatcher) run(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			d.fetch.failure(err)
+			d.fetch.Failure(err)
 			d.logError("fetch", "cannot claim due messages; retrying", err)
-			d.sleep(ctx, d.fetch.wait())
+			d.sleep(ctx, d.fetch.Wait())
 			continue
 		}
-		d.fetch.success()
-		if w := d.dispatch.wait(); w > 0 {
+		d.fetch.Success()
+		if w := d.dispatch.Wait(); w > 0 {
 			d.sleep(ctx, w) // the transport is failing: probe, don't hammer
 			continue
 		}
@@ -130,7 +131,7 @@ func (d *dispatcher) run(ctx context.Context) {
 
 // nextWait is how long to sleep: until the next row becomes claimable, at
 // most the poll interval.
-func (d *dispatcher) nextWait(ctx context.Context, dispatched int) time.Duration {
+func (d *Dispatcher) nextWait(ctx context.Context, dispatched int) time.Duration {
 	next, ok, err := d.store.NextDueOutgoing(ctx, d.transport)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -158,7 +159,7 @@ func (d *dispatcher) nextWait(ctx context.Context, dispatched int) time.Duration
 	return min(dueRetryDelay<<min(d.misses-1, 16), d.cfg.PollInterval)
 }
 
-func (d *dispatcher) sleep(ctx context.Context, wait time.Duration) {
+func (d *Dispatcher) sleep(ctx context.Context, wait time.Duration) {
 	if wait <= 0 {
 		return
 	}
@@ -174,8 +175,8 @@ func (d *dispatcher) sleep(ctx context.Context, wait time.Duration) {
 
 // storeSkew returns the store's clock minus the bus's, measured at most
 // every skewInterval; 0 for a store without a clock.
-func (d *dispatcher) storeSkew(ctx context.Context) time.Duration {
-	cs, ok := d.store.(ClockedStore)
+func (d *Dispatcher) storeSkew(ctx context.Context) time.Duration {
+	cs, ok := d.store.(backend.ClockedStore)
 	if !ok {
 		return 0
 	}
@@ -193,11 +194,11 @@ func (d *dispatcher) storeSkew(ctx context.Context) time.Duration {
 	return time.Duration(d.skewNanos.Load())
 }
 
-// watch relays other processes' stores to poke, re-watching after errors.
-// Due times from a ClockedStore are on its clock: they are moved to the
+// watch relays other processes' stores to Poke, re-watching after errors.
+// Due times from a backend.ClockedStore are on its clock: they are moved to the
 // bus's clock before the comparison with the planned wake-up.
-func (d *dispatcher) watch(ctx context.Context, n DueNotifier) {
-	wake := func(due time.Time) { d.poke(due.Add(-time.Duration(d.skewNanos.Load()))) }
+func (d *Dispatcher) watch(ctx context.Context, n backend.DueNotifier) {
+	wake := func(due time.Time) { d.Poke(due.Add(-time.Duration(d.skewNanos.Load()))) }
 	for ctx.Err() == nil {
 		err := n.WatchDue(ctx, wake)
 		if err != nil && ctx.Err() == nil {
@@ -207,19 +208,19 @@ func (d *dispatcher) watch(ctx context.Context, n DueNotifier) {
 	}
 }
 
-// joiner returns the store as a HandOverJoiner when it joins this bus's
+// joiner returns the store as a backend.HandOverJoiner when it joins this bus's
 // transport to its claims' transactions; nil otherwise.
-func (d *dispatcher) joiner() HandOverJoiner {
-	if j, ok := d.store.(HandOverJoiner); ok && j.JoinsHandOver(d.b.transport) {
+func (d *Dispatcher) joiner() backend.HandOverJoiner {
+	if j, ok := d.store.(backend.HandOverJoiner); ok && j.JoinsHandOver(d.cfg.Transport) {
 		return j
 	}
 	return nil
 }
 
 // claimed notes a claim that returned without an error, at the bus's now.
-func (d *dispatcher) claimed() { d.lastClaim.Store(d.clock.Now().UnixNano()) }
+func (d *Dispatcher) claimed() { d.lastClaim.Store(d.clock.Now().UnixNano()) }
 
-func (d *dispatcher) logError(kind, msg string, err error) {
+func (d *Dispatcher) logError(kind, msg string, err error) {
 	if d.limiter.allow(kind, d.clock.Now()) {
 		d.log.Error(msg, slog.String("failure", kind), slog.Any(logKeyError, err))
 	}

@@ -1,10 +1,11 @@
-package bus
+package dispatch
 
 import (
 	"errors"
-	"maps"
 	"strconv"
 	"time"
+
+	"github.com/postbus/bus/backend"
 )
 
 // A scheduled row is retried by the rules of the endpoint that scheduled
@@ -12,22 +13,13 @@ import (
 // endpoints share a store, and a row must not be retried for ever because
 // a dispatcher with NumberOfRetries 0 took it. The sender's
 // Dispatcher.NumberOfRetries and RetryBackoff travel in the stored
-// envelope's headers (HeaderDispatchRetries, HeaderDispatchBackoff), so
-// no store needs a column for them. They are for the dispatcher only: the
-// hand-over decodes a row without them (unmarshalEnvelope), so the
+// envelope's headers (HeaderDispatchRetries, HeaderDispatchBackoff, put
+// there by the bus's withDispatchPolicy), so no store needs a column for
+// them. They are for the dispatcher only: the hand-over decodes a row
+// without them (decodeRow), so the
 // transport and the receivers never get them. A row without them
 // (scheduled by an older version) gets the claiming dispatcher's
 // configuration.
-
-// withDispatchPolicy returns env with this bus's dispatch retry policy in
-// its headers, for storing; env itself is not changed.
-func (b *Bus) withDispatchPolicy(env *Envelope) *Envelope {
-	c := *env
-	c.Headers = maps.Clone(env.Headers)
-	c.SetHeader(HeaderDispatchRetries, strconv.Itoa(b.cfg.Dispatcher.NumberOfRetries))
-	c.SetHeader(HeaderDispatchBackoff, b.cfg.Dispatcher.RetryBackoff.String())
-	return &c
-}
 
 // dispatchPolicy is how a row's failed hand-overs are retried.
 type dispatchPolicy struct {
@@ -37,16 +29,16 @@ type dispatchPolicy struct {
 
 // policyOf returns the policy of the endpoint that scheduled row, or this
 // dispatcher's own for a row that does not carry one.
-func (d *dispatcher) policyOf(row *OutgoingMessage) dispatchPolicy {
+func (d *Dispatcher) policyOf(row *backend.OutgoingMessage) dispatchPolicy {
 	p := dispatchPolicy{retries: d.cfg.NumberOfRetries, backoff: d.cfg.RetryBackoff}
-	env, err := UnmarshalEnvelope(row.Envelope)
+	env, err := backend.UnmarshalEnvelope(row.Envelope)
 	if err != nil {
 		return p
 	}
-	if n, err := strconv.Atoi(env.Header(HeaderDispatchRetries)); err == nil && n >= 0 {
+	if n, err := strconv.Atoi(env.Header(backend.HeaderDispatchRetries)); err == nil && n >= 0 {
 		p.retries = n
 	}
-	if w, err := time.ParseDuration(env.Header(HeaderDispatchBackoff)); err == nil && w > 0 {
+	if w, err := time.ParseDuration(env.Header(backend.HeaderDispatchBackoff)); err == nil && w > 0 {
 		p.backoff = w
 	}
 	return p
@@ -56,7 +48,7 @@ func (d *dispatcher) policyOf(row *OutgoingMessage) dispatchPolicy {
 // time with err, goes to the error queue: past its retries, or, for a
 // permanent failure, past them even when they are 0.
 func (p dispatchPolicy) exhausted(failures int, err error) bool {
-	return (p.retries > 0 || errors.Is(err, ErrPermanent)) && failures > p.retries
+	return (p.retries > 0 || errors.Is(err, backend.ErrPermanent)) && failures > p.retries
 }
 
 // wait is the backoff after a row's failures-th failure: the policy's
@@ -67,4 +59,20 @@ func (p dispatchPolicy) wait(failures int) time.Duration {
 		w *= 2
 	}
 	return min(w, time.Minute)
+}
+
+// decodeRow decodes a claimed row's envelope without the dispatch policy
+// headers (HeaderDispatchRetries, HeaderDispatchBackoff), which are for
+// the dispatcher only; an envelope with no other header gets none.
+func decodeRow(data []byte) (*backend.Envelope, error) {
+	env, err := backend.UnmarshalEnvelope(data)
+	if err != nil || env.Headers == nil {
+		return env, err
+	}
+	delete(env.Headers, backend.HeaderDispatchRetries)
+	delete(env.Headers, backend.HeaderDispatchBackoff)
+	if len(env.Headers) == 0 {
+		env.Headers = nil
+	}
+	return env, nil
 }

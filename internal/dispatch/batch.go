@@ -1,4 +1,4 @@
-package bus
+package dispatch
 
 import (
 	"context"
@@ -9,11 +9,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/postbus/bus/backend"
 )
 
 const (
-	// settleTimeout bounds one store call that settles a batch.
-	settleTimeout = 5 * time.Second
+	// SettleTimeout bounds one store call that settles a batch.
+	SettleTimeout = 5 * time.Second
 	// settleRetryDelay is the first wait before a failed settling call is
 	// tried again; it doubles up to a second.
 	settleRetryDelay = 50 * time.Millisecond
@@ -32,7 +34,7 @@ var errNotAttempted = errors.New("bus: hand-over not attempted")
 // transport keeps failing or two thirds of the lease are gone, so a row is
 // never sent after its lease lapsed and another instance may have claimed
 // it. It returns how many rows it claimed.
-func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
+func (d *Dispatcher) dispatchBatch(ctx context.Context) (int, error) {
 	claimedAt := d.clock.Now()
 	rows, err := d.store.ClaimDueOutgoing(ctx, d.transport, claimedAt, d.cfg.BatchSize, d.cfg.Lease)
 	if err != nil {
@@ -40,10 +42,10 @@ func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
 	}
 	d.claimed()
 	if len(rows) == 0 {
-		d.b.emit(ctx, ObserverEvent{Kind: EventClaimEmpty, Start: claimedAt})
+		d.host.Emit(ctx, Event{Kind: EventClaimEmpty, Start: claimedAt})
 		return 0, nil
 	}
-	d.b.emit(ctx, ObserverEvent{Kind: EventClaim, Count: len(rows), Start: claimedAt})
+	d.host.Emit(ctx, Event{Kind: EventClaim, Count: len(rows), Start: claimedAt})
 	hctx := ctx
 	if j := d.join; j != nil {
 		// One claim, one token: the transport writes in the claim's
@@ -60,16 +62,16 @@ func (d *dispatcher) dispatchBatch(ctx context.Context) (int, error) {
 // handOverAll hands rows to the transport, each within SendTimeout, and
 // returns one result per row (nil: accepted). It starts no hand-over after
 // stopBy or once the transport has failed batchFailureLimit times (not
-// counting messages it refused permanently, ErrPermanent): those rows get
+// counting messages it refused permanently, backend.ErrPermanent): those rows get
 // errNotAttempted and are released.
 //
 // The rows of one ordering key go one after another, in due order, and a
-// failed one holds back the later ones (see dispatch_order.go). A
-// BatchTransport gets the rows in pipelined calls instead (see
+// failed one holds back the later ones (see order.go). A
+// backend.BatchTransport gets the rows in pipelined calls instead (see
 // handOverPipelined).
-func (d *dispatcher) handOverAll(ctx context.Context, rows []OutgoingMessage, stopBy time.Time) []error {
+func (d *Dispatcher) handOverAll(ctx context.Context, rows []backend.OutgoingMessage, stopBy time.Time) []error {
 	dec, lanes := keyLanes(rows)
-	if bt, ok := d.b.transport.(BatchTransport); ok {
+	if bt, ok := d.cfg.Transport.(backend.BatchTransport); ok {
 		return d.handOverPipelined(ctx, bt, rows, dec, lanes, stopBy)
 	}
 	results := make([]error, len(rows))
@@ -80,7 +82,7 @@ func (d *dispatcher) handOverAll(ctx context.Context, rows []OutgoingMessage, st
 			for k, i := range lanes[l] {
 				switch {
 				case wait > 0:
-					results[i] = &heldBackError{wait: wait + time.Duration(k)*keyStep}
+					results[i] = &heldBackError{wait: wait + time.Duration(k)*KeyStep}
 					continue
 				case failures.Load() >= batchFailureLimit || d.clock.Now().After(stopBy):
 					results[i] = errNotAttempted
@@ -90,7 +92,7 @@ func (d *dispatcher) handOverAll(ctx context.Context, rows []OutgoingMessage, st
 				results[i] = d.handOverDecoded(sctx, &rows[i], dec[i])
 				cancel()
 				if results[i] != nil && ctx.Err() == nil {
-					if !errors.Is(results[i], ErrPermanent) {
+					if !errors.Is(results[i], backend.ErrPermanent) {
 						failures.Add(1) // a refused message is no sign the transport is down
 					}
 					wait = d.holdsBack(&rows[i], results[i])
@@ -114,19 +116,15 @@ func (d *dispatcher) handOverAll(ctx context.Context, rows []OutgoingMessage, st
 }
 
 // handOverDecoded gives one decoded row to the transport.
-func (d *dispatcher) handOverDecoded(ctx context.Context, row *OutgoingMessage, dec decoded) error {
+func (d *Dispatcher) handOverDecoded(ctx context.Context, row *backend.OutgoingMessage, dec decoded) error {
 	env, err := dec.env, dec.err
 	if err != nil {
 		// A row that cannot be decoded will never be sent: keep its bytes in
 		// the error queue rather than retry it forever.
-		poison := &Envelope{ID: row.ID, Kind: row.Kind, Body: row.Envelope, Source: d.b.cfg.Endpoint}
-		return d.b.moveToError(ctx, poison, "poison", row.Failures, fmt.Errorf("scheduled row: %w", err))
+		poison := &backend.Envelope{ID: row.ID, Kind: row.Kind, Body: row.Envelope, Source: d.cfg.Endpoint}
+		return d.host.MoveToError(ctx, poison, "poison", row.Failures, fmt.Errorf("scheduled row: %w", err))
 	}
-	if d.b.cfg.Observer != nil {
-		return d.observeHandOver(ctx, row, env)
-	}
-	_, err = d.b.handToTransport(ctx, env)
-	return err
+	return d.host.HandOver(ctx, row, env)
 }
 
 // settle deletes the rows the transport accepted, and records a failure on
@@ -134,18 +132,18 @@ func (d *dispatcher) handOverDecoded(ctx context.Context, row *OutgoingMessage, 
 // Rows not attempted because the dispatcher is stopping are released. Every
 // call names the rows with their lease tokens, so a row this dispatcher no
 // longer holds is left alone; store errors are retried while the lease runs.
-func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results []error, leaseEnd time.Time) {
-	var done, released []Claim
-	var failed []OutgoingFailure
+func (d *Dispatcher) settle(ctx context.Context, rows []backend.OutgoingMessage, results []error, leaseEnd time.Time) {
+	var done, released []backend.Claim
+	var failed []backend.OutgoingFailure
 	var handed int
 	var transient error // the first failure that may heal
 	now := d.clock.Now()
-	fail := func(row *OutgoingMessage, p dispatchPolicy, err error) {
+	fail := func(row *backend.OutgoingMessage, p dispatchPolicy, err error) {
 		wait := p.wait(row.Failures)
-		failed = append(failed, OutgoingFailure{ID: row.ID, Token: row.Token, Error: err.Error(), RetryAfter: wait, RetryAt: now.Add(wait)})
+		failed = append(failed, backend.OutgoingFailure{ID: row.ID, Token: row.Token, Error: err.Error(), RetryAfter: wait, RetryAt: now.Add(wait)})
 	}
 	var held *heldBackError
-	var heldBack []OutgoingFailure
+	var heldBack []backend.OutgoingFailure
 	for i, err := range results {
 		row := &rows[i]
 		if err == nil {
@@ -158,14 +156,14 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 			continue
 		}
 		if errors.As(err, &held) { // after the failed row of its key
-			heldBack = append(heldBack, OutgoingFailure{ID: row.ID, Token: row.Token, Error: err.Error(), RetryAfter: held.wait, RetryAt: now.Add(held.wait)})
+			heldBack = append(heldBack, backend.OutgoingFailure{ID: row.ID, Token: row.Token, Error: err.Error(), RetryAfter: held.wait, RetryAt: now.Add(held.wait)})
 			continue
 		}
-		if transient == nil && !errors.Is(err, ErrPermanent) {
+		if transient == nil && !errors.Is(err, backend.ErrPermanent) {
 			transient = err // a refused message says nothing about the transport's health
 		}
 		// The retry budget and backoff are those of the endpoint that
-		// scheduled the row (dispatch_policy.go), not this dispatcher's.
+		// scheduled the row (policy.go), not this dispatcher's.
 		switch p := d.policyOf(row); {
 		case p.exhausted(row.Failures+1, err):
 			if d.forwardToError(ctx, row, err) {
@@ -174,17 +172,17 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 				fail(row, p, err)
 			}
 		default:
-			d.b.metrics.dispatchFails.Add(1)
+			d.host.DispatchFailed()
 			d.logError("dispatch", "cannot hand a due message to the transport; it stays in the store", err)
 			fail(row, p, err)
 		}
 	}
-	d.b.metrics.dispatched.Add(uint64(handed))
+	d.host.Dispatched(handed)
 	switch {
 	case handed > 0:
-		d.dispatch.success()
+		d.dispatch.Success()
 	case transient != nil:
-		d.dispatch.failure(transient)
+		d.dispatch.Failure(transient)
 	}
 	d.storeCall(ctx, "delete", len(done), leaseEnd, func(c context.Context) (int, error) { return d.store.DeleteOutgoing(c, done) })
 	// Rows held back behind a failed row of their key are recorded with
@@ -197,7 +195,7 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 	}
 	d.storeCall(ctx, "record-failure", len(record), leaseEnd, func(c context.Context) (int, error) { return d.store.RecordOutgoingFailures(c, record) })
 	d.storeCall(ctx, "release", len(released), leaseEnd, func(c context.Context) (int, error) { return d.store.ReleaseOutgoing(c, released) })
-	d.b.emit(ctx, ObserverEvent{Kind: EventSettle, Count: len(done), Failed: len(failed), Released: len(released), Start: now})
+	d.host.Emit(ctx, Event{Kind: EventSettle, Count: len(done), Failed: len(failed), Released: len(released), Start: now})
 }
 
 // awaitRecording applies MaximumRecoveryFailuresPerSecond: it takes the
@@ -205,7 +203,7 @@ func (d *dispatcher) settle(ctx context.Context, rows []OutgoingMessage, results
 // hand-over is always recorded, never left leased until its lease lapses:
 // when the slot would come after leaseEnd, or the dispatcher is stopping,
 // it records at once.
-func (d *dispatcher) awaitRecording(ctx context.Context, leaseEnd time.Time) {
+func (d *Dispatcher) awaitRecording(ctx context.Context, leaseEnd time.Time) {
 	gap := int64(time.Second) / int64(d.cfg.MaximumRecoveryFailuresPerSecond)
 	for {
 		now := d.clock.Now().UnixNano()
@@ -228,24 +226,24 @@ func (d *dispatcher) awaitRecording(ctx context.Context, leaseEnd time.Time) {
 // backoff while the lease runs: a row whose delete is lost comes back after
 // its lease and is sent again, so a short database blip must not cost a
 // duplicate.
-func (d *dispatcher) storeCall(ctx context.Context, what string, n int, leaseEnd time.Time, fn func(context.Context) (int, error)) {
+func (d *Dispatcher) storeCall(ctx context.Context, what string, n int, leaseEnd time.Time, fn func(context.Context) (int, error)) {
 	if n == 0 {
 		return
 	}
 	wait := settleRetryDelay
 	for {
-		cctx, cancel := detach(ctx, settleTimeout)
+		cctx, cancel := detach(ctx, SettleTimeout)
 		got, err := fn(cctx)
 		cancel()
 		if err == nil {
-			d.b.storeBreaker.success()
+			d.cfg.StoreBreaker.Success()
 			if got < n {
 				d.log.Warn("some claimed rows were no longer held by this dispatcher: their lease lapsed and another claim took them, or they were cancelled",
 					slog.String("settle", what), slog.Int("claimed", n), slog.Int("settled", got))
 			}
 			return
 		}
-		d.b.storeBreaker.failure(err)
+		d.cfg.StoreBreaker.Failure(err)
 		if d.clock.Now().Add(wait).After(leaseEnd) {
 			d.logError(what, "cannot settle dispatched rows; they will be dispatched again after their lease", err)
 			return
@@ -259,13 +257,13 @@ func (d *dispatcher) storeCall(ctx context.Context, what string, n int, leaseEnd
 }
 
 // forwardToError moves a row that failed too often to the error queue.
-func (d *dispatcher) forwardToError(ctx context.Context, row *OutgoingMessage, cause error) bool {
-	env, err := UnmarshalEnvelope(row.Envelope)
+func (d *Dispatcher) forwardToError(ctx context.Context, row *backend.OutgoingMessage, cause error) bool {
+	env, err := backend.UnmarshalEnvelope(row.Envelope)
 	if err != nil {
-		env = &Envelope{ID: row.ID, Kind: row.Kind, Body: row.Envelope}
+		env = &backend.Envelope{ID: row.ID, Kind: row.Kind, Body: row.Envelope}
 	}
 	env.SetHeader("postbus.dispatch.failures", strconv.Itoa(row.Failures+1))
-	if err := d.b.moveToError(ctx, env, "dispatch", row.Failures+1, cause); err != nil {
+	if err := d.host.MoveToError(ctx, env, "dispatch", row.Failures+1, cause); err != nil {
 		d.log.Error("cannot move an undeliverable scheduled message to the error queue", slog.String(logKeyMessageID, row.ID), slog.Any(logKeyError, err))
 		return false
 	}

@@ -1,8 +1,10 @@
-package bus
+package dispatch
 
 import (
 	"context"
 	"time"
+
+	"github.com/postbus/bus/backend"
 )
 
 // settleBatch gathers the results of a look-ahead dispatcher's hand-overs
@@ -10,7 +12,7 @@ import (
 // the background, so that the loop goes on handing rows over meanwhile. It
 // measures how fast its settlings go (rate), for the bound on rows held.
 type settleBatch struct {
-	rows    []OutgoingMessage
+	rows    []backend.OutgoingMessage
 	results []error
 	by      time.Time     // settle before: the earliest lease's end, less a margin
 	first   time.Time     // when the oldest result was added
@@ -44,7 +46,7 @@ func (s *settleBatch) reap() {
 }
 
 // add queues results of rows for settling before by.
-func (s *settleBatch) add(rows []OutgoingMessage, results []error, by, now time.Time) {
+func (s *settleBatch) add(rows []backend.OutgoingMessage, results []error, by, now time.Time) {
 	if len(rows) == 0 {
 		return
 	}
@@ -75,7 +77,7 @@ func (s *settleBatch) due() time.Time {
 // maybeFlush settles the queued results when they are due, when there are
 // aheadSettleRows of them, or when no hand-over will add to them before they
 // are due (next is the next hand-over; zero when none is planned).
-func (s *settleBatch) maybeFlush(ctx context.Context, d *dispatcher, next time.Time) {
+func (s *settleBatch) maybeFlush(ctx context.Context, d *Dispatcher, next time.Time) {
 	due := s.due()
 	if due.IsZero() {
 		return
@@ -98,7 +100,7 @@ func (s *settleBatch) wait() {
 
 // flush settles the queued results in the background, after the settling
 // in flight; with wait, it returns only once they are settled.
-func (s *settleBatch) flush(ctx context.Context, d *dispatcher, wait bool) {
+func (s *settleBatch) flush(ctx context.Context, d *Dispatcher, wait bool) {
 	s.wait()
 	if len(s.rows) > 0 {
 		rows, results, by := s.rows, s.results, s.by

@@ -1,4 +1,4 @@
-package bus
+package dispatch
 
 import (
 	"cmp"
@@ -6,6 +6,8 @@ import (
 	"errors"
 	"slices"
 	"time"
+
+	"github.com/postbus/bus/backend"
 )
 
 // Ordering keys on the way through the store.
@@ -15,7 +17,7 @@ import (
 // store (the outbox, SendBatch), as they do when sent at once:
 //
 //   - rows stored together (one handling, one batch, one flush) fall due
-//     at least keyStep apart in sending order (orderKeyed), so a claim,
+//     at least KeyStep apart in sending order (the bus's orderKeyed), so a claim,
 //     which takes rows of equal due time by ID, takes them in that order;
 //   - the dispatcher hands the rows of one key in a claimed batch over one
 //     after another, in due order (keyLanes), while rows without a key go
@@ -23,7 +25,7 @@ import (
 //     row of each key per SendBatch call;
 //   - when the hand-over of a keyed row fails, the later rows of its key in
 //     that batch are not handed over: each is recorded as failed with the
-//     failed row's backoff and keyStep more per row (heldBackError), so it
+//     failed row's backoff and KeyStep more per row (heldBackError), so it
 //     comes back after the failed row, in order. It counts a failure of its
 //     own. A failed row that goes to the error queue holds nothing back.
 //     In later batches too, the dispatcher holds back the rows of that key
@@ -31,41 +33,11 @@ import (
 //     time and a lease have passed. A row of the key whose lease lapsed
 //     (its dispatcher died) may come back out of order.
 
-// keyStep is how far apart the rows of one ordering key stored together
-// fall due: a microsecond, the resolution of PostgreSQL's timestamps.
-const keyStep = time.Microsecond
-
-// orderKeyed makes the rows of each ordering key among msgs (rows[i] is
-// msgs[i]'s row) fall due one after another in sending order: a row due no
-// later than the previous one of its key moves to keyStep after it, in its
-// DueAt and, when its due time is relative, its Delay. The envelope keeps
-// its own DueAt.
-func orderKeyed(rows []OutgoingMessage, msgs []pending, now time.Time) {
-	var last map[string]time.Time
-	for i, p := range msgs {
-		key := p.env.OrderingKey
-		if key == "" {
-			continue
-		}
-		r := &rows[i]
-		due := r.DueAt
-		if r.Delay > 0 {
-			due = now.Add(r.Delay)
-		}
-		if prev, ok := last[key]; ok && !due.After(prev) {
-			shift := prev.Add(keyStep).Sub(due)
-			r.DueAt = r.DueAt.Add(shift)
-			if r.Delay > 0 {
-				r.Delay += shift
-			}
-			due = due.Add(shift)
-		}
-		if last == nil {
-			last = make(map[string]time.Time, 1)
-		}
-		last[key] = due
-	}
-}
+// KeyStep is how far apart the rows of one ordering key stored together
+// fall due (the bus's orderKeyed): a microsecond, the resolution of
+// PostgreSQL's timestamps. A row held back behind a failed one of its key
+// comes back KeyStep after the row before it.
+const KeyStep = time.Microsecond
 
 // heldBackError is the result of a keyed row that was not handed over
 // because an earlier row of its key in the batch failed: settle records it
@@ -78,7 +50,7 @@ func (e *heldBackError) Error() string {
 
 // decoded is a claimed row's envelope, or why it could not be decoded.
 type decoded struct {
-	env *Envelope
+	env *backend.Envelope
 	err error
 }
 
@@ -87,13 +59,13 @@ type decoded struct {
 // one ordering key, in due order (then claim order), form one lane, handed
 // over one after another; every other row is a lane of its own. Lanes come
 // in the claim order of their first row.
-func keyLanes(rows []OutgoingMessage) ([]decoded, [][]int) {
+func keyLanes(rows []backend.OutgoingMessage) ([]decoded, [][]int) {
 	dec := make([]decoded, len(rows))
 	lanes := make([][]int, 0, len(rows))
 	var byKey map[string]int
 	single := make([]int, len(rows)) // the backing array of the one-row lanes
 	for i := range rows {
-		dec[i].env, dec[i].err = unmarshalEnvelope(rows[i].Envelope, true)
+		dec[i].env, dec[i].err = decodeRow(rows[i].Envelope)
 		key := ""
 		if dec[i].err == nil {
 			key = dec[i].env.OrderingKey
@@ -124,7 +96,7 @@ func keyLanes(rows []OutgoingMessage) ([]decoded, [][]int) {
 // holdsBack returns the wait of the rows a failed keyed row holds back:
 // its own backoff, as settle will record it. A row about to go to the
 // error queue holds nothing back (0).
-func (d *dispatcher) holdsBack(row *OutgoingMessage, err error) time.Duration {
+func (d *Dispatcher) holdsBack(row *backend.OutgoingMessage, err error) time.Duration {
 	p := d.policyOf(row)
 	if p.exhausted(row.Failures+1, err) {
 		return 0
@@ -147,7 +119,7 @@ type heldKey struct {
 
 // handOver hands rows over (handOverAll), except the rows of held keys,
 // which are held back, then holds the keys of the rows that failed.
-func (hk *heldKeys) handOver(ctx context.Context, d *dispatcher, rows []OutgoingMessage, stopBy time.Time) []error {
+func (hk *heldKeys) handOver(ctx context.Context, d *Dispatcher, rows []backend.OutgoingMessage, stopBy time.Time) []error {
 	now := d.clock.Now()
 	results := make([]error, len(rows))
 	var ready []int
@@ -159,7 +131,7 @@ func (hk *heldKeys) handOver(ctx context.Context, d *dispatcher, rows []Outgoing
 	if len(ready) == len(rows) {
 		results = d.handOverAll(ctx, rows, stopBy)
 	} else if len(ready) > 0 {
-		sub := make([]OutgoingMessage, len(ready))
+		sub := make([]backend.OutgoingMessage, len(ready))
 		for j, i := range ready {
 			sub[j] = rows[i]
 		}
@@ -187,7 +159,7 @@ func (hk *heldKeys) handOver(ctx context.Context, d *dispatcher, rows []Outgoing
 // heldBack returns the result of a row whose key is held (a heldBackError
 // behind the rows held back before it), or otherwise. The failed row
 // itself, back for its retry, releases its key.
-func (hk heldKeys) heldBack(row *OutgoingMessage, now time.Time, otherwise error) error {
+func (hk heldKeys) heldBack(row *backend.OutgoingMessage, now time.Time, otherwise error) error {
 	if len(hk) == 0 {
 		return otherwise
 	}
@@ -201,13 +173,13 @@ func (hk heldKeys) heldBack(row *OutgoingMessage, now time.Time, otherwise error
 		return otherwise
 	}
 	k.n++
-	return &heldBackError{wait: k.wait + time.Duration(k.n)*keyStep}
+	return &heldBackError{wait: k.wait + time.Duration(k.n)*KeyStep}
 }
 
 // orderingKeyOf returns the ordering key of a row's envelope; "" when it
 // has none or does not decode.
-func orderingKeyOf(row *OutgoingMessage) string {
-	env, err := UnmarshalEnvelope(row.Envelope)
+func orderingKeyOf(row *backend.OutgoingMessage) string {
+	env, err := backend.UnmarshalEnvelope(row.Envelope)
 	if err != nil {
 		return ""
 	}

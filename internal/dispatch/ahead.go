@@ -1,9 +1,11 @@
-package bus
+package dispatch
 
 import (
 	"container/heap"
 	"context"
 	"time"
+
+	"github.com/postbus/bus/backend"
 )
 
 // The look-ahead dispatcher (Config.Dispatcher.LookAhead), for stores that
@@ -15,7 +17,7 @@ import (
 // the store says it falls due, whatever the skew between the clocks: the
 // claim returns the store's now with the rows, and a row AvailableAt−Now
 // after it is due at most that long after the claim returned. For a store
-// with a clock (ClockedStore) that bound is late by the claim's commit, so
+// with a clock (backend.ClockedStore) that bound is late by the claim's commit, so
 // after a claim the dispatcher also reads the store's clock on its own, a
 // read-only round trip: a reading S taken before bus time t bounds the
 // row's time by t+(AvailableAt−S), and the earlier of the two bounds wins.
@@ -29,7 +31,7 @@ import (
 // planned claim) pokes the dispatcher, which claims at once, within the
 // bound on rows held. Claims run beside the hand-overs, one at a time, and
 // the rows held are bounded by what the dispatcher drains within half the
-// lease (dispatch_ahead_claim.go, dispatch_ahead_bound.go).
+// lease (ahead_claim.go, ahead_bound.go).
 //
 // A row never leaves after its lease could have lapsed: its lease end is
 // taken at the earliest the store can have meant, and the hand-over of a
@@ -51,14 +53,14 @@ const (
 	aheadDrift = 1000
 	// aheadHeldBatches bounds the rows a look-ahead dispatcher holds, in
 	// batches of Dispatcher.BatchSize, until it measured how fast it
-	// drains them (dispatch_ahead_bound.go): a window with more rows due
+	// drains them (ahead_bound.go): a window with more rows due
 	// is claimed as the rows held go out.
 	aheadHeldBatches = 2
 )
 
 // heldRow is a row claimed ahead, waiting for its time.
 type heldRow struct {
-	row      OutgoingMessage
+	row      backend.OutgoingMessage
 	at       time.Time // hand over no sooner (bus clock)
 	leaseEnd time.Time // the lease ends no sooner (bus clock)
 	seq      uint64    // claim order, for rows due at the same time
@@ -86,8 +88,8 @@ func (h *heldHeap) Pop() any {
 
 // ahead is the state of a look-ahead dispatcher; only its loop touches it.
 type ahead struct {
-	d         *dispatcher
-	store     AheadClaimer
+	d         *Dispatcher
+	store     backend.AheadClaimer
 	held      heldHeap
 	seq       uint64
 	horizon   time.Time // rows due by then (bus clock) were claimed, unless stored since
@@ -103,21 +105,21 @@ type ahead struct {
 	done       *claimResult     // its result, once sleep received it
 }
 
-// storeReading is a reading of a ClockedStore's clock: the store showed
+// storeReading is a reading of a backend.ClockedStore's clock: the store showed
 // store no later than bus on the bus's clock.
 type storeReading struct{ store, bus time.Time }
 
 // runAhead is the dispatcher's loop with a look-ahead window.
-func (d *dispatcher) runAhead(ctx context.Context, store AheadClaimer) {
+func (d *Dispatcher) runAhead(ctx context.Context, store backend.AheadClaimer) {
 	a := &ahead{d: d, store: store, claimNow: true}
 	defer a.stop(ctx)
 	for ctx.Err() == nil {
 		a.collect(ctx, false)
 		a.settling.reap()
-		if failed := a.handOverDue(ctx); failed && d.dispatch.wait() > 0 {
+		if failed := a.handOverDue(ctx); failed && d.dispatch.Wait() > 0 {
 			// The transport is failing: probe, don't hold rows meanwhile.
 			a.releaseHeld(ctx)
-			d.sleep(ctx, d.dispatch.wait())
+			d.sleep(ctx, d.dispatch.Wait())
 			a.claimNow = true
 			continue
 		}
@@ -131,7 +133,7 @@ func (d *dispatcher) runAhead(ctx context.Context, store AheadClaimer) {
 // instant between sent and recv (bus clock): a time storeNow+x on its clock
 // is at most recv+x on ours, and at least sent+x. A reading of the store's
 // clock, when there is one, gives another upper bound.
-func (a *ahead) hold(m *OutgoingMessage, storeNow, sent, recv time.Time, r storeReading) {
+func (a *ahead) hold(m *backend.OutgoingMessage, storeNow, sent, recv time.Time, r storeReading) {
 	avail := m.AvailableAt
 	if avail.IsZero() {
 		avail = m.DueAt
@@ -178,7 +180,7 @@ func (a *ahead) handOverDue(ctx context.Context) bool {
 		if len(a.held) == 0 || a.held[0].at.After(now) {
 			return false
 		}
-		var rows []OutgoingMessage
+		var rows []backend.OutgoingMessage
 		var stopBy, settleBy time.Time
 		for len(a.held) > 0 && len(rows) < d.cfg.BatchSize && !a.held[0].at.After(now) {
 			h := heap.Pop(&a.held).(*heldRow)
@@ -265,7 +267,7 @@ func (a *ahead) sleep(ctx context.Context) {
 func (a *ahead) releaseHeld(ctx context.Context) {
 	a.collect(ctx, true)
 	if len(a.held) > 0 {
-		rows := make([]OutgoingMessage, len(a.held))
+		rows := make([]backend.OutgoingMessage, len(a.held))
 		results := make([]error, len(a.held))
 		var settleBy time.Time
 		for i, h := range a.held {

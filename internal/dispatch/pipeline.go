@@ -1,12 +1,14 @@
-package bus
+package dispatch
 
 import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/postbus/bus/backend"
 )
 
-// Pipelined hand-over. When the transport is a BatchTransport, the
+// Pipelined hand-over. When the transport is a backend.BatchTransport, the
 // dispatcher does not hand rows over one at a time per goroutine (one
 // broker round trip per row and goroutine) but gives the transport the
 // whole claimed batch in one SendBatch call, which keeps many messages in
@@ -32,18 +34,18 @@ import (
 // released untried, as the one-at-a-time path does. No call starts after
 // stopBy.
 
-// errBatchResultMissing is the result of a message a BatchTransport
+// errBatchResultMissing is the result of a message a backend.BatchTransport
 // returned no result for: not confirmed, so its row is kept.
 var errBatchResultMissing = errors.New("bus: the transport returned no result for this message")
 
 // handOverPipelined hands rows to bt and returns one result per row. dec
 // and lanes are keyLanes' for rows: the rows of one ordering key go in
 // rounds, one per SendBatch call, and a failed one holds back the later
-// ones (see dispatch_order.go).
-func (d *dispatcher) handOverPipelined(ctx context.Context, bt BatchTransport, rows []OutgoingMessage, dec []decoded, lanes [][]int, stopBy time.Time) []error {
+// ones (see order.go).
+func (d *Dispatcher) handOverPipelined(ctx context.Context, bt backend.BatchTransport, rows []backend.OutgoingMessage, dec []decoded, lanes [][]int, stopBy time.Time) []error {
 	results := make([]error, len(rows))
 	start := 0
-	if d.dispatch.wait() > 0 {
+	if d.dispatch.Wait() > 0 {
 		start = min(max(d.cfg.Concurrency, batchFailureLimit), len(lanes))
 		if d.pipeline(ctx, bt, rows, dec, lanes[:start], results, stopBy) >= batchFailureLimit {
 			for _, lane := range lanes[start:] {
@@ -62,8 +64,8 @@ func (d *dispatcher) handOverPipelined(ctx context.Context, bt BatchTransport, r
 // (round r takes the r-th row of every lane: all of a batch without
 // ordering keys goes in one call), then the rows that need the
 // one-at-a-time path; it fills results and returns how many failed (not counting
-// messages refused permanently, ErrPermanent).
-func (d *dispatcher) pipeline(ctx context.Context, bt BatchTransport, rows []OutgoingMessage, dec []decoded, lanes [][]int, results []error, stopBy time.Time) int {
+// messages refused permanently, backend.ErrPermanent).
+func (d *Dispatcher) pipeline(ctx context.Context, bt backend.BatchTransport, rows []backend.OutgoingMessage, dec []decoded, lanes [][]int, results []error, stopBy time.Time) int {
 	if len(lanes) == 0 {
 		return 0
 	}
@@ -72,7 +74,7 @@ func (d *dispatcher) pipeline(ctx context.Context, bt BatchTransport, rows []Out
 	var single []int                          // rows for the one-at-a-time path
 	now := d.clock.Now()
 	for round := 0; ; round++ {
-		var batch []Outbound
+		var batch []backend.Outbound
 		var at, atLane []int // the row and lane of each batch entry
 		more := false
 		for l, lane := range lanes {
@@ -83,15 +85,16 @@ func (d *dispatcher) pipeline(ctx context.Context, bt BatchTransport, rows []Out
 			i := lane[round]
 			switch {
 			case wait[l] > 0:
-				results[i] = &heldBackError{wait: wait[l] + time.Duration(round-failedAt[l])*keyStep}
+				results[i] = &heldBackError{wait: wait[l] + time.Duration(round-failedAt[l])*KeyStep}
 			case dec[i].err != nil:
 				single = append(single, i)
 			default:
-				if _, ok := expired(dec[i].env, now, true); ok {
+				out, ok := d.host.Outbound(dec[i].env, now)
+				if !ok {
 					single = append(single, i)
 					continue
 				}
-				batch = append(batch, outboundOf(dec[i].env))
+				batch = append(batch, out)
 				at, atLane = append(at, i), append(atLane, l)
 			}
 		}
@@ -127,7 +130,7 @@ func (d *dispatcher) pipeline(ctx context.Context, bt BatchTransport, rows []Out
 	var held *heldBackError
 	for _, lane := range lanes {
 		for _, i := range lane {
-			if err := results[i]; err != nil && !errors.Is(err, errNotAttempted) && !errors.Is(err, ErrPermanent) && !errors.As(err, &held) && ctx.Err() == nil {
+			if err := results[i]; err != nil && !errors.Is(err, errNotAttempted) && !errors.Is(err, backend.ErrPermanent) && !errors.As(err, &held) && ctx.Err() == nil {
 				failed++
 			}
 		}
@@ -138,14 +141,10 @@ func (d *dispatcher) pipeline(ctx context.Context, bt BatchTransport, rows []Out
 // sendBatch makes the SendBatch call for batch within SendTimeout, between
 // each row's StartDispatch and EndDispatch when there is an Observer, and
 // stores each message's result in results at its row (at).
-func (d *dispatcher) sendBatch(ctx context.Context, bt BatchTransport, rows []OutgoingMessage, batch []Outbound, at []int, results []error) {
-	o := d.b.cfg.Observer
-	var spans []context.Context
-	if o != nil {
-		spans = make([]context.Context, len(batch))
-		for j, out := range batch {
-			spans[j] = o.StartDispatch(ctx, d.dispatchStart(&rows[at[j]], out.Envelope))
-		}
+func (d *Dispatcher) sendBatch(ctx context.Context, bt backend.BatchTransport, rows []backend.OutgoingMessage, batch []backend.Outbound, at []int, results []error) {
+	spans := make([]context.Context, len(batch))
+	for j, out := range batch {
+		spans[j] = d.host.StartDispatch(ctx, &rows[at[j]], out.Envelope)
 	}
 	sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)
 	errs := bt.SendBatch(sctx, batch)
@@ -157,9 +156,7 @@ func (d *dispatcher) sendBatch(ctx context.Context, bt BatchTransport, rows []Ou
 		} else {
 			err = errBatchResultMissing
 		}
-		results[at[j]] = d.b.transmitted(out.Envelope, err)
-		if o != nil {
-			o.EndDispatch(spans[j], DispatchEnd{Envelope: out.Envelope, Err: results[at[j]], Time: d.clock.Now()})
-		}
+		results[at[j]] = d.host.Transmitted(out.Envelope, err)
+		d.host.EndDispatch(spans[j], out.Envelope, results[at[j]])
 	}
 }

@@ -1,0 +1,9 @@
+package dispatch
+
+import (
+	"testing"
+
+	"github.com/postbus/bus/internal/leakcheck"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
