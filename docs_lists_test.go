@@ -59,10 +59,30 @@ type backend struct {
 }
 
 var (
-	driverAssertion = regexp.MustCompile(`_\s+bus\.(\w+)\s*=\s*\(\*(Persistence|Transport)\)\(nil\)`)
+	driverAssertion = regexp.MustCompile(`_\s+(?:bus|sqlstore)\.(\w+)\s*=\s*\(\*(Persistence|Transport)\)\(nil\)`)
 	memoryAssertion = regexp.MustCompile(`_\s+(\w+)\s*=\s*\(\*(MemoryPersistence|MemoryTransport)\)\(nil\)`)
 	listMarker      = regexp.MustCompile(`^\s*<!--\s*(stores|transports|unlisted)\s*(?::\s*([^>]*?))?\s*-->\s*$`)
 )
+
+// sqlComplete returns the capabilities sqlstore.Complete embeds, which a
+// SQL store asserts in one line.
+func sqlComplete(t *testing.T) []string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("backend", "sqlstore", "store.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, ok := strings.Cut(string(src), "type Complete interface {")
+	body, _, _ = strings.Cut(body, "}")
+	if !ok {
+		t.Fatal("backend/sqlstore/store.go: no Complete interface")
+	}
+	var caps []string
+	for _, m := range regexp.MustCompile(`backend\.(\w+)`).FindAllStringSubmatch(body, -1) {
+		caps = append(caps, m[1])
+	}
+	return caps
+}
 
 // backends finds the stores and transports: the core's in-memory ones and
 // every module of go.work whose package asserts bus.Persistence or
@@ -84,6 +104,12 @@ func backends(t *testing.T) (stores, transports []backend) {
 				t.Fatal(err)
 			}
 			for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+				if m[1] == "Complete" { // sqlstore.Complete: every capability it embeds
+					for _, c := range sqlComplete(t) {
+						persistence[c] = true
+					}
+					continue
+				}
 				if strings.HasSuffix(m[2], "Persistence") {
 					persistence[m[1]] = true
 				} else {

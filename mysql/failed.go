@@ -8,7 +8,6 @@ import (
 	"github.com/postbus/bus/backend/sqlstore"
 )
 
-var _ bus.FailedStore = (*Persistence)(nil)
 
 // failed is the failed-message store of the kit (StoreFailed, ListFailed,
 // CountFailed, GetFailed, FailedGroups, DeleteFailed), embedded in

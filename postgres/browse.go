@@ -11,7 +11,6 @@ import (
 	"github.com/postbus/bus/backend/sqlstore"
 )
 
-var _ bus.ScheduledBrowser = (*Persistence)(nil)
 
 // exactCountLimit is the backlog up to which StatsScheduled counts rows one
 // by one; a larger table is estimated from the catalog.

@@ -41,7 +41,6 @@ func WithTx(ctx context.Context, tx pgx.Tx) context.Context {
 	return context.WithValue(ctx, callerKey{}, tx)
 }
 
-var _ bus.TxCarrier = (*Persistence)(nil)
 
 // outbox is the outbox and inbox, whose methods (BeginHandling,
 // StoreOutgoingInCallerTx, CancelOutgoingInTx, PurgeInbox, CarriesTx)

@@ -11,7 +11,6 @@ import (
 	"github.com/postbus/bus/backend/sqlstore"
 )
 
-var _ bus.ScheduledBrowser = (*Persistence)(nil)
 
 // exactCountLimit is the backlog up to which StatsScheduled counts rows one
 // by one; beyond it the count is estimated from the rowid range.

@@ -7,11 +7,7 @@ import (
 	"github.com/postbus/bus/backend/sqlstore"
 )
 
-var (
-	_ bus.RecurringStore        = (*Persistence)(nil)
-	_ bus.RecurringRuntimeStore = (*Persistence)(nil)
-	_ bus.RecurringRunGuard     = (*Persistence)(nil)
-)
+var _ bus.RecurringRunGuard = (*Persistence)(nil)
 
 // recurrings is the kit's recurring-schedule store: its methods
 // (DeclareRecurring, ClaimDueRecurring, BeginRecurringRun…) are

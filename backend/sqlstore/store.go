@@ -26,6 +26,11 @@ type Complete interface {
 	backend.TxCanceler
 	backend.PoolReporter
 	backend.Pinger
+	backend.TxCarrier
+	backend.ScheduledBrowser
+	backend.FailedStore
+	backend.RecurringStore
+	backend.RecurringRuntimeStore
 }
 
 // ScheduledSQL is the statements of the scheduled store's single-row
