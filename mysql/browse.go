@@ -10,7 +10,6 @@ import (
 	"github.com/postbus/bus/backend/sqlstore"
 )
 
-
 // exactCountLimit is the backlog up to which StatsScheduled counts rows one
 // by one; beyond it the count is the server's estimate.
 const exactCountLimit = 100_000

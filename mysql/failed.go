@@ -8,7 +8,6 @@ import (
 	"github.com/postbus/bus/backend/sqlstore"
 )
 
-
 // failed is the failed-message store of the kit (StoreFailed, ListFailed,
 // CountFailed, GetFailed, FailedGroups, DeleteFailed), embedded in
 // Persistence. The table is Options.Table + "_failed", created by Setup,

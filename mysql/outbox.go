@@ -38,7 +38,6 @@ func WithTx(ctx context.Context, tx *sql.Tx) context.Context {
 	return context.WithValue(ctx, txKey{}, tx)
 }
 
-
 // ErrUnusableTx is wrapped by every *TxError.
 var ErrUnusableTx = errors.New("mysql: unusable transaction")
 

@@ -11,7 +11,6 @@ import (
 	"github.com/postbus/bus/backend/sqlstore"
 )
 
-
 // exactCountLimit is the backlog up to which StatsScheduled counts rows one
 // by one; a larger table is estimated from the catalog.
 const exactCountLimit = 100_000

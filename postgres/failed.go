@@ -10,7 +10,6 @@ import (
 	"github.com/postbus/bus/backend/sqlstore"
 )
 
-
 // failed is the failed-message store of the kit (StoreFailed, ListFailed,
 // CountFailed, GetFailed, FailedGroups, DeleteFailed), embedded in
 // Persistence. IDs are stored as they are and must be storable text

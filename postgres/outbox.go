@@ -41,7 +41,6 @@ func WithTx(ctx context.Context, tx pgx.Tx) context.Context {
 	return context.WithValue(ctx, callerKey{}, tx)
 }
 
-
 // outbox is the outbox and inbox, whose methods (BeginHandling,
 // StoreOutgoingInCallerTx, CancelOutgoingInTx, PurgeInbox, CarriesTx)
 // Persistence promotes. A handling's transaction holds a pooled

@@ -11,7 +11,6 @@ import (
 	"github.com/postbus/bus/backend/sqlstore"
 )
 
-
 // exactCountLimit is the backlog up to which StatsScheduled counts rows one
 // by one; beyond it the count is estimated from the rowid range.
 const exactCountLimit = 100_000
