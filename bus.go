@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/postbus/bus/internal/dispatch"
+	"github.com/postbus/bus/internal/loop"
 )
 
 // Bus is one endpoint's connection to the transport: it sends, publishes,
@@ -209,7 +209,7 @@ func (b *Bus) receiveLoop(ctx context.Context) {
 			return
 		}
 		b.log.Error("receive failed; retrying", slog.Any(logKeyError, err))
-		if !sleepCtx(ctx, b.clock, receiveRetryDelay) {
+		if !loop.Sleep(ctx, b.clock, receiveRetryDelay) {
 			return
 		}
 	}
@@ -261,26 +261,6 @@ func (b *Bus) checkOpen() error {
 		return ErrClosed
 	}
 	return nil
-}
-
-// sleepCtx waits d on clock, returning false if ctx ended first.
-func sleepCtx(ctx context.Context, clock Clock, d time.Duration) bool {
-	t := clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// detach returns a ctx that keeps ctx's values but not its cancellation,
-// bounded by d: for work that must finish although the caller's ctx ended
-// (moving a message to the error queue, settling a batch), yet must not
-// wait for ever on a broker or database that waits out an outage.
-func detach(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), d)
 }
 
 // settleTimeout bounds one store call that settles work the caller's ctx

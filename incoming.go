@@ -9,6 +9,8 @@ import (
 	"runtime/debug"
 	"strconv"
 	"time"
+
+	"github.com/postbus/bus/internal/loop"
 )
 
 // onDelivery is the DeliveryHandler the bus gives its transport. The
@@ -214,7 +216,7 @@ func (b *Bus) moveToError(ctx context.Context, env *Envelope, kind string, attem
 	}
 	failed.SetHeader(HeaderFailureTime, b.clock.Now().UTC().Format(time.RFC3339Nano))
 	failed.SetHeader(HeaderFailureAttempts, strconv.Itoa(attempts))
-	sctx, cancel := detach(ctx, b.cfg.Dispatcher.SendTimeout)
+	sctx, cancel := loop.Detach(ctx, b.cfg.Dispatcher.SendTimeout)
 	defer cancel()
 	if err := b.transport.Send(sctx, b.cfg.ErrorQueue, finalCopy(failed)); err != nil {
 		b.log.Error("could not move message to the error queue; it stays in the input queue",

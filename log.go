@@ -1,7 +1,6 @@
 package bus
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -81,29 +80,4 @@ func (b *Bus) Metrics() Metrics {
 		RecurringFailed: m.recurringFailed.Load(), RecurringSkipped: m.recurringSkipped.Load(),
 		LatenessP50: p50, LatenessP99: p99,
 	}
-}
-
-// logInterval is how often one kind of failure is logged at most.
-const logInterval = 10 * time.Second
-
-// rateLimiter lets one log line per key through per interval, so a dead
-// database produces a line every few seconds, not one per message.
-type rateLimiter struct {
-	mu       sync.Mutex
-	interval time.Duration
-	last     map[string]time.Time
-}
-
-func newRateLimiter(interval time.Duration) *rateLimiter {
-	return &rateLimiter{interval: interval, last: map[string]time.Time{}}
-}
-
-func (r *rateLimiter) allow(key string, now time.Time) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if t, ok := r.last[key]; ok && now.Sub(t) < r.interval {
-		return false
-	}
-	r.last[key] = now
-	return true
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/postbus/bus/internal/loop"
 )
 
 // Transactional outbox and inbox.
@@ -52,7 +54,7 @@ func (b *Bus) attemptInOutbox(ctx context.Context, env *Envelope, attempt int) e
 		return nil
 	}
 	rollback := func() {
-		rctx, cancel := detach(ctx, settleTimeout)
+		rctx, cancel := loop.Detach(ctx, settleTimeout)
 		defer cancel()
 		if rerr := tx.Rollback(rctx); rerr != nil {
 			b.log.Warn("outbox: rollback failed", slog.String(logKeyMessageID, env.ID), slog.Any(logKeyError, rerr))

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/postbus/bus/internal/loop"
 )
 
 // RecurringPolicy.Overlap: OverlapSkip skips an occurrence whose previous
@@ -69,7 +71,7 @@ func (b *Bus) guardOverlap(ctx context.Context, env *Envelope) (end func(), skip
 		return nil, true, nil
 	}
 	return func() {
-		ectx, cancel := detach(ctx, settleTimeout)
+		ectx, cancel := loop.Detach(ctx, settleTimeout)
 		defer cancel()
 		if err := g.EndRecurringRun(ectx, name, env.ID); err != nil {
 			b.log.Warn("cannot end the run of a recurring occurrence; it counts as running until its timeout",

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/postbus/bus/internal/loop"
 	"github.com/postbus/bus/internal/recurring"
 )
 
@@ -175,7 +176,7 @@ func (b *Bus) stopRecurring() {
 // which finds what other processes changed (a resume, a new definition, a
 // deleted record); a local resume wakes it at once.
 func (b *Bus) recurringLoop(ctx context.Context, st RecurringStore) {
-	limiter := newRateLimiter(logInterval)
+	limiter := loop.NewRateLimiter(loop.LogInterval)
 	rs := &b.recur
 	refresh := b.recurringRefresh()
 	nextRefresh := b.clock.Now().Add(refresh)
@@ -189,7 +190,7 @@ func (b *Bus) recurringLoop(ctx context.Context, st RecurringStore) {
 				for _, r := range recs {
 					listed[r.Name] = r
 				}
-			} else if ctx.Err() == nil && limiter.allow("", began) {
+			} else if ctx.Err() == nil && limiter.Allow("", began) {
 				b.log.Error("cannot list the recurring schedules; stepping each when due",
 					slog.Any(logKeyError, err))
 			}
@@ -211,7 +212,7 @@ func (b *Bus) recurringLoop(ctx context.Context, st RecurringStore) {
 			case ctx.Err() != nil:
 				return
 			case err != nil:
-				if limiter.allow(name, b.clock.Now()) {
+				if limiter.Allow(name, b.clock.Now()) {
 					b.log.Error("cannot store the next occurrences of a recurring schedule; retrying",
 						slog.String("recurring", name), slog.Any(logKeyError, err))
 				}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/postbus/bus/internal/loop"
 )
 
 // How schedules made at runtime run.
@@ -68,7 +70,7 @@ func (b *Bus) runtimeEntryCached(rec RecurringRecord) (*recurringEntry, error) {
 // runRuntimeRecurring steps the runtime schedules that fall due until ctx
 // ends (see the comment at the top of this file).
 func (b *Bus) runRuntimeRecurring(ctx context.Context, st RecurringRuntimeStore) {
-	limiter := newRateLimiter(logInterval)
+	limiter := loop.NewRateLimiter(loop.LogInterval)
 	rs := &b.runtime
 	watcher, _ := st.(interface {
 		recurringWatch() (time.Time, bool, <-chan struct{})
@@ -83,7 +85,7 @@ func (b *Bus) runRuntimeRecurring(ctx context.Context, st RecurringRuntimeStore)
 		began := b.clock.Now()
 		rs.passes.begin(began)
 		recs, err := st.ClaimDueRecurring(ctx, began, runtimeClaimBatch, b.cfg.Dispatcher.Lease)
-		if err != nil && ctx.Err() == nil && limiter.allow("claim", began) {
+		if err != nil && ctx.Err() == nil && limiter.Allow("claim", began) {
 			b.log.Error("cannot claim the runtime recurring schedules due; retrying", slog.Any(logKeyError, err))
 		}
 		b.stepAll(ctx, st, recs, limiter)
@@ -124,14 +126,14 @@ func (b *Bus) runtimeSleep(ctx context.Context, watched bool, next time.Time, ch
 // stepAll steps the records of one claim, runtimeStepWorkers at a time:
 // each step is a round trip or two to the store, and one after the other
 // they would bound a process to about a thousand ticks a second.
-func (b *Bus) stepAll(ctx context.Context, st RecurringRuntimeStore, recs []RecurringRecord, limiter *rateLimiter) {
+func (b *Bus) stepAll(ctx context.Context, st RecurringRuntimeStore, recs []RecurringRecord, limiter *loop.RateLimiter) {
 	sem := make(chan struct{}, runtimeStepWorkers)
 	var wg sync.WaitGroup
 	for i := range recs {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := b.stepClaimed(ctx, st, recs[i]); err != nil && ctx.Err() == nil && limiter.allow(recs[i].Name, b.clock.Now()) {
+			if err := b.stepClaimed(ctx, st, recs[i]); err != nil && ctx.Err() == nil && limiter.Allow(recs[i].Name, b.clock.Now()) {
 				b.log.Error("cannot step a runtime recurring schedule; another dispatcher retries after the lease",
 					slog.String("recurring", recs[i].Name), slog.Any(logKeyError, err))
 			}

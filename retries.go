@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
+
+	"github.com/postbus/bus/internal/loop"
 )
 
 const (
@@ -36,7 +38,7 @@ func (b *Bus) retryLater(ctx context.Context, env *Envelope, d time.Duration, at
 	retry.SetHeader(HeaderFailureReason, cause.Error())
 	retry.Destination = b.cfg.Endpoint
 	retry.DueAt = b.clock.Now().Add(d).UTC()
-	sctx, cancel := detach(ctx, b.cfg.Dispatcher.SendTimeout)
+	sctx, cancel := loop.Detach(ctx, b.cfg.Dispatcher.SendTimeout)
 	defer cancel()
 	sctx, endSend := b.observeSend(sctx, retry, SendDelayedRetry)
 	err := b.schedule(sctx, []pending{{env: retry, delay: d}})
@@ -122,6 +124,6 @@ func (b *Bus) concluded(ctx context.Context, err error) error {
 	}
 	n := b.unconcluded.Add(1)
 	wait := concludeBackoffMin << min(n-1, 8)
-	sleepCtx(ctx, b.clock, min(wait, concludeBackoffMax))
+	loop.Sleep(ctx, b.clock, min(wait, concludeBackoffMax))
 	return err
 }

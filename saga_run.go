@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/postbus/bus/internal/loop"
 )
 
 // Headers that address a timeout to the saga instance that requested it.
@@ -136,7 +138,7 @@ func (b *Bus) cancelTimeouts(ctx context.Context, saga, corr string, ids []strin
 	if b.store == nil {
 		return
 	}
-	cctx, cancel := detach(ctx, b.cfg.Dispatcher.SendTimeout)
+	cctx, cancel := loop.Detach(ctx, b.cfg.Dispatcher.SendTimeout)
 	defer cancel()
 	for _, id := range ids {
 		if _, err := b.store.CancelOutgoing(cctx, id); err != nil {

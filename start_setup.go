@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/postbus/bus/internal/loop"
 )
 
 // Start waits for a store that is not reachable yet: a service often
@@ -80,7 +82,7 @@ func (b *Bus) untilReachable(ctx, sctx context.Context, st startStep) error {
 				slog.String(st.key, st.name), slog.Int(logKeyAttempt, n),
 				slog.Duration("start_timeout", b.cfg.StartTimeout), slog.Any(logKeyError, err))
 		}
-		if !sleepCtx(sctx, b.clock, setupRetryWait(n)) {
+		if !loop.Sleep(sctx, b.clock, setupRetryWait(n)) {
 			return b.gaveUp(ctx, st, b.clock.Now().Sub(began), n, last)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
+
+	"github.com/postbus/bus/internal/loop"
 )
 
 // Message timers, after MSMQ's: a message that is no longer worth handling
@@ -203,7 +205,7 @@ func (b *Bus) discardExpired(ctx context.Context, env *Envelope, class AckClass)
 		dl.SetHeader(HeaderDeadLetterTimer, timer)
 		dl.SetHeader(HeaderDeadLetterEndpoint, b.cfg.Endpoint)
 		dl.SetHeader(HeaderDeadLetterTime, now.Format(time.RFC3339Nano))
-		sctx, cancel := detach(ctx, b.cfg.Dispatcher.SendTimeout)
+		sctx, cancel := loop.Detach(ctx, b.cfg.Dispatcher.SendTimeout)
 		err := b.transport.Send(sctx, b.cfg.DeadLetterQueue, finalCopy(dl))
 		cancel()
 		if err != nil {
@@ -236,7 +238,7 @@ func (b *Bus) acknowledge(ctx context.Context, env *Envelope, level AckLevel, cl
 		out := &Envelope{ID: b.ids.New(), Type: ack.MessageName(), Kind: KindCommand, Body: body,
 			ContentType: b.cfg.Serializer.ContentType(), CorrelationID: env.CorrelationID,
 			Source: b.cfg.Endpoint, Destination: queue, SentAt: now}
-		sctx, cancel := detach(ctx, b.cfg.Dispatcher.SendTimeout)
+		sctx, cancel := loop.Detach(ctx, b.cfg.Dispatcher.SendTimeout)
 		err = b.transport.Send(sctx, queue, out)
 		cancel()
 	}

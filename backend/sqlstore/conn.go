@@ -138,3 +138,32 @@ func SQLTx(tx Tx) (*sql.Tx, bool) {
 	t, ok := tx.(sqlTx)
 	return t.tx, ok
 }
+
+// txAttempts bounds the runs of a transaction the server rolled back.
+const txAttempts = 3
+
+// InTx runs fn in a transaction of db and commits it. A transaction the
+// server rolled back (d.Retryable: a deadlock victim, a serialization
+// failure) runs again from scratch, up to three times in all: fn must
+// start over on each call.
+func InTx(ctx context.Context, d *Dialect, db DB, fn func(tx Tx) error) error {
+	var err error
+	for range txAttempts {
+		if err = inTxOnce(ctx, db, fn); !d.Retryable(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+func inTxOnce(ctx context.Context, db DB, fn func(tx Tx) error) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = Rollback(ctx, tx) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}

@@ -26,10 +26,6 @@ type Failed struct {
 // NewFailed returns a Failed running s on db.
 func NewFailed(d *Dialect, db DB, s FailedSQL) *Failed { return &Failed{d: d, db: db, s: s} }
 
-// failedTxTries is how often StoreFailed runs a transaction the server
-// rolled back (Dialect.Retryable).
-const failedTxTries = 3
-
 // FailedSQL is what a database says to keep failed messages. Templates
 // hold parameters as {name}, filled with the dialect's placeholders.
 type FailedSQL struct {
@@ -86,7 +82,7 @@ type FailedSQL struct {
 // StoreFailed inserts or updates the messages (see backend.FailedStore) in
 // one transaction: a statement per batch of distinct IDs (StoreArgs), in
 // order, or a statement per message. A transaction the server rolled back
-// (a deadlock victim) runs again, up to failedTxTries times in all.
+// (a deadlock victim) runs again, up to three times in all (InTx).
 func (f *Failed) StoreFailed(ctx context.Context, msgs []backend.FailedMessage) error {
 	if len(msgs) == 0 {
 		return ctx.Err()
@@ -115,12 +111,14 @@ func (f *Failed) StoreFailed(ctx context.Context, msgs []backend.FailedMessage) 
 			batches = append(batches, f.rowArgs(m))
 		}
 	}
-	var err error
-	for range failedTxTries {
-		if err = f.storeTx(ctx, batches); !f.d.Retryable(err) || ctx.Err() != nil {
-			break
+	err := InTx(ctx, f.d, f.db, func(tx Tx) error {
+		for _, args := range batches {
+			if _, err := tx.Exec(ctx, f.s.Store, args...); err != nil {
+				return err
+			}
 		}
-	}
+		return nil
+	})
 	if err != nil {
 		return f.d.Errorf("store failed messages: %w", err)
 	}
@@ -145,20 +143,6 @@ func (f *Failed) rowArgs(m backend.FailedMessage) []any {
 	t := f.d.Times.Arg
 	return []any{f.d.T(m.ID), f.d.T(m.Type), f.d.T(m.Endpoint), f.d.T(m.Queue), f.d.T(m.Kind), reason, f.d.T(m.Group),
 		m.Attempts, m.Failures, t(m.FirstFailed), t(m.LastFailed), m.Envelope}
-}
-
-func (f *Failed) storeTx(ctx context.Context, batches [][]any) error {
-	tx, err := f.db.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = Rollback(ctx, tx) }()
-	for _, args := range batches {
-		if _, err := tx.Exec(ctx, f.s.Store, args...); err != nil {
-			return err
-		}
-	}
-	return tx.Commit(ctx)
 }
 
 // distinctRounds splits msgs, in order, into batches without a repeated

@@ -46,10 +46,6 @@ func NewRecurrings(d *Dialect, db DB, s RecurringSQL, h RecurringHooks) *Recurri
 	return r
 }
 
-// recurringTxAttempts bounds the runs of a transaction the server rolled
-// back (a deadlock victim).
-const recurringTxAttempts = 3
-
 // recurringDeclareAttempts bounds the attempts of a declaration whose
 // insert of a new name lost to another's.
 const recurringDeclareAttempts = 5
@@ -175,29 +171,9 @@ func (r *Recurrings) write(ctx context.Context, tx Tx, cancel []string, rows []b
 	return r.hooks.Write(ctx, tx, cancel, rows)
 }
 
-// inTx runs fn in a transaction of the store's own and commits it. A
-// transaction the server rolled back (Dialect.IsRetryable) runs again, up
-// to recurringTxAttempts times: fn starts from scratch on each call.
+// inTx runs fn in a transaction of the store's own (InTx).
 func (r *Recurrings) inTx(ctx context.Context, fn func(tx Tx) error) error {
-	var err error
-	for range recurringTxAttempts {
-		if err = r.inTxOnce(ctx, fn); !r.d.Retryable(err) || ctx.Err() != nil {
-			return err
-		}
-	}
-	return err
-}
-
-func (r *Recurrings) inTxOnce(ctx context.Context, fn func(tx Tx) error) error {
-	tx, err := r.db.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = Rollback(ctx, tx) }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
+	return InTx(ctx, r.d, r.db, fn)
 }
 
 // time is the parameter of a nullable time column.

@@ -266,32 +266,9 @@ func (s *Scheduled) StoreNow(ctx context.Context) (time.Time, error) {
 	return s.d.ScanTime(now)
 }
 
-// txRetries is how often inTx runs a transaction the server rolled back
-// (Dialect.Retryable: a deadlock victim).
-const txRetries = 3
-
-// inTx runs fn in a transaction of db and commits it, again from scratch
-// when the server rolled it back, up to txRetries times.
+// inTx runs fn in a transaction of db (InTx).
 func (s *Scheduled) inTx(ctx context.Context, fn func(tx Tx) error) error {
-	var err error
-	for range txRetries {
-		if err = s.inTxOnce(ctx, fn); !s.d.Retryable(err) || ctx.Err() != nil {
-			return err
-		}
-	}
-	return err
-}
-
-func (s *Scheduled) inTxOnce(ctx context.Context, fn func(tx Tx) error) error {
-	tx, err := s.db.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = Rollback(ctx, tx) }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
+	return InTx(ctx, s.d, s.db, fn)
 }
 
 // CeilMicros is d in whole microseconds, rounded up so that a positive

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus/backend"
+	"github.com/postbus/bus/internal/loop"
 )
 
 const (
@@ -214,7 +215,7 @@ func (d *Dispatcher) awaitRecording(ctx context.Context, leaseEnd time.Time) {
 		}
 		if d.lastRec.CompareAndSwap(last, slot) {
 			if slot > now {
-				sleepCtx(ctx, d.clock, time.Duration(slot-now))
+				loop.Sleep(ctx, d.clock, time.Duration(slot-now))
 			}
 			return
 		}
@@ -232,7 +233,7 @@ func (d *Dispatcher) storeCall(ctx context.Context, what string, n int, leaseEnd
 	}
 	wait := settleRetryDelay
 	for {
-		cctx, cancel := detach(ctx, SettleTimeout)
+		cctx, cancel := loop.Detach(ctx, SettleTimeout)
 		got, err := fn(cctx)
 		cancel()
 		if err == nil {
@@ -249,7 +250,7 @@ func (d *Dispatcher) storeCall(ctx context.Context, what string, n int, leaseEnd
 			return
 		}
 		d.logError(what, "cannot settle dispatched rows yet; retrying within the lease", err)
-		if !sleepCtx(context.WithoutCancel(ctx), d.clock, wait) {
+		if !loop.Sleep(context.WithoutCancel(ctx), d.clock, wait) {
 			return
 		}
 		wait = min(wait*2, time.Second)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus/backend"
+	"github.com/postbus/bus/internal/loop"
 )
 
 // Dispatcher hands scheduled messages to the transport when they fall due.
@@ -29,7 +30,7 @@ type Dispatcher struct {
 	cfg       Config
 	clock     backend.Clock
 	log       *slog.Logger
-	limiter   *rateLimiter
+	limiter   *loop.RateLimiter
 	wake      chan struct{}
 	plan      atomic.Int64 // Unix nanoseconds of the next planned look; 0 while busy
 	fetch     *Breaker     // claiming due rows
@@ -54,8 +55,6 @@ const (
 	// the poll interval, so a row held for a whole lease is not polled for
 	// hundreds of times a second.
 	dueRetryDelay = 5 * time.Millisecond
-	// logInterval is how often one kind of failure is logged at most.
-	logInterval = 10 * time.Second
 	// skewInterval is how often the dispatcher measures how far the clock
 	// of a ClockedStore is from the bus's clock.
 	skewInterval = 30 * time.Second
@@ -66,7 +65,7 @@ const (
 func New(cfg Config, host Host) *Dispatcher {
 	return &Dispatcher{
 		host: host, store: cfg.Store, transport: cfg.Identity, cfg: cfg, clock: cfg.Clock,
-		log: cfg.Logger.With(slog.String("component", "dispatcher")), limiter: newRateLimiter(logInterval),
+		log: cfg.Logger.With(slog.String("component", "dispatcher")), limiter: loop.NewRateLimiter(loop.LogInterval),
 		wake:  make(chan struct{}, 1),
 		fetch: cfg.Fetch, dispatch: cfg.Dispatch,
 	}
@@ -204,7 +203,7 @@ func (d *Dispatcher) watch(ctx context.Context, n backend.DueNotifier) {
 		if err != nil && ctx.Err() == nil {
 			d.logError("watch", "cannot watch for new scheduled messages; polling only", err)
 		}
-		sleepCtx(ctx, d.clock, d.cfg.PollInterval)
+		loop.Sleep(ctx, d.clock, d.cfg.PollInterval)
 	}
 }
 
@@ -221,7 +220,7 @@ func (d *Dispatcher) joiner() backend.HandOverJoiner {
 func (d *Dispatcher) claimed() { d.lastClaim.Store(d.clock.Now().UnixNano()) }
 
 func (d *Dispatcher) logError(kind, msg string, err error) {
-	if d.limiter.allow(kind, d.clock.Now()) {
+	if d.limiter.Allow(kind, d.clock.Now()) {
 		d.log.Error(msg, slog.String("failure", kind), slog.Any(logKeyError, err))
 	}
 }

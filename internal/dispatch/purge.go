@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/postbus/bus/backend"
+	"github.com/postbus/bus/internal/loop"
 )
 
 // The inbox purge: with the transactional outbox on, the inbox rows that
@@ -28,21 +29,21 @@ type InboxPurge struct {
 	retention time.Duration
 	clock     backend.Clock
 	log       *slog.Logger
-	limiter   *rateLimiter
+	limiter   *loop.RateLimiter
 }
 
 // NewInboxPurge returns a purge of store's inbox rows older than
 // retention, timed on clock, logging its failures to log.
 func NewInboxPurge(store backend.OutboxStore, retention time.Duration, clock backend.Clock, log *slog.Logger) *InboxPurge {
 	return &InboxPurge{store: store, retention: retention, clock: clock,
-		log: log.With(slog.String("component", "dispatcher")), limiter: newRateLimiter(logInterval)}
+		log: log.With(slog.String("component", "dispatcher")), limiter: loop.NewRateLimiter(loop.LogInterval)}
 }
 
 // Run purges at once and then every inboxPurgeInterval until ctx ends.
 func (p *InboxPurge) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		p.purge(ctx)
-		sleepCtx(ctx, p.clock, inboxPurgeInterval)
+		loop.Sleep(ctx, p.clock, inboxPurgeInterval)
 	}
 }
 
@@ -51,7 +52,7 @@ func (p *InboxPurge) purge(ctx context.Context) {
 	for ctx.Err() == nil {
 		n, err := p.store.PurgeInbox(ctx, p.retention, inboxPurgeBatch)
 		if err != nil {
-			if ctx.Err() == nil && p.limiter.allow("inbox", p.clock.Now()) {
+			if ctx.Err() == nil && p.limiter.Allow("inbox", p.clock.Now()) {
 				p.log.Error("cannot delete expired inbox rows", slog.String("failure", "inbox"), slog.Any(logKeyError, err))
 			}
 			return
