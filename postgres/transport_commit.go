@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
+
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 // Group commit of sends.
@@ -149,23 +150,11 @@ func (c *committer) run(group []*pendingSend) {
 // caller of the group has stopped waiting (nobody would learn the
 // outcome) or when Close gives up, never because one caller left.
 func (c *committer) groupContext(group []*pendingSend) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(c.life)
-	var live atomic.Int64
-	live.Store(int64(len(group)))
-	stops := make([]func() bool, len(group))
+	ctxs := make([]context.Context, len(group))
 	for i, p := range group {
-		stops[i] = context.AfterFunc(p.ctx, func() {
-			if live.Add(-1) == 0 {
-				cancel()
-			}
-		})
+		ctxs[i] = p.ctx
 	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel()
-	}
+	return sqlstore.AllDone(c.life, ctxs)
 }
 
 // close refuses new rows and waits until the queued and committing ones

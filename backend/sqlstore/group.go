@@ -146,12 +146,23 @@ func (g *Grouper[T]) context(group []*groupCall[T]) (context.Context, context.Ca
 // groupContext returns a context that ends when the contexts of every
 // call in group have ended.
 func groupContext[T any](group []*groupCall[T]) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(group[0].ctx))
-	var live atomic.Int32
-	live.Store(int32(len(group)))
-	stops := make([]func() bool, len(group))
+	ctxs := make([]context.Context, len(group))
 	for i, c := range group {
-		stops[i] = context.AfterFunc(c.ctx, func() {
+		ctxs[i] = c.ctx
+	}
+	return AllDone(context.WithoutCancel(group[0].ctx), ctxs)
+}
+
+// AllDone returns a context of parent that also ends when every one of
+// members has ended: the context of work done for several callers, which
+// goes on while one of them still waits for its outcome.
+func AllDone(parent context.Context, members []context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	var live atomic.Int64
+	live.Store(int64(len(members)))
+	stops := make([]func() bool, len(members))
+	for i, m := range members {
+		stops[i] = context.AfterFunc(m, func() {
 			if live.Add(-1) == 0 {
 				cancel()
 			}
