@@ -15,8 +15,6 @@ var _ bus.RecurringRunGuard = (*Persistence)(nil)
 // Persistence's.
 type recurrings = sqlstore.Recurrings
 
-type rowScanner interface{ Scan(dest ...any) error }
-
 // atSQL is at of one parameter.
 var atSQL = at("?")
 
