@@ -141,7 +141,7 @@ func (p *Persistence) SendNow(ctx context.Context, id string) (bool, error) {
 			return err
 		}
 		var err error
-		n, err = execCount(ctx, tx, "UPDATE "+p.n.table+
+		n, err = sqlstore.ExecCount(ctx, tx, "UPDATE "+p.n.table+
 			" SET due_at = UTC_TIMESTAMP(6), available_at = UTC_TIMESTAMP(6), prior_available_at = NULL, lease_until = NULL, lease_token = NULL"+
 			" WHERE id = ?", []byte(id))
 		return err

@@ -168,7 +168,7 @@ type claimConn struct {
 func (c *claimConn) Settle(ctx context.Context, stmts []sqlstore.Stmt, end sqlstore.TxEnd) (int64, error) {
 	var n int64
 	for _, s := range stmts {
-		k, err := execCount(ctx, c.conn, s.Query, s.Args...)
+		k, err := sqlstore.ExecCount(ctx, c.conn, s.Query, s.Args...)
 		if err != nil {
 			return 0, err
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
+
 	"github.com/postbus/bus"
 	"github.com/postbus/bus/backend/sqlstore"
 )

@@ -63,12 +63,8 @@ func invalidRow(i int, id, reason string) error {
 	return fmt.Errorf("mysql: store: row %d (%q): %w: %s", i, id, bus.ErrInvalidMessage, reason)
 }
 
-// execer is what *sql.DB and *sql.Tx have in common here.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+// execer is what *sql.DB, *sql.Conn and *sql.Tx have in common.
+type execer = sqlstore.SQLExecer
 
 // insertRows inserts msgs on db in multi-row statements of at most
 // insertChunk rows and insertChunkBytes of envelopes, each within the
@@ -395,7 +391,7 @@ func (p *Persistence) cancelIn1(ctx context.Context, tx execer, id string) (int,
 	if ok, err := p.lockFree(ctx, tx, id); err != nil || !ok {
 		return 0, err
 	}
-	return execCount(ctx, tx, p.q.cancel, []byte(id))
+	return sqlstore.ExecCount(ctx, tx, p.q.cancel, []byte(id))
 }
 
 // lockFree locks the row id in tx if no transaction holds it (FOR UPDATE
@@ -408,19 +404,6 @@ func (p *Persistence) lockFree(ctx context.Context, tx execer, id string) (bool,
 		return false, nil
 	}
 	return err == nil, err
-}
-
-// execCount runs one statement and returns how many rows it changed.
-func execCount(ctx context.Context, db execer, stmt string, args ...any) (int, error) {
-	res, err := db.ExecContext(ctx, stmt, args...)
-	if err != nil {
-		return 0, err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, err
-	}
-	return int(n), nil
 }
 
 // cleanText makes s valid UTF-8 and cuts it to at most limit bytes, for

@@ -103,7 +103,7 @@ func (p *Persistence) histogramSQL() string {
 // reports whether it did; this process's dispatchers wake for it.
 func (p *Persistence) SendNow(ctx context.Context, id string) (bool, error) {
 	now := nanos(p.now())
-	n, err := execCount(ctx, p.db, "UPDATE "+p.q.table+
+	n, err := sqlstore.ExecCount(ctx, p.db, "UPDATE "+p.q.table+
 		" SET due_at = ?1, available_at = ?1, lease_until = 0, lease_token = NULL WHERE id = ?2 AND (lease_token IS NULL OR lease_until <= ?1)", now, id)
 	if err != nil {
 		return false, fmt.Errorf("sqlite: send now %s: %w", id, err)

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/postbus/bus/backend/sqlstore"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/postbus/bus/backend/sqlstore"
 )
 
 // newDialect is SQLite's sqlstore.Dialect: times as INTEGER Unix

@@ -1,9 +1,6 @@
 package sqlite
 
 import (
-	"context"
-	"database/sql"
-
 	"github.com/postbus/bus/backend/sqlstore"
 )
 
@@ -25,20 +22,5 @@ func newSettler(p *Persistence) *settler {
 	}, p.now, sqlstore.SettleOps{Delete: "delete", Release: "release", Fail: "record failures"})
 }
 
-// execer is what *sql.DB and *sql.Tx have in common here.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-// execCount runs one statement and returns how many rows it changed.
-func execCount(ctx context.Context, db execer, stmt string, args ...any) (int, error) {
-	res, err := db.ExecContext(ctx, stmt, args...)
-	if err != nil {
-		return 0, err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, err
-	}
-	return int(n), nil
-}
+// execer is what *sql.DB, *sql.Conn and *sql.Tx have in common.
+type execer = sqlstore.SQLExecer

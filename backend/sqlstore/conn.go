@@ -53,14 +53,15 @@ func FromDB(db *sql.DB, opts *sql.TxOptions) DB { return sqlDB{db: db, opts: opt
 // FromTx adapts a database/sql transaction.
 func FromTx(tx *sql.Tx) Tx { return sqlTx{tx} }
 
-// execer is what database/sql's pool, connection and transaction share.
-type execer interface {
+// SQLExecer is what database/sql's pool, connection and transaction
+// share.
+type SQLExecer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-type sqlQuerier struct{ e execer }
+type sqlQuerier struct{ e SQLExecer }
 
 func (q sqlQuerier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	res, err := q.e.ExecContext(ctx, query, args...)
@@ -166,4 +167,11 @@ func inTxOnce(ctx context.Context, db DB, fn func(tx Tx) error) error {
 		return err
 	}
 	return tx.Commit(ctx)
+}
+
+// ExecCount runs one statement on a database/sql pool, connection or
+// transaction and returns how many rows it changed.
+func ExecCount(ctx context.Context, e SQLExecer, query string, args ...any) (int, error) {
+	n, err := sqlQuerier{e}.Exec(ctx, query, args...)
+	return int(n), err
 }
