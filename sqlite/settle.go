@@ -21,6 +21,3 @@ func newSettler(p *Persistence) *settler {
 		IDs:     func(ids []string) any { return idList(ids) },
 	}, p.now, sqlstore.SettleOps{Delete: "delete", Release: "release", Fail: "record failures"})
 }
-
-// execer is what *sql.DB, *sql.Conn and *sql.Tx have in common.
-type execer = sqlstore.SQLExecer
