@@ -40,7 +40,7 @@ func runsDDL(n names) string {
 // for its utf8mb4 column. A step's cancels skip the rows a claim holds.
 func (p *Persistence) newRecurrings() *recurrings {
 	db := sqlstore.FromDB(p.db, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	return sqlstore.NewRecurrings(newDialect(), db, recurringSQL(p.n), sqlstore.RecurringHooks{
+	return sqlstore.NewRecurrings(p.dialect, db, recurringSQL(p.n), sqlstore.RecurringHooks{
 		Check: checkRows,
 		Write: func(ctx context.Context, tx sqlstore.Tx, cancel []string, rows []bus.OutgoingMessage) error {
 			stx, _ := sqlstore.SQLTx(tx) // a transaction of FromDB's

@@ -102,7 +102,7 @@ const recurringColumns = `name, fingerprint, schedule, generation, paused, last_
 // holds.
 func (p *Persistence) newRecurrings() *recurrings {
 	cancel := fmt.Sprintf(`DELETE FROM %s WHERE %s`, p.names.table, notHeld(p.names.table, "id = ANY($1::text[])"))
-	return sqlstore.NewRecurrings(newDialect(), newKitDB(p.pool), recurringSQL(p.names), sqlstore.RecurringHooks{
+	return sqlstore.NewRecurrings(p.dialect, newKitDB(p.pool), recurringSQL(p.names), sqlstore.RecurringHooks{
 		Check: func(rows []bus.OutgoingMessage) error {
 			for i := range rows {
 				if err := checkRow(&rows[i]); err != nil {

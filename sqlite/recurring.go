@@ -30,7 +30,7 @@ const nowSQL = `CAST(unixepoch('subsec') * 1000000000 AS INTEGER)`
 // (BEGIN IMMEDIATE), and its cancels keep the rows whose lease runs at the
 // store's now.
 func (p *Persistence) newRecurrings() *recurrings {
-	return sqlstore.NewRecurrings(newDialect(), sqlstore.FromDB(p.db, nil), recurringSQL(p.q.table), sqlstore.RecurringHooks{
+	return sqlstore.NewRecurrings(p.dialect, sqlstore.FromDB(p.db, nil), recurringSQL(p.q.table), sqlstore.RecurringHooks{
 		Check: checkRows,
 		Write: func(ctx context.Context, tx sqlstore.Tx, cancel []string, rows []bus.OutgoingMessage) error {
 			now := p.now()
